@@ -1,0 +1,139 @@
+//! [`Client`]: the connection to one Redis, and the services every lock of it shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::config::{ClientBuilder, Settings};
+use crate::connection::Connections;
+use crate::error::{Error, Result};
+use crate::hold::Holds;
+use crate::lock::RLock;
+use crate::pubsub::UnlockListener;
+use crate::scripts;
+use crate::watchdog::Watchdog;
+
+/// A connection to one Redis server and the source of its locks.
+///
+/// Cheap to clone: clones share the connections, the client id, the watchdog and the
+/// unlock listener. Each `Client` has its own random id, the `<client-uuid>` of the hash
+/// fields it writes, so two `Client`s in one process never share a lock's ownership.
+///
+/// ```no_run
+/// # async fn demo() -> redis_rlock::Result<()> {
+/// let client = redis_rlock::Client::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("order:1001").lock().await?;
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: Uuid,
+    /// `id` as it appears in hash fields, formatted once.
+    pub(crate) id_text: String,
+    pub(crate) settings: Settings,
+    pub(crate) connections: Arc<Connections>,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) listener: UnlockListener,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("url", &self.inner.settings.url)
+            .field("held_locks", &self.inner.holds.len())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects with default settings and verifies that Redis answers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a malformed URL; a connection error or
+    /// [`Error::Timeout`] when Redis does not answer within the connect timeout (2 s by
+    /// default) and the response timeout (1 s).
+    pub async fn connect(url: impl Into<String>) -> Result<Client> {
+        Client::builder(url).build().await
+    }
+
+    /// A builder for a client with non-default settings; see [`ClientBuilder`].
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    pub(crate) async fn from_settings(settings: Settings) -> Result<Client> {
+        let listener = UnlockListener::new(&settings.url, settings.connect_timeout)?;
+        let connections = Arc::new(Connections::open(&settings).await?);
+        let mut conn = connections.shared().await?.conn;
+        let pong: String = redis::cmd("PING").query_async(&mut conn).await?;
+        if pong != "PONG" {
+            return Err(Error::Pool(format!("unexpected PING reply `{pong}`")));
+        }
+        scripts::load_all(&mut conn).await?;
+        let holds = Arc::new(Holds::default());
+        let watchdog = Watchdog::new(
+            holds.clone(),
+            connections.clone(),
+            settings.watchdog_timeout,
+            settings.watchdog_batch_size,
+        );
+        let id = Uuid::new_v4();
+        tracing::debug!(client = %id, url = %settings.url, "connected");
+        Ok(Client {
+            inner: Arc::new(Inner {
+                id,
+                id_text: id.to_string(),
+                settings,
+                connections,
+                holds,
+                watchdog,
+                listener,
+            }),
+        })
+    }
+
+    /// This client's id: the `<client-uuid>` part of the hash fields it writes.
+    pub fn id(&self) -> Uuid {
+        self.inner.id
+    }
+
+    /// A handle on the reentrant lock `name` (the Redis key is the configured key prefix
+    /// followed by `name`). Cheap; nothing is sent until a method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`].
+    pub fn lock(&self, name: impl AsRef<str>) -> RLock {
+        RLock::new(self.clone(), name.as_ref())
+    }
+
+    /// The lease of locks taken without one; the watchdog renews them every third of it.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.inner.settings.watchdog_timeout
+    }
+
+    /// How many (lock, owner) holds this client currently tracks, reentrant holds counting
+    /// once.
+    pub fn held_lock_count(&self) -> usize {
+        self.inner.holds.len()
+    }
+
+    /// Whether the watchdog task is running; it runs while a watchdog lock is held.
+    pub fn is_watchdog_running(&self) -> bool {
+        self.inner.watchdog.is_running()
+    }
+
+    /// How many unlock channels this client is subscribed to; one per lock that has local
+    /// waiters.
+    pub fn subscribed_channel_count(&self) -> usize {
+        self.inner.listener.channel_count()
+    }
+}

@@ -1,0 +1,173 @@
+//! Command connections: one shared multiplexed connection for lock calls, replaced from a
+//! deadpool pool when it breaks, plus pooled connections for background work.
+//!
+//! Lock calls do not check a connection out of the pool per call: deadpool-redis pings on
+//! every checkout (`UNWATCH` + `PING`), which would double the latency of each lock call.
+//! One multiplexed connection pipelines every caller's commands instead, and the pool is
+//! where a broken one is replaced from, with its connect and health-check timeouts.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use deadpool_redis::redis::aio::MultiplexedConnection;
+use deadpool_redis::{Manager, Pool, Runtime};
+use rand::Rng;
+use redis::{AsyncConnectionConfig, RedisError};
+
+use crate::config::Settings;
+use crate::error::{Error, Result};
+
+/// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
+/// timeouts, dropped connections, and a server that is loading or failing over.
+pub(crate) fn is_transient(e: &RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            )
+        )
+}
+
+/// A clone of the shared connection, tagged so that a failure retires only the connection
+/// that failed and not a replacement another caller already installed.
+#[derive(Clone)]
+pub(crate) struct SharedConn {
+    generation: u64,
+    pub(crate) conn: MultiplexedConnection,
+}
+
+pub(crate) struct Connections {
+    pool: Pool,
+    shared: RwLock<Option<SharedConn>>,
+    /// Serialises replacements, so a broken connection is replaced once, not once per caller.
+    refill: tokio::sync::Mutex<()>,
+    next_generation: AtomicU64,
+    retry_attempts: u32,
+    retry_delay: Duration,
+}
+
+impl Connections {
+    /// Builds the pool and opens the shared connection. A malformed URL is rejected before
+    /// any connection is attempted.
+    pub(crate) async fn open(settings: &Settings) -> Result<Self> {
+        let connection_config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(Some(settings.response_timeout));
+        let manager = Manager::new_with_config(settings.url.as_str(), connection_config)
+            .map_err(|e| Error::invalid(format!("invalid Redis URL `{}`: {e}", settings.url)))?;
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(settings.connect_timeout + settings.response_timeout))
+            .create_timeout(Some(settings.connect_timeout + settings.response_timeout))
+            .recycle_timeout(Some(settings.response_timeout))
+            .build()
+            .map_err(|e| Error::Pool(e.to_string()))?;
+        let connections = Connections {
+            pool,
+            shared: RwLock::new(None),
+            refill: tokio::sync::Mutex::new(()),
+            next_generation: AtomicU64::new(1),
+            retry_attempts: settings.retry_attempts,
+            retry_delay: settings.retry_delay,
+        };
+        connections.shared().await?;
+        Ok(connections)
+    }
+
+    /// The shared connection, opened anew from the pool if the last one was retired.
+    pub(crate) async fn shared(&self) -> Result<SharedConn> {
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        let _refilling = self.refill.lock().await;
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        // Detached from the pool: it lives as long as it works, and the pool stays free for
+        // the watchdog.
+        let conn = deadpool_redis::Connection::take(self.pool.get().await?);
+        let fresh = SharedConn {
+            generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            conn,
+        };
+        *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    fn current(&self) -> Option<SharedConn> {
+        self.shared
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Retires the shared connection after an error that leaves it unusable (redis-rs does
+    /// not reconnect a multiplexed connection by itself once the server has gone).
+    pub(crate) fn report(&self, used: &SharedConn, error: &RedisError) {
+        if !error.is_unrecoverable_error() {
+            return;
+        }
+        let mut slot = self.shared.write().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().map(|c| c.generation) == Some(used.generation) {
+            *slot = None;
+        }
+    }
+
+    /// A connection of its own from the pool, for work that should not queue behind lock
+    /// calls on the shared connection (the watchdog's large renewal batches).
+    pub(crate) async fn pooled(&self) -> Result<deadpool_redis::Connection> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// The pause before retry number `attempt` (1-based): the configured delay plus up to as
+    /// much again of random jitter.
+    pub(crate) fn backoff(&self) -> Duration {
+        let jitter = rand::rng().random_range(0.0..=1.0);
+        self.retry_delay + self.retry_delay.mul_f64(jitter)
+    }
+
+    pub(crate) fn retry_attempts(&self) -> u32 {
+        self.retry_attempts
+    }
+
+    /// Runs an idempotent operation on the shared connection, retrying failures to reach
+    /// Redis up to the configured number of attempts.
+    pub(crate) async fn with_retries<T, F, Fut>(&self, mut operation: F) -> Result<T>
+    where
+        F: FnMut(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let mut attempt = 1;
+        loop {
+            let outcome = match self.shared().await {
+                Ok(shared) => {
+                    let outcome = operation(shared.conn.clone()).await;
+                    if let Err(e) = &outcome {
+                        self.report(&shared, e);
+                    }
+                    outcome.map_err(Error::from)
+                }
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Err(e) if e.is_connection_error() && attempt < self.retry_attempts => {
+                    tracing::debug!(attempt, error = %e, "retrying a Redis command");
+                    tokio::time::sleep(self.backoff()).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Futures that finish their Redis call even when the caller stops waiting for it.
+//!
+//! Dropping a future in the middle of a script call does not take the command back: Redis
+//! may still run it. An acquire that succeeded for a caller who is gone would leave the lock
+//! held with no guard to release it. Wrapped in [`FinishOnDrop`], the call is driven to its
+//! end on the runtime instead, and its result handed to a clean-up.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+type Orphaned<T> = Box<dyn FnOnce(T) + Send>;
+
+/// Drives `future`; if dropped before it completes, spawns the rest of it on the current
+/// runtime and passes its output to `orphaned`.
+pub(crate) struct FinishOnDrop<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    future: Option<Pin<Box<F>>>,
+    orphaned: Option<Orphaned<F::Output>>,
+}
+
+impl<F> FinishOnDrop<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    pub(crate) fn new(future: F, orphaned: impl FnOnce(F::Output) + Send + 'static) -> Self {
+        FinishOnDrop {
+            future: Some(Box::pin(future)),
+            orphaned: Some(Box::new(orphaned)),
+        }
+    }
+}
+
+impl<F> Future for FinishOnDrop<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(future) = self.future.as_mut() else {
+            panic!("FinishOnDrop polled after completion");
+        };
+        let output = std::task::ready!(future.as_mut().poll(cx));
+        self.future = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<F> Drop for FinishOnDrop<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        let (Some(future), Some(orphaned)) = (self.future.take(), self.orphaned.take()) else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { orphaned(future.await) });
+            }
+            Err(_) => tracing::warn!(
+                "a Redis call was abandoned outside any runtime; \
+                 a lock it took expires with its lease"
+            ),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! [`LockGuard`]: one hold of a lock, released by [`LockGuard::unlock`] or on drop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Client;
+use crate::detach::FinishOnDrop;
+use crate::error::{Error, LostReason, Result};
+use crate::hold::Hold;
+use crate::names::LockNames;
+use crate::release::{release_in_background, Release};
+use crate::scripts::UnlockOutcome;
+
+/// Proof of one hold on a distributed lock.
+///
+/// Release it with [`unlock`](LockGuard::unlock), which reports whether the lock was still
+/// held. Dropping the guard releases it too, in the background on the current tokio runtime
+/// (`Drop` cannot wait for Redis); outside any runtime the lock expires with its lease.
+///
+/// The guard remembers its owner (`<client-uuid>:<task-id>`), so it may be moved to, and
+/// released from, any task. Guards of reentrant calls by the same task share one lease and
+/// one lost signal.
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct LockGuard {
+    /// `None` once released.
+    state: Option<GuardState>,
+}
+
+struct GuardState {
+    client: Client,
+    names: Arc<LockNames>,
+    hold: Arc<Hold>,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut debug = f.debug_struct("LockGuard");
+        if let Some(state) = &self.state {
+            debug
+                .field("lock", &state.hold.key)
+                .field("owner", &state.hold.owner)
+                .field("lost", &state.hold.lost_reason());
+        }
+        debug.finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(client: Client, names: Arc<LockNames>, hold: Arc<Hold>) -> Self {
+        LockGuard {
+            state: Some(GuardState {
+                client,
+                names,
+                hold,
+            }),
+        }
+    }
+
+    fn state(&self) -> &GuardState {
+        self.state
+            .as_ref()
+            .expect("a LockGuard holds its state until it is consumed")
+    }
+
+    /// The lock's Redis key.
+    pub fn name(&self) -> &str {
+        &self.state().hold.key
+    }
+
+    /// The hash field this guard's owner holds: `<client-uuid>:<task-id>`.
+    pub fn owner(&self) -> &str {
+        &self.state().hold.owner
+    }
+
+    /// Whether the watchdog renews this lock (it was taken without a fixed lease).
+    pub fn is_renewed_by_watchdog(&self) -> bool {
+        self.state().hold.is_watchdog()
+    }
+
+    /// The instant until which the lock is certainly still held, on this process's monotonic
+    /// clock: the start of the last confirmed acquire or renewal, plus the lease, minus an
+    /// allowance for clock drift (1 % of the lease + 2 ms). Renewals push it forward.
+    pub fn valid_until(&self) -> std::time::Instant {
+        self.state().hold.valid_until().into_std()
+    }
+
+    /// Whether the lock is known to be, or must be assumed, lost: its lease passed without a
+    /// confirmed renewal, or a renewal found it gone.
+    pub fn is_lost(&self) -> bool {
+        self.state().hold.lost_reason().is_some()
+    }
+
+    /// Resolves when the lock is lost, with the reason: at the latest when
+    /// [`valid_until`](LockGuard::valid_until) passes, and as soon as a renewal finds the
+    /// lock gone. Never resolves for a lock that stays held.
+    ///
+    /// The future does not borrow the guard, so it can race the critical section:
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: redis_rlock::LockGuard) -> redis_rlock::Result<()> {
+    /// let lost = guard.lost();
+    /// tokio::select! {
+    ///     _ = do_the_work() => guard.unlock().await?,
+    ///     reason = lost => eprintln!("stopped: {reason}"),
+    /// }
+    /// # Ok(()) }
+    /// # async fn do_the_work() {}
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let hold = self.state().hold.clone();
+        async move { hold.lost().await }
+    }
+
+    /// Releases this hold: the lock is freed, and one waiter woken, when it was the owner's
+    /// last hold; otherwise the lease is reset and the lock stays held.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the lock was lost before this call (nothing is deleted, and
+    /// another owner's lock is never touched); a connection error when Redis could not be
+    /// reached after the configured retries (the lock then expires with its lease).
+    ///
+    /// # Cancel safety
+    /// The release runs to completion in the background if this future is dropped.
+    pub async fn unlock(mut self) -> Result<()> {
+        let state = self.state.take().expect("a guard is released once");
+        FinishOnDrop::new(release(state), |_| {}).await
+    }
+}
+
+/// Releases one hold. The local registry lets go first, so the watchdog stops renewing a
+/// hold the moment its last guard goes, whatever Redis answers.
+async fn release(state: GuardState) -> Result<()> {
+    let GuardState {
+        client,
+        names,
+        hold,
+    } = state;
+    let last = client.inner.holds.release(&hold);
+    if let Some(reason) = hold.lost_reason() {
+        return Err(lost_error(&hold, reason));
+    }
+    let started = Instant::now();
+    let request = Release::new(client.clone(), names, hold.owner.clone(), hold.lease_ms());
+    match request.run().await? {
+        UnlockOutcome::Freed => Ok(()),
+        UnlockOutcome::StillHeld => {
+            if last {
+                // Redis counts more holds than this client has guards: an acquire whose
+                // reply was lost ran after all. The lease, no longer renewed, frees it.
+                tracing::debug!(lock = %hold.key, "holds remain after the last guard");
+            } else {
+                hold.lease_applied(started);
+            }
+            Ok(())
+        }
+        UnlockOutcome::NotHeld => {
+            let reason = if Instant::now() >= hold.valid_until() {
+                LostReason::Expired
+            } else {
+                LostReason::Released
+            };
+            hold.mark_lost(reason);
+            Err(lost_error(&hold, hold.lost_reason().unwrap_or(reason)))
+        }
+    }
+}
+
+fn lost_error(hold: &Hold, reason: LostReason) -> Error {
+    let expired_ago = Instant::now().checked_duration_since(hold.valid_until());
+    Error::LockLost {
+        name: hold.key.to_string(),
+        reason,
+        expired_ago: expired_ago.filter(|ago| *ago > Duration::ZERO),
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(GuardState {
+            client,
+            names,
+            hold,
+        }) = self.state.take()
+        else {
+            return;
+        };
+        // Stop renewing at once, even if the release below cannot run.
+        client.inner.holds.release(&hold);
+        if hold.lost_reason().is_none() {
+            let owner = hold.owner.clone();
+            release_in_background(Release::new(client, names, owner, hold.lease_ms()));
+        }
+    }
+}

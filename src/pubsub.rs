@@ -1,0 +1,337 @@
+//! The unlock listener: one pub/sub connection per client, shared by every waiting call.
+//!
+//! Waiters register interest in a channel ([`UnlockListener::subscribe`]) and get a
+//! [`Subscription`] once Redis confirmed the SUBSCRIBE, so that an unlock published after
+//! that point is never missed; they then retry the acquire script, and only then wait.
+//! Each `0` message adds one wake-up permit to the channel (wakes one waiter); reconnecting
+//! adds a permit per waiter so that every waiter re-checks at once, because messages
+//! published while the connection was down are gone.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+
+/// Pause between reconnection attempts while waiters want a subscription.
+const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
+/// The waiters of one channel on this client.
+#[derive(Debug)]
+struct Channel {
+    /// Wake-up permits: one per unlock message, capped at the number of waiters.
+    wakeups: Semaphore,
+    waiters: AtomicUsize,
+    /// True while Redis has confirmed our subscription on the current connection.
+    subscribed: watch::Sender<bool>,
+}
+
+impl Channel {
+    fn wake_one(&self) {
+        // A permit nobody will take only costs a spurious retry, but unbounded permits would
+        // turn later waits into polling; keep at most one per waiter.
+        if self.wakeups.available_permits() < self.waiters.load(Ordering::Acquire) {
+            self.wakeups.add_permits(1);
+        }
+    }
+
+    fn wake_all(&self) {
+        let missing = self
+            .waiters
+            .load(Ordering::Acquire)
+            .saturating_sub(self.wakeups.available_permits());
+        self.wakeups.add_permits(missing);
+    }
+}
+
+enum Command {
+    Subscribe(Arc<str>),
+    Unsubscribe(Arc<str>),
+}
+
+struct Shared {
+    redis: redis::Client,
+    connect_timeout: Duration,
+    channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
+    /// The connection task and its command queue, created together, lazily, on the runtime
+    /// of the first waiter; re-created if that runtime went away.
+    task: Mutex<Option<(JoinHandle<()>, mpsc::UnboundedSender<Command>)>>,
+}
+
+/// One pub/sub connection multiplexing every unlock channel this client waits on.
+pub(crate) struct UnlockListener {
+    shared: Arc<Shared>,
+}
+
+impl UnlockListener {
+    pub(crate) fn new(url: &str, connect_timeout: Duration) -> Result<Self> {
+        let redis = redis::Client::open(url)
+            .map_err(|e| Error::invalid(format!("invalid Redis URL `{url}`: {e}")))?;
+        Ok(UnlockListener {
+            shared: Arc::new(Shared {
+                redis,
+                connect_timeout,
+                channels: Mutex::new(HashMap::new()),
+                task: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Registers a waiter on `channel` and returns once Redis confirmed the subscription.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the subscription is not confirmed within `timeout`.
+    pub(crate) async fn subscribe(&self, channel: &Arc<str>, timeout: Duration) -> Result<Subscription> {
+        let entry = {
+            let mut channels = self.shared.channels.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = channels
+                .entry(channel.clone())
+                .or_insert_with(|| {
+                    Arc::new(Channel {
+                        wakeups: Semaphore::new(0),
+                        waiters: AtomicUsize::new(0),
+                        subscribed: watch::Sender::new(false),
+                    })
+                })
+                .clone();
+            if entry.waiters.fetch_add(1, Ordering::AcqRel) == 0 {
+                self.send(Command::Subscribe(channel.clone()));
+            }
+            entry
+        };
+        // From here on, dropping the subscription undoes the registration.
+        let subscription = Subscription {
+            shared: self.shared.clone(),
+            name: channel.clone(),
+            channel: entry,
+            holds_wakeup: false,
+        };
+        let mut subscribed = subscription.channel.subscribed.subscribe();
+        let confirmed = tokio::time::timeout(timeout, subscribed.wait_for(|s| *s))
+            .await
+            .is_ok();
+        if confirmed {
+            Ok(subscription)
+        } else {
+            Err(Error::Timeout {
+                during: "subscribing to the unlock channel",
+                after: timeout,
+            })
+        }
+    }
+
+    fn send(&self, command: Command) {
+        self.shared.send(command);
+    }
+
+    /// How many channels this client is subscribed to (for tests and diagnostics).
+    pub(crate) fn channel_count(&self) -> usize {
+        self.shared
+            .channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+}
+
+impl Shared {
+    fn send(self: &Arc<Self>, command: Command) {
+        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((handle, sender)) = task.as_ref() {
+            if !handle.is_finished() {
+                // A live task holds the receiver, so this cannot fail.
+                let _ = sender.send(command);
+                return;
+            }
+        }
+        // No live connection task: nothing is subscribed, so an unsubscribe has nothing to
+        // do (and may come from a `Drop` outside any runtime). A subscribe starts a task,
+        // which subscribes every wanted channel when it connects.
+        if let Command::Subscribe(_) = command {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            let handle = tokio::spawn(run(Arc::downgrade(self), receiver));
+            *task = Some((handle, sender));
+        }
+    }
+
+    fn channel(&self, name: &str) -> Option<Arc<Channel>> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn wanted(&self) -> Vec<(Arc<str>, Arc<Channel>)> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(name, channel)| (name.clone(), channel.clone()))
+            .collect()
+    }
+
+    async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
+        // redis-rs puts no timeout on opening a pub/sub connection; a frozen server would
+        // hang it.
+        match tokio::time::timeout(self.connect_timeout, self.redis.get_async_pubsub()).await {
+            Ok(Ok(pubsub)) => Ok(pubsub.split()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(Error::Timeout {
+                during: "connecting for pub/sub",
+                after: self.connect_timeout,
+            }),
+        }
+    }
+}
+
+/// The connection task: connects, subscribes what is wanted, dispatches messages, and
+/// reconnects when the connection drops. Holds the listener weakly, and ends with it.
+async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
+    let mut reconnecting = false;
+    loop {
+        let Some(listener) = shared.upgrade() else { return };
+        if listener.wanted().is_empty() {
+            // Nothing to listen for: stay disconnected until a waiter arrives.
+            drop(listener);
+            match commands.recv().await {
+                Some(_) => continue,
+                None => return,
+            }
+        }
+        let (mut sink, mut stream) = match listener.connect().await {
+            Ok(connection) => connection,
+            Err(e) => {
+                tracing::debug!(error = %e, "pub/sub connect failed; retrying");
+                drop(listener);
+                tokio::time::sleep(RECONNECT_DELAY).await;
+                continue;
+            }
+        };
+        if subscribe_all(&listener, &mut sink, reconnecting).await.is_err() {
+            drop(listener);
+            tokio::time::sleep(RECONNECT_DELAY).await;
+            continue;
+        }
+        drop(listener);
+        reconnecting = true;
+        loop {
+            tokio::select! {
+                command = commands.recv() => {
+                    let Some(command) = command else { return };
+                    let Some(listener) = shared.upgrade() else { return };
+                    if apply(&listener, &mut sink, command).await.is_err() {
+                        break;
+                    }
+                }
+                message = stream.next() => {
+                    let Some(message) = message else { break };
+                    let Some(listener) = shared.upgrade() else { return };
+                    if let Some(channel) = listener.channel(message.get_channel_name()) {
+                        // "0" is an unlock (wake one); "1" a read unlock (wake all).
+                        match message.get_payload_bytes() {
+                            b"1" => channel.wake_all(),
+                            _ => channel.wake_one(),
+                        }
+                    }
+                }
+            }
+        }
+        tracing::debug!("pub/sub connection lost; reconnecting");
+        if let Some(listener) = shared.upgrade() {
+            for (_, channel) in listener.wanted() {
+                channel.subscribed.send_replace(false);
+            }
+        }
+    }
+}
+
+/// Subscribes every wanted channel on a new connection. After a reconnection, every waiter
+/// is woken to re-check the lock: unlocks published in the gap were not delivered.
+async fn subscribe_all(listener: &Shared, sink: &mut PubSubSink, reconnected: bool) -> Result<()> {
+    let wanted = listener.wanted();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = wanted.iter().map(|(name, _)| &**name).collect();
+    sink.subscribe(&names).await?;
+    for (_, channel) in &wanted {
+        channel.subscribed.send_replace(true);
+        if reconnected {
+            channel.wake_all();
+        }
+    }
+    Ok(())
+}
+
+/// Applies one command, skipping it if the channel's waiters changed their mind since.
+async fn apply(listener: &Shared, sink: &mut PubSubSink, command: Command) -> Result<()> {
+    match command {
+        Command::Subscribe(name) => {
+            let Some(channel) = listener.channel(&name) else { return Ok(()) };
+            sink.subscribe(&*name).await?;
+            channel.subscribed.send_replace(true);
+        }
+        Command::Unsubscribe(name) => {
+            if listener.channel(&name).is_none() {
+                sink.unsubscribe(&*name).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One waiter's registration on a channel; dropping it deregisters, and unsubscribes when
+/// it was the channel's last waiter on this client.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    channel: Arc<Channel>,
+    /// Took a wake-up it has not acted on yet: if dropped now, it passes it on.
+    holds_wakeup: bool,
+}
+
+impl Subscription {
+    /// Waits for an unlock message, at most `limit`. Returns true when woken by a message.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a wake-up taken by a cancelled wait is passed on by `Drop`.
+    pub(crate) async fn wait(&mut self, limit: Duration) -> bool {
+        match tokio::time::timeout(limit, self.channel.wakeups.acquire()).await {
+            Ok(Ok(permit)) => {
+                permit.forget();
+                self.holds_wakeup = true;
+                true
+            }
+            // The semaphore is never closed; a timeout is the only other outcome.
+            _ => false,
+        }
+    }
+
+    /// The waiter acted on its wake-up (it retried the acquire).
+    pub(crate) fn wakeup_used(&mut self) {
+        self.holds_wakeup = false;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if self.holds_wakeup {
+            // This waiter was told the lock is free but leaves without trying it: hand the
+            // news to another local waiter, or it would sit until the holder's TTL.
+            self.channel.wakeups.add_permits(1);
+        }
+        let mut channels = self.shared.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if self.channel.waiters.fetch_sub(1, Ordering::AcqRel) == 1 {
+            channels.remove(&self.name);
+            drop(channels);
+            self.shared.send(Command::Unsubscribe(self.name.clone()));
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Releasing one hold: the unlock script, retried idempotently.
+//!
+//! Each release is one request with a random id. Every try of it carries the same latch key,
+//! so a retry after a lost reply gets the first try's answer instead of releasing a second
+//! hold (Redisson's unlock latch, 3.24.1). The latch is deleted once the answer is in.
+
+use std::sync::Arc;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::names::LockNames;
+use crate::scripts::{UnlockCall, UnlockOutcome};
+
+/// One release request of `owner`'s hold on a lock.
+pub(crate) struct Release {
+    client: Client,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    lease_ms: u64,
+    latch: String,
+}
+
+impl Release {
+    /// `lease_ms` is re-applied to the lock if holds remain after this one.
+    pub(crate) fn new(client: Client, names: Arc<LockNames>, owner: Arc<str>, lease_ms: u64) -> Self {
+        let request_id = format!("{:032x}", rand::random::<u128>());
+        let latch = names.unlock_latch(&request_id);
+        Release {
+            client,
+            names,
+            owner,
+            lease_ms,
+            latch,
+        }
+    }
+
+    fn call(&self) -> UnlockCall<'_> {
+        let settings = &self.client.inner.settings;
+        // The latch must outlive every retry of this request.
+        let per_try = settings.response_timeout + settings.retry_delay * 2;
+        let latch_ttl = per_try * settings.retry_attempts + std::time::Duration::from_secs(1);
+        UnlockCall {
+            key: &self.names.key,
+            channel: &self.names.channel,
+            latch: &self.latch,
+            lease_ms: self.lease_ms,
+            owner: &self.owner,
+            latch_ttl_ms: u64::try_from(latch_ttl.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Runs the request, retrying failures to reach Redis.
+    pub(crate) async fn run(self) -> Result<UnlockOutcome> {
+        let call = self.call();
+        let outcome = self
+            .client
+            .inner
+            .connections
+            .with_retries(|conn| call.run(conn))
+            .await;
+        self.forget_latch();
+        outcome
+    }
+
+    /// One try, ignoring the outcome: for undoing an acquire whose reply was lost.
+    pub(crate) async fn run_once(self) {
+        if let Ok(shared) = self.client.inner.connections.shared().await {
+            if let Err(e) = self.call().run(shared.conn).await {
+                tracing::debug!(lock = %self.names.key, error = %e, "could not undo an acquire");
+            }
+        }
+        self.forget_latch();
+    }
+
+    /// Deletes the latch in the background: nothing waits on it, and it expires anyway.
+    fn forget_latch(self) {
+        let connections = self.client.inner.connections.clone();
+        let latch = self.latch;
+        tokio::spawn(async move {
+            if let Ok(shared) = connections.shared().await {
+                let mut conn = shared.conn;
+                let deleted: redis::RedisResult<i64> =
+                    redis::cmd("DEL").arg(&latch).query_async(&mut conn).await;
+                if let Err(e) = deleted {
+                    tracing::debug!(%latch, error = %e, "unlock latch left to expire");
+                }
+            }
+        });
+    }
+}
+
+/// Runs `release` on the current runtime without waiting for it (from `Drop`s and for
+/// cancelled acquires).
+pub(crate) fn release_in_background(release: Release) {
+    let key = release.names.key.clone();
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                match release.run().await {
+                    Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "released in the background"),
+                    Err(e) => tracing::warn!(lock = %key, error = %e, "background release failed; the lock expires with its lease"),
+                }
+            });
+        }
+        Err(_) => tracing::warn!(
+            lock = %key,
+            "released outside any tokio runtime; the lock expires with its lease"
+        ),
+    }
+}

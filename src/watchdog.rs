@@ -1,0 +1,166 @@
+//! The watchdog: one background task per client that renews every watchdog lock the client
+//! holds, a batch of keys per script call, every third of the watchdog timeout.
+//!
+//! Unlike Redisson's watchdog it tells the holder: a renewal that finds the owner gone marks
+//! the hold lost at once, and a hold whose renewals cannot reach Redis is lost when its
+//! local validity deadline passes (see [`crate::hold`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::connection::Connections;
+use crate::error::LostReason;
+use crate::hold::{Hold, Holds};
+use crate::scripts;
+
+/// Renewal batches in flight at once on the watchdog's connection: enough to hide the round
+/// trip when a client holds many thousands of locks, few enough not to flood Redis.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// After a failed round, retry this soon rather than a whole interval later, so that a
+/// short outage costs no lease.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
+
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    holds: Arc<Holds>,
+    connections: Arc<Connections>,
+    lease_ms: u64,
+    batch_size: usize,
+    /// The renewal task, while one runs. Checked and cleared under this lock so that a hold
+    /// added just as the task finds nothing left to renew still gets a task.
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Watchdog {
+    pub(crate) fn new(
+        holds: Arc<Holds>,
+        connections: Arc<Connections>,
+        lease: Duration,
+        batch_size: usize,
+    ) -> Self {
+        Watchdog {
+            shared: Arc::new(Shared {
+                holds,
+                connections,
+                lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+                batch_size,
+                task: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The lease of watchdog locks, in milliseconds.
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.shared.lease_ms
+    }
+
+    /// Makes sure a renewal task runs; call after adding a watchdog hold. A task whose
+    /// runtime was shut down counts as not running.
+    pub(crate) fn ensure_running(&self) {
+        let mut task = self.shared.task.lock().unwrap_or_else(|p| p.into_inner());
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        *task = Some(tokio::spawn(run(self.shared.clone())));
+    }
+
+    /// Whether a renewal task is running (for tests and diagnostics).
+    pub(crate) fn is_running(&self) -> bool {
+        let task = self.shared.task.lock().unwrap_or_else(|p| p.into_inner());
+        task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+async fn run(shared: Arc<Shared>) {
+    let interval = Duration::from_millis(shared.lease_ms / 3);
+    let mut delay = interval;
+    loop {
+        tokio::time::sleep(delay).await;
+        {
+            let mut task = shared.task.lock().unwrap_or_else(|p| p.into_inner());
+            if !shared.holds.has_watchdog_holds() {
+                *task = None;
+                tracing::debug!("watchdog idle: no watchdog lock held");
+                return;
+            }
+        }
+        delay = if renew_all(&shared).await {
+            interval
+        } else {
+            interval.min(RETRY_AFTER_FAILURE)
+        };
+    }
+}
+
+/// One renewal round over every watchdog hold. Returns false if any batch failed to reach
+/// Redis.
+async fn renew_all(shared: &Shared) -> bool {
+    let holds = shared.holds.to_renew();
+    if holds.is_empty() {
+        return true;
+    }
+    // A pooled connection of its own, so that large batches do not queue in front of lock
+    // calls on the shared one; deadpool health-checks it on each checkout.
+    let pooled = match shared.connections.pooled().await {
+        Ok(conn) => conn,
+        Err(e) => {
+            tracing::warn!(error = %e, locks = holds.len(), "watchdog cannot reach Redis");
+            holds.iter().for_each(|hold| hold.renewal_failed());
+            return false;
+        }
+    };
+    let lease_ms = shared.lease_ms;
+    let conn = (*pooled).clone();
+    let batches: Vec<Vec<Arc<Hold>>> = holds.chunks(shared.batch_size).map(<[_]>::to_vec).collect();
+    let all_ok = stream::iter(batches)
+        .map(move |batch| renew_batch(conn.clone(), lease_ms, batch))
+        .buffer_unordered(BATCHES_IN_FLIGHT)
+        .fold(true, |all, ok| async move { all && ok })
+        .await;
+    all_ok
+}
+
+async fn renew_batch(
+    mut conn: redis::aio::MultiplexedConnection,
+    lease_ms: u64,
+    batch: Vec<Arc<Hold>>,
+) -> bool {
+    let started = Instant::now();
+    let keys = batch.iter().map(|h| (&*h.key, &*h.owner));
+    match scripts::renew(&mut conn, lease_ms, keys).await {
+        Ok(renewed) => {
+            for (hold, renewed) in batch.iter().zip(renewed) {
+                settle(hold, renewed, started);
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, locks = batch.len(), "lock renewal failed");
+            batch.iter().for_each(|hold| hold.renewal_failed());
+            false
+        }
+    }
+}
+
+fn settle(hold: &Arc<Hold>, renewed: bool, started: Instant) {
+    if renewed {
+        hold.renewed(started);
+    } else if !hold.is_released() {
+        // The owner's field is gone. If the lease had run out locally too, it expired;
+        // otherwise somebody removed it.
+        let reason = if Instant::now() >= hold.valid_until() {
+            LostReason::Expired
+        } else {
+            LostReason::Released
+        };
+        hold.mark_lost(reason);
+    }
+}
