@@ -60,9 +60,10 @@ pub(crate) struct Hold {
     lease_ms: AtomicU64,
     watchdog: AtomicBool,
     valid_until: AtomicU64,
-    /// Set while the watchdog's renewals fail to reach Redis, to name the reason if the
-    /// deadline passes meanwhile.
-    renewals_failing: AtomicBool,
+    /// Set while a renewal was sent and not confirmed, to name the reason if the deadline
+    /// passes meanwhile: Redis did not answer in time, rather than nobody asked it (a
+    /// paused process).
+    renewal_unconfirmed: AtomicBool,
     lost: watch::Sender<Option<LostReason>>,
 }
 
@@ -75,7 +76,7 @@ impl Hold {
             lease_ms: AtomicU64::new(lease.millis()),
             watchdog: AtomicBool::new(matches!(lease, Lease::Watchdog(_))),
             valid_until: AtomicU64::new(0),
-            renewals_failing: AtomicBool::new(false),
+            renewal_unconfirmed: AtomicBool::new(false),
             lost: watch::Sender::new(None),
         };
         hold.reset_validity(started, lease.millis());
@@ -104,7 +105,7 @@ impl Hold {
     /// reentrant calls of a watchdog hold all apply the same lease, so the latest start
     /// bounds the expiry in Redis from below whatever order they ran in.
     pub(crate) fn renewed(&self, started: Instant) {
-        self.renewals_failing.store(false, Ordering::Relaxed);
+        self.renewal_unconfirmed.store(false, Ordering::Relaxed);
         let lease_ms = self.lease_ms();
         let until = started + Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
         self.valid_until
@@ -116,8 +117,10 @@ impl Hold {
         self.guards.load(Ordering::Acquire) == 0
     }
 
-    pub(crate) fn renewal_failed(&self) {
-        self.renewals_failing.store(true, Ordering::Relaxed);
+    /// A renewal of this hold was sent; until it is confirmed, a passed deadline counts as
+    /// [`LostReason::ConnectionLost`].
+    pub(crate) fn renewal_sent(&self) {
+        self.renewal_unconfirmed.store(true, Ordering::Relaxed);
     }
 
     /// The instant after which the lock must be assumed lost.
@@ -152,7 +155,7 @@ impl Hold {
     }
 
     fn reason_for_deadline(&self) -> LostReason {
-        if self.renewals_failing.load(Ordering::Relaxed) {
+        if self.renewal_unconfirmed.load(Ordering::Relaxed) {
             LostReason::ConnectionLost
         } else {
             LostReason::Expired

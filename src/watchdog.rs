@@ -107,13 +107,13 @@ async fn renew_all(shared: &Shared) -> bool {
     if holds.is_empty() {
         return true;
     }
+    holds.iter().for_each(|hold| hold.renewal_sent());
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
     let pooled = match shared.connections.pooled().await {
         Ok(conn) => conn,
         Err(e) => {
             tracing::warn!(error = %e, locks = holds.len(), "watchdog cannot reach Redis");
-            holds.iter().for_each(|hold| hold.renewal_failed());
             return false;
         }
     };
@@ -144,7 +144,6 @@ async fn renew_batch(
         }
         Err(e) => {
             tracing::warn!(error = %e, locks = batch.len(), "lock renewal failed");
-            batch.iter().for_each(|hold| hold.renewal_failed());
             false
         }
     }

@@ -1,0 +1,120 @@
+//! Bad input is refused before anything is sent; an unreachable, killed or frozen Redis
+//! gives an error in bounded time.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis_rlock::{Client, Error};
+use support::{client, RedisServer};
+
+async fn dbsize(server: &RedisServer) -> i64 {
+    let mut raw = server.raw().await;
+    redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap()
+}
+
+fn total_connections(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "stats"])
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO stats reports total_connections_received")
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error_and_writes_nothing() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+
+    let empty = client.lock("");
+    assert!(empty.lock().await.unwrap_err().is_invalid_argument());
+    assert!(empty.try_lock().await.unwrap_err().is_invalid_argument());
+    assert!(empty.try_lock_for(Duration::from_secs(1)).await.unwrap_err().is_invalid_argument());
+    assert!(empty.force_unlock().await.unwrap_err().is_invalid_argument());
+    assert!(empty.is_locked().await.unwrap_err().is_invalid_argument());
+    assert!(empty.hold_count().await.unwrap_err().is_invalid_argument());
+    assert!(empty.remaining_ttl().await.unwrap_err().is_invalid_argument());
+
+    let lock = client.lock("fine");
+    for lease in [Duration::ZERO, Duration::from_micros(500), Duration::MAX, Duration::from_secs(400 * 365 * 86_400)] {
+        let err = lock.lock_with_lease(lease).await.unwrap_err();
+        assert!(err.is_invalid_argument(), "lease {lease:?}: {err}");
+        let err = lock.try_lock_with(Duration::ZERO, lease).await.unwrap_err();
+        assert!(err.is_invalid_argument(), "lease {lease:?}: {err}");
+    }
+    assert_eq!(dbsize(&server).await, 0, "nothing written");
+
+    let connections_before = total_connections(&server);
+    for builder in [
+        Client::builder(server.url()).watchdog_timeout(Duration::ZERO),
+        Client::builder(server.url()).watchdog_timeout(Duration::MAX),
+        Client::builder(server.url()).watchdog_batch_size(0),
+        Client::builder(server.url()).retry_attempts(0),
+        Client::builder(server.url()).response_timeout(Duration::ZERO),
+        Client::builder("not a url"),
+        Client::builder("http://127.0.0.1:6379"),
+    ] {
+        let err = builder.build().await.unwrap_err();
+        assert!(err.is_invalid_argument(), "{err}");
+    }
+    // Only `cli` itself connected: the rejected builders never did.
+    assert_eq!(total_connections(&server), connections_before + 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_fails_connect_quickly() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let err = Client::connect(format!("redis://127.0.0.1:{port}")).await.unwrap_err();
+    assert!(err.is_connection_error(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_killed_server_gives_errors_in_bounded_time_and_a_restarted_one_works_again() {
+    let mut server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("outage");
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    server.kill();
+    let started = Instant::now();
+    let err = lock.lock().await.unwrap_err();
+    assert!(err.is_connection_error(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let err = lock.is_locked().await.unwrap_err();
+    assert!(err.is_connection_error(), "{err}");
+
+    server.restart();
+    let guard = tokio::time::timeout(Duration::from_secs(10), lock.lock())
+        .await
+        .expect("reconnects after the restart")
+        .unwrap();
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_frozen_server_gives_errors_in_bounded_time() {
+    let server = RedisServer::start();
+    let client = Client::builder(server.url())
+        .response_timeout(Duration::from_millis(300))
+        .retry_attempts(2)
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .await
+        .unwrap();
+    let (holder, lock) = (support::client(&server).await, client.lock("frozen"));
+    let held = holder.lock("frozen").lock().await.unwrap();
+    server.freeze();
+    let started = Instant::now();
+    let outcome = lock.try_lock_for(Duration::from_secs(30)).await;
+    let took = started.elapsed();
+    server.thaw();
+    let err = outcome.unwrap_err();
+    assert!(err.is_timeout() || err.is_connection_error(), "{err}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(matches!(err, Error::Redis(_) | Error::Timeout { .. } | Error::Pool(_)));
+    held.unlock().await.unwrap();
+}

@@ -1,0 +1,118 @@
+//! Mutual exclusion across clients and tasks, reentrancy per task, and guards that are
+//! dropped or moved.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use support::{client, eventually, RedisServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_one_task_of_many_clients_is_ever_inside() {
+    const CLIENTS: usize = 3;
+    const TASKS_PER_CLIENT: usize = 6;
+    const ROUNDS: u64 = 15;
+    let server = RedisServer::start();
+    let counter = Arc::new(AtomicU64::new(0));
+    let inside = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let client = client(&server).await;
+        for _ in 0..TASKS_PER_CLIENT {
+            let (lock, counter, inside) = (client.lock("counter"), counter.clone(), inside.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().await.unwrap();
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    // A non-atomic read-modify-write with a yield in the middle: lost updates
+                    // would show if two tasks ever overlapped.
+                    let seen = counter.load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    counter.store(seen + 1, Ordering::SeqCst);
+                    inside.store(false, Ordering::SeqCst);
+                    guard.unlock().await.unwrap();
+                }
+            }));
+        }
+    }
+    let all = futures_util::future::join_all(tasks);
+    for result in tokio::time::timeout(Duration::from_secs(60), all).await.unwrap() {
+        result.unwrap();
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), (CLIENTS * TASKS_PER_CLIENT) as u64 * ROUNDS);
+}
+
+#[tokio::test]
+async fn reentry_is_per_task() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("per-task");
+    let outer = lock.lock().await.unwrap();
+    // Same task (here: the test's block_on thread): re-entry.
+    let again = lock.try_lock().await.unwrap().expect("re-entry by the holder");
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    // Another task of the same client is another owner.
+    let other = lock.clone();
+    let blocked = tokio::spawn(async move { other.try_lock().await.unwrap().is_none() });
+    assert!(blocked.await.unwrap(), "another task must wait");
+    again.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_guard_releases_in_the_background() {
+    let server = RedisServer::start();
+    let (holder, waiter_client) = (client(&server).await, client(&server).await);
+    let guard = holder.lock("dropped").lock().await.unwrap();
+    let lock = waiter_client.lock("dropped");
+    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
+    eventually("the waiter subscribed", Duration::from_secs(5), || {
+        waiter_client.subscribed_channel_count() == 1
+    })
+    .await;
+    let dropped = Instant::now();
+    drop(guard);
+    let guard = waiter.await.unwrap();
+    assert!(dropped.elapsed() < Duration::from_millis(500), "released at drop, not at expiry");
+    assert_eq!(holder.held_lock_count(), 0);
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_guard_moved_to_another_task_unlocks_there() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("moved");
+    let guard = lock.lock().await.unwrap();
+    let owner = guard.owner().to_string();
+    let unlocked = tokio::spawn(async move {
+        assert_eq!(guard.owner(), owner, "the guard keeps its owner");
+        guard.unlock().await
+    });
+    unlocked.await.unwrap().unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_reentrant_drop_keeps_the_outer_hold() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("nested");
+    let outer = lock.lock().await.unwrap();
+    drop(lock.lock().await.unwrap());
+    let mut raw = server.raw().await;
+    let mut count = 2;
+    for _ in 0..100 {
+        count = support::lock_hash(&mut raw, "nested").await[outer.owner()];
+        if count == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(count, 1, "the inner drop released one hold");
+    assert!(!outer.is_lost());
+    outer.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

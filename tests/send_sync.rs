@@ -1,0 +1,23 @@
+//! Compile-time checks: the types and futures users move between tasks are Send + Sync.
+
+use redis_rlock::{Client, LockGuard, RLock};
+
+fn is_send_sync<T: Send + Sync>(_: &T) {}
+fn is_send<T: Send>(_: &T) {}
+
+#[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+fn futures_are_send(client: Client, lock: RLock, guard: LockGuard) {
+    is_send_sync(&client);
+    is_send_sync(&lock);
+    is_send_sync(&guard);
+    is_send(&Client::connect("redis://127.0.0.1"));
+    is_send(&lock.lock());
+    is_send(&lock.try_lock_for(std::time::Duration::from_secs(1)));
+    is_send(&lock.force_unlock());
+    is_send(&lock.hold_count());
+    is_send(&guard.lost());
+    is_send(&guard.unlock());
+}
+
+#[test]
+fn compiles() {}

@@ -1,0 +1,176 @@
+//! The watchdog: renews while held, stops at release, renews many locks per call, and
+//! reports a lock it could not keep.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis_rlock::LostReason;
+use support::{client, client_with_watchdog, eventually, pttl, RedisServer};
+
+const GENEROUS: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn the_watchdog_keeps_a_one_second_lease_alive_and_stops_on_unlock() {
+    let server = RedisServer::start();
+    let client = client_with_watchdog(&server, Duration::from_secs(1)).await;
+    let mut raw = server.raw().await;
+    let guard = client.lock("long-job").lock().await.unwrap();
+    assert!(pttl(&mut raw, "long-job").await <= 1_000);
+
+    // Hold it for more than three leases: only renewals keep it.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let ttl = pttl(&mut raw, "long-job").await;
+    assert!(ttl > 0 && ttl <= 1_000, "renewed lease, got pttl {ttl}");
+    assert!(!guard.is_lost());
+    assert!(guard.valid_until() > Instant::now());
+    assert!(client.is_watchdog_running());
+
+    guard.unlock().await.unwrap();
+    assert_eq!(pttl(&mut raw, "long-job").await, -2);
+    eventually("the watchdog stopped", GENEROUS, || !client.is_watchdog_running()).await;
+    assert_eq!(client.held_lock_count(), 0);
+}
+
+#[tokio::test]
+async fn a_fixed_lease_expires_and_the_guard_reports_it() {
+    let server = RedisServer::start();
+    let (holder, other) = (client(&server).await, client(&server).await);
+    let guard = holder
+        .lock("leased")
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(!holder.is_watchdog_running(), "no watchdog for a fixed lease");
+    let started = Instant::now();
+    let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
+    assert_eq!(reason, LostReason::Expired);
+    assert!(started.elapsed() <= Duration::from_millis(300));
+
+    // Once Redis expired it, another client takes it; the stale guard cannot release it.
+    let taken = other.lock("leased").lock().await.unwrap();
+    let err = guard.unlock().await.unwrap_err();
+    assert_eq!(err.lost_reason(), Some(LostReason::Expired));
+    assert!(other.lock("leased").is_locked().await.unwrap());
+    taken.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_holder_whose_runtime_dies_releases_by_expiry() {
+    let server = RedisServer::start();
+    let url = server.url();
+    // A "process" with its own runtime takes the lock and dies without unlocking.
+    let leaked = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let guard = runtime.block_on(async {
+            let client = redis_rlock::Client::builder(url)
+                .watchdog_timeout(Duration::from_secs(1))
+                .build()
+                .await
+                .unwrap();
+            client.lock("crashy").lock().await.unwrap()
+        });
+        drop(runtime); // the watchdog dies with it
+        guard // dropped outside any runtime by the caller: no release is sent
+    })
+    .join()
+    .unwrap();
+    drop(leaked);
+
+    let waiter = client(&server).await;
+    let started = Instant::now();
+    let guard = waiter.lock("crashy").lock().await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_millis(2_500), "expired after its 1 s lease: {waited:?}");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lock_deleted_behind_the_holders_back_is_reported_released() {
+    let server = RedisServer::start();
+    let holder = client_with_watchdog(&server, Duration::from_millis(600)).await;
+    let guard = holder.lock("stolen").lock().await.unwrap();
+    let mut raw = server.raw().await;
+    let _: () = redis::cmd("DEL").arg("stolen").query_async(&mut raw).await.unwrap();
+    // The next renewal (every 200 ms) finds the field gone.
+    let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
+    assert_eq!(reason, LostReason::Released);
+    assert!(guard.is_lost());
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lock_lost());
+    assert_eq!(holder.held_lock_count(), 0);
+}
+
+#[tokio::test]
+async fn a_frozen_server_makes_the_guard_lost_by_its_deadline() {
+    let server = RedisServer::start();
+    let holder = redis_rlock::Client::builder(server.url())
+        .watchdog_timeout(Duration::from_millis(900))
+        .response_timeout(Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap();
+    let guard = holder.lock("frozen").lock().await.unwrap();
+    let deadline = guard.valid_until();
+    server.freeze();
+    let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
+    let noticed = Instant::now();
+    server.thaw();
+    assert_eq!(reason, LostReason::ConnectionLost);
+    // Told no later than the local deadline, which is before Redis' own expiry.
+    assert!(noticed >= deadline);
+    assert!(noticed - deadline < Duration::from_millis(300), "{:?} late", noticed - deadline);
+    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+}
+
+#[tokio::test]
+async fn thousands_of_locks_are_renewed_in_batches() {
+    const LOCKS: usize = 2_000;
+    let server = RedisServer::start();
+    let client = client_with_watchdog(&server, Duration::from_secs(1)).await;
+    let mut guards = Vec::with_capacity(LOCKS);
+    for i in 0..LOCKS {
+        guards.push(client.lock(format!("many:{i}")).lock().await.unwrap());
+    }
+    let evalsha_before = evalsha_calls(&server);
+    tokio::time::sleep(Duration::from_millis(2_500)).await; // 2.5 leases
+    let renewal_calls = evalsha_calls(&server) - evalsha_before;
+
+    let mut raw = server.raw().await;
+    for i in (0..LOCKS).step_by(97) {
+        let ttl = pttl(&mut raw, &format!("many:{i}")).await;
+        assert!(ttl > 0, "many:{i} kept alive, pttl {ttl}");
+    }
+    assert!(guards.iter().all(|g| !g.is_lost()));
+    // About 7 ticks x 20 batches of 100; one call per lock per tick would be 14,000.
+    assert!(
+        (20..=300).contains(&renewal_calls),
+        "{renewal_calls} renewal calls for {LOCKS} locks"
+    );
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    // Unlock latches are deleted in the background, right after each unlock.
+    let mut left: i64 = -1;
+    for _ in 0..100 {
+        left = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(left, 0, "every lock and unlock latch gone");
+}
+
+fn evalsha_calls(server: &RedisServer) -> i64 {
+    let stats = server.cli(&["INFO", "commandstats"]);
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(0)
+}
