@@ -84,7 +84,9 @@ pub(crate) async fn acquire(
             // the subscription would otherwise be missed.
             continue;
         };
-        let bound = held_for.unwrap_or(NO_TTL_RECHECK).max(Duration::from_millis(1));
+        let bound = held_for
+            .unwrap_or(NO_TTL_RECHECK)
+            .max(Duration::from_millis(1));
         subscription.wait(bound.min(remaining)).await;
     }
 }
@@ -124,10 +126,11 @@ async fn attempt(
         let (conn, key, owner) = (shared.conn.clone(), names.key.clone(), owner.clone());
         async move { scripts::acquire(conn, &key, lease.millis(), &owner).await }
     };
-    let orphan_release = Release::new(client.clone(), names.clone(), owner.clone(), lease.millis());
+    let orphaned = (client.clone(), names.clone(), owner.clone());
     let outcome = FinishOnDrop::new(call, move |outcome| {
         if let Ok(None) = outcome {
-            release_in_background(orphan_release);
+            let (client, names, owner) = orphaned;
+            release_in_background(Release::new(client, names, owner, lease.millis()));
         }
     })
     .await;
@@ -138,7 +141,11 @@ async fn attempt(
                 inner.watchdog.ensure_running();
             }
             tracing::debug!(lock = %names.key, %owner, "acquired");
-            Ok(Attempt::Acquired(LockGuard::new(client.clone(), names.clone(), hold)))
+            Ok(Attempt::Acquired(LockGuard::new(
+                client.clone(),
+                names.clone(),
+                hold,
+            )))
         }
         Ok(Some(pttl)) => Ok(Attempt::HeldFor(
             u64::try_from(pttl).ok().map(Duration::from_millis),
@@ -150,7 +157,8 @@ async fn attempt(
             // A re-entry cannot be undone blindly, since it may not have run; at worst its
             // extra count keeps the lock until the lease runs out after the last unlock.
             if !e.is_connection_refusal() && !inner.holds.is_held(&names.key, owner) {
-                let undo = Release::new(client.clone(), names.clone(), owner.clone(), lease.millis());
+                let undo =
+                    Release::new(client.clone(), names.clone(), owner.clone(), lease.millis());
                 undo.run_once().await;
             }
             Err(e.into())

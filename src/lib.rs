@@ -1,6 +1,11 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
-#![warn(missing_docs, unreachable_pub, rust_2018_idioms, missing_debug_implementations)]
+#![warn(
+    missing_docs,
+    unreachable_pub,
+    rust_2018_idioms,
+    missing_debug_implementations
+)]
 
 mod acquire;
 mod client;

@@ -107,6 +107,9 @@ impl RLock {
     /// Takes the lock with a fixed lease, waiting as long as it takes. No watchdog: the lock
     /// frees itself when the lease runs out, and the guard reports it lost.
     ///
+    /// A re-entry into a lock the calling task holds under the watchdog stays under the
+    /// watchdog: a nested call cannot shorten what the outer one was promised.
+    ///
     /// # Errors
     /// As [`lock`](RLock::lock); also [`Error::InvalidArgument`] for a lease under 1 ms or
     /// over ten years.
@@ -131,7 +134,13 @@ impl RLock {
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
         let names = self.names()?;
-        acquire(&self.client, names, self.watchdog_lease(), Some(Duration::ZERO)).await
+        acquire(
+            &self.client,
+            names,
+            self.watchdog_lease(),
+            Some(Duration::ZERO),
+        )
+        .await
     }
 
     /// Waits up to `wait` for the lock: `Ok(None)` if it stayed held that long. Watchdog
@@ -156,7 +165,11 @@ impl RLock {
     /// # Cancel safety
     /// As [`lock`](RLock::lock).
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
-    pub async fn try_lock_with(&self, wait: Duration, lease: Duration) -> Result<Option<LockGuard>> {
+    pub async fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
         let lease = Self::fixed_lease(lease)?;
         let names = self.names()?;
         acquire(&self.client, names, lease, Some(wait)).await

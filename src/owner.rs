@@ -41,7 +41,9 @@ mod tests {
     fn outside_a_task_each_thread_has_its_own_high_id() {
         let here = current_owner_field("c");
         assert_eq!(here, current_owner_field("c"));
-        let there = std::thread::spawn(|| current_owner_field("c")).join().unwrap();
+        let there = std::thread::spawn(|| current_owner_field("c"))
+            .join()
+            .unwrap();
         assert_ne!(here, there);
         let id: u64 = here.strip_prefix("c:").unwrap().parse().unwrap();
         assert!(id >= FALLBACK_BASE && id < i64::MAX as u64);
@@ -49,7 +51,9 @@ mod tests {
 
     #[tokio::test]
     async fn inside_a_task_the_task_id_is_used() {
-        let field = tokio::spawn(async { current_owner_field("c") }).await.unwrap();
+        let field = tokio::spawn(async { current_owner_field("c") })
+            .await
+            .unwrap();
         let id: u64 = field.strip_prefix("c:").unwrap().parse().unwrap();
         assert!(id < FALLBACK_BASE);
     }

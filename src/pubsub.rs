@@ -87,9 +87,17 @@ impl UnlockListener {
     ///
     /// # Errors
     /// [`Error::Timeout`] when the subscription is not confirmed within `timeout`.
-    pub(crate) async fn subscribe(&self, channel: &Arc<str>, timeout: Duration) -> Result<Subscription> {
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &Arc<str>,
+        timeout: Duration,
+    ) -> Result<Subscription> {
         let entry = {
-            let mut channels = self.shared.channels.lock().unwrap_or_else(|p| p.into_inner());
+            let mut channels = self
+                .shared
+                .channels
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             let entry = channels
                 .entry(channel.clone())
                 .or_insert_with(|| {
@@ -196,7 +204,9 @@ impl Shared {
 async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
     let mut reconnecting = false;
     loop {
-        let Some(listener) = shared.upgrade() else { return };
+        let Some(listener) = shared.upgrade() else {
+            return;
+        };
         if listener.wanted().is_empty() {
             // Nothing to listen for: stay disconnected until a waiter arrives.
             drop(listener);
@@ -214,7 +224,10 @@ async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command
                 continue;
             }
         };
-        if subscribe_all(&listener, &mut sink, reconnecting).await.is_err() {
+        if subscribe_all(&listener, &mut sink, reconnecting)
+            .await
+            .is_err()
+        {
             drop(listener);
             tokio::time::sleep(RECONNECT_DELAY).await;
             continue;
@@ -274,7 +287,9 @@ async fn subscribe_all(listener: &Shared, sink: &mut PubSubSink, reconnected: bo
 async fn apply(listener: &Shared, sink: &mut PubSubSink, command: Command) -> Result<()> {
     match command {
         Command::Subscribe(name) => {
-            let Some(channel) = listener.channel(&name) else { return Ok(()) };
+            let Some(channel) = listener.channel(&name) else {
+                return Ok(());
+            };
             sink.subscribe(&*name).await?;
             channel.subscribed.send_replace(true);
         }
@@ -327,7 +342,11 @@ impl Drop for Subscription {
             // news to another local waiter, or it would sit until the holder's TTL.
             self.channel.wakeups.add_permits(1);
         }
-        let mut channels = self.shared.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let mut channels = self
+            .shared
+            .channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if self.channel.waiters.fetch_sub(1, Ordering::AcqRel) == 1 {
             channels.remove(&self.name);
             drop(channels);

@@ -22,7 +22,12 @@ pub(crate) struct Release {
 
 impl Release {
     /// `lease_ms` is re-applied to the lock if holds remain after this one.
-    pub(crate) fn new(client: Client, names: Arc<LockNames>, owner: Arc<str>, lease_ms: u64) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        names: Arc<LockNames>,
+        owner: Arc<str>,
+        lease_ms: u64,
+    ) -> Self {
         let request_id = format!("{:032x}", rand::random::<u128>());
         let latch = names.unlock_latch(&request_id);
         Release {

@@ -11,7 +11,8 @@ use redis::{RedisResult, Script};
 
 use crate::names::UNLOCK_MESSAGE;
 
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
 static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
 static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));

@@ -52,7 +52,10 @@ mod tests {
     #[test]
     fn leases_are_whole_positive_milliseconds_within_ten_years() {
         assert_eq!(lease_millis("lease", Duration::from_millis(1)).unwrap(), 1);
-        assert_eq!(lease_millis("lease", Duration::from_secs(30)).unwrap(), 30_000);
+        assert_eq!(
+            lease_millis("lease", Duration::from_secs(30)).unwrap(),
+            30_000
+        );
         assert!(lease_millis("lease", Duration::ZERO).is_err());
         assert!(lease_millis("lease", Duration::from_micros(999)).is_err());
         assert!(lease_millis("lease", Duration::MAX).is_err());

@@ -30,14 +30,31 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     let empty = client.lock("");
     assert!(empty.lock().await.unwrap_err().is_invalid_argument());
     assert!(empty.try_lock().await.unwrap_err().is_invalid_argument());
-    assert!(empty.try_lock_for(Duration::from_secs(1)).await.unwrap_err().is_invalid_argument());
-    assert!(empty.force_unlock().await.unwrap_err().is_invalid_argument());
+    assert!(empty
+        .try_lock_for(Duration::from_secs(1))
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(empty
+        .force_unlock()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
     assert!(empty.is_locked().await.unwrap_err().is_invalid_argument());
     assert!(empty.hold_count().await.unwrap_err().is_invalid_argument());
-    assert!(empty.remaining_ttl().await.unwrap_err().is_invalid_argument());
+    assert!(empty
+        .remaining_ttl()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
 
     let lock = client.lock("fine");
-    for lease in [Duration::ZERO, Duration::from_micros(500), Duration::MAX, Duration::from_secs(400 * 365 * 86_400)] {
+    for lease in [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        Duration::MAX,
+        Duration::from_secs(400 * 365 * 86_400),
+    ] {
         let err = lock.lock_with_lease(lease).await.unwrap_err();
         assert!(err.is_invalid_argument(), "lease {lease:?}: {err}");
         let err = lock.try_lock_with(Duration::ZERO, lease).await.unwrap_err();
@@ -65,11 +82,21 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
 #[tokio::test]
 async fn an_unreachable_redis_fails_connect_quickly() {
     // A port that was free a moment ago: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let started = Instant::now();
-    let err = Client::connect(format!("redis://127.0.0.1:{port}")).await.unwrap_err();
+    let err = Client::connect(format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
     assert!(err.is_connection_error(), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -83,7 +110,11 @@ async fn a_killed_server_gives_errors_in_bounded_time_and_a_restarted_one_works_
     let started = Instant::now();
     let err = lock.lock().await.unwrap_err();
     assert!(err.is_connection_error(), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     let err = lock.is_locked().await.unwrap_err();
     assert!(err.is_connection_error(), "{err}");
 
@@ -115,6 +146,9 @@ async fn a_frozen_server_gives_errors_in_bounded_time() {
     let err = outcome.unwrap_err();
     assert!(err.is_timeout() || err.is_connection_error(), "{err}");
     assert!(took < Duration::from_secs(5), "{took:?}");
-    assert!(matches!(err, Error::Redis(_) | Error::Timeout { .. } | Error::Pool(_)));
+    assert!(matches!(
+        err,
+        Error::Redis(_) | Error::Timeout { .. } | Error::Pool(_)
+    ));
     held.unlock().await.unwrap();
 }

@@ -38,10 +38,16 @@ async fn only_one_task_of_many_clients_is_ever_inside() {
         }
     }
     let all = futures_util::future::join_all(tasks);
-    for result in tokio::time::timeout(Duration::from_secs(60), all).await.unwrap() {
+    for result in tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .unwrap()
+    {
         result.unwrap();
     }
-    assert_eq!(counter.load(Ordering::SeqCst), (CLIENTS * TASKS_PER_CLIENT) as u64 * ROUNDS);
+    assert_eq!(
+        counter.load(Ordering::SeqCst),
+        (CLIENTS * TASKS_PER_CLIENT) as u64 * ROUNDS
+    );
 }
 
 #[tokio::test]
@@ -51,7 +57,11 @@ async fn reentry_is_per_task() {
     let lock = client.lock("per-task");
     let outer = lock.lock().await.unwrap();
     // Same task (here: the test's block_on thread): re-entry.
-    let again = lock.try_lock().await.unwrap().expect("re-entry by the holder");
+    let again = lock
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("re-entry by the holder");
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     // Another task of the same client is another owner.
     let other = lock.clone();
@@ -75,7 +85,10 @@ async fn a_dropped_guard_releases_in_the_background() {
     let dropped = Instant::now();
     drop(guard);
     let guard = waiter.await.unwrap();
-    assert!(dropped.elapsed() < Duration::from_millis(500), "released at drop, not at expiry");
+    assert!(
+        dropped.elapsed() < Duration::from_millis(500),
+        "released at drop, not at expiry"
+    );
     assert_eq!(holder.held_lock_count(), 0);
     guard.unlock().await.unwrap();
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use support::{client, lock_hash, pttl, RedisServer};
 
-
 #[tokio::test]
 async fn the_lock_is_a_hash_of_owner_field_to_reentry_count() {
     let server = RedisServer::start();
@@ -50,7 +49,10 @@ async fn the_final_unlock_publishes_0_on_the_redisson_channel() {
     let client = client(&server).await;
     let listener = redis::Client::open(server.url()).unwrap();
     let mut pubsub = listener.get_async_pubsub().await.unwrap();
-    pubsub.subscribe("redisson_lock__channel:{job}").await.unwrap();
+    pubsub
+        .subscribe("redisson_lock__channel:{job}")
+        .await
+        .unwrap();
 
     let lock = client.lock("job");
     let outer = lock.lock().await.unwrap();
@@ -84,7 +86,10 @@ async fn queries_report_holder_count_and_ttl() {
     assert!(lock.is_locked().await.unwrap());
     assert!(lock.is_held_by_current_task().await.unwrap());
     let ttl = lock.remaining_ttl().await.unwrap().unwrap();
-    assert!(ttl > Duration::from_secs(9) && ttl <= Duration::from_secs(10), "{ttl:?}");
+    assert!(
+        ttl > Duration::from_secs(9) && ttl <= Duration::from_secs(10),
+        "{ttl:?}"
+    );
 
     // Another task is another owner: it sees the lock held, but not by itself.
     let other = lock.clone();
@@ -116,7 +121,10 @@ async fn key_prefix_and_hash_tags_follow_redisson_naming() {
 
     let listener = redis::Client::open(server.url()).unwrap();
     let mut pubsub = listener.get_async_pubsub().await.unwrap();
-    pubsub.subscribe("redisson_lock__channel:app:{user42}:cart").await.unwrap();
+    pubsub
+        .subscribe("redisson_lock__channel:app:{user42}:cart")
+        .await
+        .unwrap();
     guard.unlock().await.unwrap();
     let message = tokio::time::timeout(Duration::from_secs(5), pubsub.on_message().next())
         .await
@@ -131,8 +139,13 @@ async fn a_hash_written_by_another_redisson_client_is_respected() {
     let mut raw = server.raw().await;
     // What a Java Redisson client writes when its thread 57 takes the lock.
     let _: () = redis::pipe()
-        .cmd("HSET").arg("shared").arg("3f1a7c9e-0000-4000-8000-000000000001:57").arg(1)
-        .cmd("PEXPIRE").arg("shared").arg(2_000)
+        .cmd("HSET")
+        .arg("shared")
+        .arg("3f1a7c9e-0000-4000-8000-000000000001:57")
+        .arg(1)
+        .cmd("PEXPIRE")
+        .arg("shared")
+        .arg(2_000)
         .query_async(&mut raw)
         .await
         .unwrap();
@@ -145,8 +158,11 @@ async fn a_hash_written_by_another_redisson_client_is_respected() {
     })
     .await;
     let _: () = redis::pipe()
-        .cmd("DEL").arg("shared")
-        .cmd("PUBLISH").arg("redisson_lock__channel:{shared}").arg("0")
+        .cmd("DEL")
+        .arg("shared")
+        .cmd("PUBLISH")
+        .arg("redisson_lock__channel:{shared}")
+        .arg("0")
         .query_async(&mut raw)
         .await
         .unwrap();

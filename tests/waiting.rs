@@ -24,14 +24,20 @@ async fn a_waiter_is_woken_by_the_unlock_message_far_sooner_than_the_ttl() {
         waiter_client.subscribed_channel_count() == 1
     })
     .await;
-    assert_eq!(server.cli(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{job}"]), "redisson_lock__channel:{job}\n1");
+    assert_eq!(
+        server.cli(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{job}"]),
+        "redisson_lock__channel:{job}\n1"
+    );
 
     let released = Instant::now();
     guard.unlock().await.unwrap();
     let (acquired, guard) = waiter.await.unwrap();
     let handover = acquired - released;
     // The lease is 30 s; only the message explains a hand-over this fast.
-    assert!(handover < Duration::from_millis(500), "hand-over took {handover:?}");
+    assert!(
+        handover < Duration::from_millis(500),
+        "hand-over took {handover:?}"
+    );
     assert!(guard.owner().starts_with(&waiter_client.id().to_string()));
     guard.unlock().await.unwrap();
     eventually("the waiter unsubscribed", GENEROUS, || {
@@ -45,11 +51,18 @@ async fn a_wait_is_bounded_by_the_holders_ttl_when_no_message_comes() {
     let server = RedisServer::start();
     let (holder, waiter) = (client(&server).await, client(&server).await);
     // Expires silently: no unlock message is ever published.
-    let stale = holder.lock("lease").lock_with_lease(Duration::from_millis(400)).await.unwrap();
+    let stale = holder
+        .lock("lease")
+        .lock_with_lease(Duration::from_millis(400))
+        .await
+        .unwrap();
     let started = Instant::now();
     let guard = waiter.lock("lease").lock().await.unwrap();
     let waited = started.elapsed();
-    assert!(waited < Duration::from_millis(1_500), "waited {waited:?} for a 400 ms lease");
+    assert!(
+        waited < Duration::from_millis(1_500),
+        "waited {waited:?} for a 400 ms lease"
+    );
     assert!(stale.is_lost());
     guard.unlock().await.unwrap();
 }
@@ -63,22 +76,42 @@ async fn try_lock_variants_honour_their_waits() {
 
     let started = Instant::now();
     assert!(lock.try_lock().await.unwrap().is_none());
-    assert!(started.elapsed() < Duration::from_millis(500), "try_lock does not wait");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "try_lock does not wait"
+    );
 
     let started = Instant::now();
-    assert!(lock.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(lock
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(290), "gave up early: {waited:?}");
-    assert!(waited < Duration::from_millis(1_500), "gave up late: {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(290),
+        "gave up early: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(1_500),
+        "gave up late: {waited:?}"
+    );
 
     // Released during the wait: taken at once.
     let waiting = {
         let lock = lock.clone();
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10)).await })
     };
-    eventually("the waiter subscribed", GENEROUS, || other.subscribed_channel_count() == 1).await;
+    eventually("the waiter subscribed", GENEROUS, || {
+        other.subscribed_channel_count() == 1
+    })
+    .await;
     guard.unlock().await.unwrap();
-    let got = waiting.await.unwrap().unwrap().expect("acquired within the wait");
+    let got = waiting
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("acquired within the wait");
     assert!(got.is_renewed_by_watchdog());
     got.unlock().await.unwrap();
 
@@ -90,31 +123,49 @@ async fn try_lock_variants_honour_their_waits() {
         .unwrap();
     assert!(!got.is_renewed_by_watchdog());
     let ttl = lock.remaining_ttl().await.unwrap().unwrap();
-    assert!(ttl <= Duration::from_millis(1_500) && ttl > Duration::from_millis(1_000), "{ttl:?}");
+    assert!(
+        ttl <= Duration::from_millis(1_500) && ttl > Duration::from_millis(1_000),
+        "{ttl:?}"
+    );
     got.unlock().await.unwrap();
 }
 
 #[tokio::test]
 async fn force_unlock_deletes_and_wakes_a_waiter() {
     let server = RedisServer::start();
-    let (holder, waiter_client, admin) =
-        (client(&server).await, client(&server).await, client(&server).await);
+    let (holder, waiter_client, admin) = (
+        client(&server).await,
+        client(&server).await,
+        client(&server).await,
+    );
     let held = holder.lock("stuck").lock().await.unwrap();
     let lock = waiter_client.lock("stuck");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the waiter subscribed", GENEROUS, || waiter_client.subscribed_channel_count() == 1).await;
+    eventually("the waiter subscribed", GENEROUS, || {
+        waiter_client.subscribed_channel_count() == 1
+    })
+    .await;
 
     let forced = Instant::now();
     assert!(admin.lock("stuck").force_unlock().await.unwrap());
-    let guard = tokio::time::timeout(GENEROUS, waiter).await.unwrap().unwrap();
-    assert!(forced.elapsed() < Duration::from_millis(500), "woken by the message");
+    let guard = tokio::time::timeout(GENEROUS, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        forced.elapsed() < Duration::from_millis(500),
+        "woken by the message"
+    );
 
     // The old holder cannot release the new owner's lock.
     let err = held.unlock().await.unwrap_err();
     assert!(err.is_lock_lost(), "{err}");
     assert!(waiter_client.lock("stuck").is_locked().await.unwrap());
     guard.unlock().await.unwrap();
-    assert!(!admin.lock("stuck").force_unlock().await.unwrap(), "nothing left to delete");
+    assert!(
+        !admin.lock("stuck").force_unlock().await.unwrap(),
+        "nothing left to delete"
+    );
 }
 
 #[tokio::test]
@@ -124,7 +175,10 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     let guard = holder.lock("resilient").lock().await.unwrap();
     let lock = waiter_client.lock("resilient");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the waiter subscribed", GENEROUS, || waiter_client.subscribed_channel_count() == 1).await;
+    eventually("the waiter subscribed", GENEROUS, || {
+        waiter_client.subscribed_channel_count() == 1
+    })
+    .await;
 
     let killed = server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert_eq!(killed, "1", "one pub/sub connection killed");
@@ -141,7 +195,10 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     // And the listener is back: a later hand-over is woken by its message again.
     let lock = holder.lock("resilient");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the second waiter subscribed", GENEROUS, || holder.subscribed_channel_count() == 1).await;
+    eventually("the second waiter subscribed", GENEROUS, || {
+        holder.subscribed_channel_count() == 1
+    })
+    .await;
     let released = Instant::now();
     guard.unlock().await.unwrap();
     let second = waiter.await.unwrap();

@@ -28,7 +28,10 @@ async fn the_watchdog_keeps_a_one_second_lease_alive_and_stops_on_unlock() {
 
     guard.unlock().await.unwrap();
     assert_eq!(pttl(&mut raw, "long-job").await, -2);
-    eventually("the watchdog stopped", GENEROUS, || !client.is_watchdog_running()).await;
+    eventually("the watchdog stopped", GENEROUS, || {
+        !client.is_watchdog_running()
+    })
+    .await;
     assert_eq!(client.held_lock_count(), 0);
 }
 
@@ -41,7 +44,10 @@ async fn a_fixed_lease_expires_and_the_guard_reports_it() {
         .lock_with_lease(Duration::from_millis(300))
         .await
         .unwrap();
-    assert!(!holder.is_watchdog_running(), "no watchdog for a fixed lease");
+    assert!(
+        !holder.is_watchdog_running(),
+        "no watchdog for a fixed lease"
+    );
     let started = Instant::now();
     let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
     assert_eq!(reason, LostReason::Expired);
@@ -84,7 +90,10 @@ async fn a_holder_whose_runtime_dies_releases_by_expiry() {
     let started = Instant::now();
     let guard = waiter.lock("crashy").lock().await.unwrap();
     let waited = started.elapsed();
-    assert!(waited < Duration::from_millis(2_500), "expired after its 1 s lease: {waited:?}");
+    assert!(
+        waited < Duration::from_millis(2_500),
+        "expired after its 1 s lease: {waited:?}"
+    );
     guard.unlock().await.unwrap();
 }
 
@@ -94,7 +103,11 @@ async fn a_lock_deleted_behind_the_holders_back_is_reported_released() {
     let holder = client_with_watchdog(&server, Duration::from_millis(600)).await;
     let guard = holder.lock("stolen").lock().await.unwrap();
     let mut raw = server.raw().await;
-    let _: () = redis::cmd("DEL").arg("stolen").query_async(&mut raw).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("stolen")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     // The next renewal (every 200 ms) finds the field gone.
     let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
     assert_eq!(reason, LostReason::Released);
@@ -122,7 +135,11 @@ async fn a_frozen_server_makes_the_guard_lost_by_its_deadline() {
     assert_eq!(reason, LostReason::ConnectionLost);
     // Told no later than the local deadline, which is before Redis' own expiry.
     assert!(noticed >= deadline);
-    assert!(noticed - deadline < Duration::from_millis(300), "{:?} late", noticed - deadline);
+    assert!(
+        noticed - deadline < Duration::from_millis(300),
+        "{:?} late",
+        noticed - deadline
+    );
     assert!(guard.unlock().await.unwrap_err().is_lock_lost());
 }
 

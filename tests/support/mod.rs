@@ -43,7 +43,12 @@ impl RedisServer {
             std::fs::create_dir_all(&dir).expect("create redis temp dir");
             match launch(port, &dir, &extra) {
                 Ok(child) => {
-                    return RedisServer { port, dir, extra, child: Mutex::new(Some(child)) }
+                    return RedisServer {
+                        port,
+                        dir,
+                        extra,
+                        child: Mutex::new(Some(child)),
+                    }
                 }
                 Err(e) => {
                     last_err = e;
@@ -111,7 +116,10 @@ impl RedisServer {
                 }
             }
         }
-        panic!("redis-server failed to restart on port {}: {last_err}", self.port);
+        panic!(
+            "redis-server failed to restart on port {}: {last_err}",
+            self.port
+        );
     }
 
     /// Suspends the process (SIGSTOP): connections stay open but nothing is answered,
@@ -159,7 +167,9 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         if self.is_running() {
             // Best effort: a panicking drop would abort, so ignore failures here.
-            let _ = Command::new("kill").args(["-CONT", &self.pid().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.pid().to_string()])
+                .status();
         }
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -174,7 +184,9 @@ pub struct RedisGroup {
 impl RedisGroup {
     /// Starts `n` independent servers (sequentially).
     pub fn start(n: usize) -> RedisGroup {
-        RedisGroup { servers: (0..n).map(|_| RedisServer::start()).collect() }
+        RedisGroup {
+            servers: (0..n).map(|_| RedisServer::start()).collect(),
+        }
     }
 
     /// The URLs of all servers, in order.
@@ -187,7 +199,10 @@ impl RedisGroup {
 /// before redis binds it; `launch` detects that and the caller retries.
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr of ephemeral listener").port()
+    listener
+        .local_addr()
+        .expect("local addr of ephemeral listener")
+        .port()
 }
 
 /// Spawns redis-server and waits until *this* process answers on `port`.
@@ -195,7 +210,14 @@ fn free_port() -> u16 {
 fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
     let log = dir.join("redis.log");
     let mut child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
         .args(["--appendonly", "no", "--daemonize", "no"])
         .arg("--dir")
         .arg(dir)
@@ -211,7 +233,10 @@ fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("exited with {status} on port {port}; log:\n{}", log_tail()));
+            return Err(format!(
+                "exited with {status} on port {port}; log:\n{}",
+                log_tail()
+            ));
         }
         // Compare process ids: a PONG from some other server that owns the port doesn't count.
         if probe(port) == Some(child.id()) {
@@ -220,7 +245,10 @@ fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("redis-server on port {port} not ready within {READY_TIMEOUT:?}; log:\n{}", log_tail());
+            panic!(
+                "redis-server on port {port} not ready within {READY_TIMEOUT:?}; log:\n{}",
+                log_tail()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -255,10 +283,7 @@ fn probe(port: u16) -> Option<u32> {
 
 /// A client of `server` with the given watchdog timeout and short retry pauses, so that
 /// failure tests finish quickly.
-pub async fn client_with_watchdog(
-    server: &RedisServer,
-    watchdog: Duration,
-) -> redis_rlock::Client {
+pub async fn client_with_watchdog(server: &RedisServer, watchdog: Duration) -> redis_rlock::Client {
     redis_rlock::Client::builder(server.url())
         .watchdog_timeout(watchdog)
         .retry_delay(Duration::from_millis(20))
@@ -286,7 +311,11 @@ pub async fn lock_hash(
 
 /// PTTL of `key` in milliseconds (-2 absent, -1 no expiry).
 pub async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.expect("PTTL")
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("PTTL")
 }
 
 /// Waits until `condition` holds, checking every 5 ms, for at most `limit`; panics with
