@@ -1,0 +1,202 @@
+//! Lock benchmark: the library against the raw floor, in one run.
+//!
+//! `cargo bench --bench locks` (set `QUICK=1` for a short run). Starts its own
+//! redis-server on a free loopback port, pinned to CPU 1 with the benchmark on CPU 0 when
+//! `taskset` is available, and prints one JSON line per workload and a table of ratios to
+//! the floor. Workloads are those of the project's BENCHMARKS.md; this program runs W1 so
+//! far (one task, lock + unlock on one key).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+use redis_rlock::Client;
+use support::RedisServer;
+
+struct Figures {
+    name: &'static str,
+    micros: Vec<f64>,
+}
+
+impl Figures {
+    fn percentile(&self, p: f64) -> f64 {
+        let mut sorted = self.micros.clone();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+    }
+
+    fn ops_per_sec(&self) -> f64 {
+        self.micros.len() as f64 / (self.micros.iter().sum::<f64>() / 1e6)
+    }
+}
+
+fn pin(pid: u32, cpu: &str) -> bool {
+    Command::new("taskset")
+        .args(["-cp", cpu, &pid.to_string()])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+async fn timed<F, Fut>(name: &'static str, warmup: usize, pairs: usize, mut pair: F) -> Figures
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for _ in 0..warmup {
+        pair().await;
+    }
+    let mut micros = Vec::with_capacity(pairs);
+    for _ in 0..pairs {
+        let started = Instant::now();
+        pair().await;
+        micros.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    Figures { name, micros }
+}
+
+/// The floor: the library's own scripts, called directly on one multiplexed connection,
+/// two round trips per pair. Each unlock has its own latch (left to expire), as the
+/// library's do.
+async fn raw_hash_pair(
+    conn: &mut MultiplexedConnection,
+    acquire: &Script,
+    unlock: &Script,
+    request: u64,
+) {
+    let owner = "00000000-0000-4000-8000-000000000000:1";
+    let got: Option<i64> = acquire
+        .key("w1:raw")
+        .arg(30_000)
+        .arg(owner)
+        .invoke_async(conn)
+        .await
+        .unwrap();
+    assert!(got.is_none());
+    let freed: Option<i64> = unlock
+        .key("w1:raw")
+        .key("redisson_lock__channel:{w1:raw}")
+        .key(format!("redisson_unlock_latch:{{w1:raw}}:{request:032x}"))
+        .arg("0")
+        .arg(30_000)
+        .arg(owner)
+        .arg(5_000)
+        .invoke_async(conn)
+        .await
+        .unwrap();
+    assert_eq!(freed, Some(1));
+}
+
+/// The second floor: SET NX PX and a compare-and-delete script.
+async fn raw_set_nx_pair(conn: &mut MultiplexedConnection, delete: &Script) {
+    let ok: Option<String> = redis::cmd("SET")
+        .arg("w1:setnx")
+        .arg("token")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(conn)
+        .await
+        .unwrap();
+    assert!(ok.is_some());
+    let deleted: i64 = delete
+        .key("w1:setnx")
+        .arg("token")
+        .invoke_async(conn)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+}
+
+fn main() {
+    let quick = std::env::var_os("QUICK").is_some();
+    let (warmup, pairs) = if quick { (200, 2_000) } else { (500, 10_000) };
+    let server = RedisServer::start();
+    let pinned = pin(server.pid(), "1") && pin(std::process::id(), "0");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let results = runtime.block_on(async {
+        let mut conn = server.raw().await;
+        let acquire = Script::new(include_str!("../lua/acquire.lua"));
+        let unlock = Script::new(include_str!("../lua/unlock.lua"));
+        let delete = Script::new(
+            "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+        );
+        let client = Client::connect(server.url()).await.unwrap();
+        let lock = client.lock("w1:lib");
+        let mut request = 0u64;
+        // Sequential, so that the processes never compete for the same CPU.
+        let mut results = vec![
+            timed("raw hash-script floor", warmup, pairs, || {
+                let mut conn = conn.clone();
+                let (acquire, unlock) = (&acquire, &unlock);
+                request += 1;
+                let request = request;
+                async move { raw_hash_pair(&mut conn, acquire, unlock, request).await }
+            })
+            .await,
+        ];
+        results.push(
+            timed("raw SET NX floor", warmup, pairs, || {
+                let mut conn = conn.clone();
+                let delete = &delete;
+                async move { raw_set_nx_pair(&mut conn, delete).await }
+            })
+            .await,
+        );
+        results.push(
+            timed("RLock lock() (watchdog)", warmup, pairs, || async {
+                lock.lock().await.unwrap().unlock().await.unwrap();
+            })
+            .await,
+        );
+        results.push(
+            timed("RLock lock_with_lease(30 s)", warmup, pairs, || async {
+                lock.lock_with_lease(Duration::from_secs(30))
+                    .await
+                    .unwrap()
+                    .unlock()
+                    .await
+                    .unwrap();
+            })
+            .await,
+        );
+        let _ = &mut conn;
+        results
+    });
+
+    let floor = results[0].percentile(0.5);
+    for figures in &results {
+        println!(
+            "{{\"workload\":\"W1\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_floor\":{:.3},\"pinned\":{}}}",
+            figures.name,
+            figures.micros.len(),
+            figures.percentile(0.5),
+            figures.percentile(0.99),
+            figures.ops_per_sec(),
+            figures.percentile(0.5) / floor,
+            pinned,
+        );
+    }
+    println!();
+    println!("W1: 1 task, lock + unlock on one key ({pairs} pairs after {warmup} warm-up; server pinned: {pinned})");
+    println!(
+        "{:<30} {:>9} {:>9} {:>10} {:>8}",
+        "contender", "p50 µs", "p99 µs", "pairs/s", "×floor"
+    );
+    for figures in &results {
+        println!(
+            "{:<30} {:>9.1} {:>9.1} {:>10.0} {:>8.2}",
+            figures.name,
+            figures.percentile(0.5),
+            figures.percentile(0.99),
+            figures.ops_per_sec(),
+            figures.percentile(0.5) / floor
+        );
+    }
+}
