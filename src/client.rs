@@ -58,8 +58,8 @@ impl Client {
     /// Connects with default settings and verifies that Redis answers.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a malformed URL; a connection error or
-    /// [`Error::Timeout`] when Redis does not answer within the connect timeout (2 s by
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a malformed URL; a connection error or
+    /// [`Error::Timeout`](crate::Error::Timeout) when Redis does not answer within the connect timeout (2 s by
     /// default) and the response timeout (1 s).
     pub async fn connect(url: impl Into<String>) -> Result<Client> {
         Client::builder(url).build().await
@@ -110,7 +110,7 @@ impl Client {
     /// followed by `name`). Cheap; nothing is sent until a method is called.
     ///
     /// An empty name is reported by the first call on the handle, as
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn lock(&self, name: impl AsRef<str>) -> RLock {
         RLock::new(self.clone(), name.as_ref())
     }

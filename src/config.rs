@@ -118,7 +118,7 @@ impl ClientBuilder {
     }
 
     /// How long a waiting lock call may wait for its unlock subscription to be confirmed
-    /// before it fails with [`Error::Timeout`].
+    /// before it fails with [`Error::Timeout`](crate::Error::Timeout).
     ///
     /// Default: 5 s.
     pub fn subscribe_timeout(mut self, timeout: Duration) -> Self {
@@ -138,8 +138,8 @@ impl ClientBuilder {
     /// Checks the settings, connects, and verifies that Redis answers.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a malformed URL or an out-of-range setting (nothing is
-    /// sent); [`Error::Redis`], [`Error::Pool`] or [`Error::Timeout`] when Redis cannot be
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a malformed URL or an out-of-range setting (nothing is
+    /// sent); [`Error::Redis`](crate::Error::Redis), [`Error::Pool`](crate::Error::Pool) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be
     /// reached within the connect and response timeouts.
     pub async fn build(self) -> Result<Client> {
         let settings = self.validated()?;

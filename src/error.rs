@@ -9,7 +9,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why a held lock is no longer, or can no longer be assumed to be, held.
 ///
 /// Reported by [`LockGuard::lost`](crate::LockGuard::lost) and inside
-/// [`Error::LockLost`].
+/// [`Error::LockLost`](crate::Error::LockLost).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LostReason {
@@ -106,7 +106,7 @@ impl Error {
         }
     }
 
-    /// The reason a lock was lost, for [`Error::LockLost`].
+    /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost).
     pub fn lost_reason(&self) -> Option<LostReason> {
         match self {
             Error::LockLost { reason, .. } => Some(*reason),

@@ -122,7 +122,7 @@ impl LockGuard {
     /// last hold; otherwise the lease is reset and the lock stays held.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when the lock was lost before this call (nothing is deleted, and
+    /// [`Error::LockLost`](crate::Error::LockLost) when the lock was lost before this call (nothing is deleted, and
     /// another owner's lock is never touched); a connection error when Redis could not be
     /// reached after the configured retries (the lock then expires with its lease).
     ///

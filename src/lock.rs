@@ -90,8 +90,8 @@ impl RLock {
     /// guard is released or dropped.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name; a connection error when Redis cannot
-    /// be reached after the configured retries; [`Error::Timeout`] when the unlock
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error when Redis cannot
+    /// be reached after the configured retries; [`Error::Timeout`](crate::Error::Timeout) when the unlock
     /// subscription cannot be made.
     ///
     /// # Cancel safety
@@ -111,7 +111,7 @@ impl RLock {
     /// watchdog: a nested call cannot shorten what the outer one was promised.
     ///
     /// # Errors
-    /// As [`lock`](RLock::lock); also [`Error::InvalidArgument`] for a lease under 1 ms or
+    /// As [`lock`](RLock::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or
     /// over ten years.
     ///
     /// # Cancel safety
@@ -180,7 +180,7 @@ impl RLock {
     /// other clients' guards when their watchdog next renews.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name; a connection error.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error.
     ///
     /// # Cancel safety
     /// Not cancel safe: if dropped, the lock may or may not have been deleted.
@@ -203,7 +203,7 @@ impl RLock {
     /// Whether anyone holds the lock.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name; a connection error.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error.
     ///
     /// # Cancel safety
     /// Cancel safe (read only).

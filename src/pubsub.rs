@@ -86,7 +86,7 @@ impl UnlockListener {
     /// Registers a waiter on `channel` and returns once Redis confirmed the subscription.
     ///
     /// # Errors
-    /// [`Error::Timeout`] when the subscription is not confirmed within `timeout`.
+    /// [`Error::Timeout`](crate::Error::Timeout) when the subscription is not confirmed within `timeout`.
     pub(crate) async fn subscribe(
         &self,
         channel: &Arc<str>,
