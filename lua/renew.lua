@@ -6,7 +6,9 @@
 -- 0 when the owner no longer holds it (expired, force-unlocked, or never held).
 local renewed = {}
 for i = 1, #KEYS do
-    if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then
+    -- pcall: a key that is no longer a hash (overwritten by someone) must count as lost
+    -- without failing the whole batch.
+    if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then
         redis.call('pexpire', KEYS[i], ARGV[1])
         renewed[i] = 1
     else

@@ -44,7 +44,13 @@ pub(crate) async fn acquire(
     let mut subscription: Option<Subscription> = None;
     loop {
         let held_for = match attempt(client, names, &owner, lease).await {
-            Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
+            Ok(Attempt::Acquired(guard)) => {
+                // The wake-up, if any, was used: do not hand it on from `Drop`.
+                if let Some(subscription) = subscription.as_mut() {
+                    subscription.wakeup_used();
+                }
+                return Ok(Some(guard));
+            }
             Ok(Attempt::HeldFor(ttl)) => {
                 failures = 0;
                 ttl
@@ -91,6 +97,12 @@ pub(crate) async fn acquire(
     }
 }
 
+/// Whether a failed script call may still have run in Redis: anything but a refused
+/// connection or an error Redis itself returned (a timed-out command is not withdrawn).
+fn may_have_run(error: &redis::RedisError) -> bool {
+    crate::connection::is_transient(error) && !error.is_connection_refusal()
+}
+
 fn remaining(deadline: Option<Instant>) -> Duration {
     match deadline {
         Some(deadline) => deadline.saturating_duration_since(Instant::now()),
@@ -128,8 +140,14 @@ async fn attempt(
     };
     let orphaned = (client.clone(), names.clone(), owner.clone());
     let outcome = FinishOnDrop::new(call, move |outcome| {
-        if let Ok(None) = outcome {
-            let (client, names, owner) = orphaned;
+        let (client, names, owner) = orphaned;
+        // The caller left: undo what the attempt took, or may have taken.
+        let undo = match &outcome {
+            Ok(None) => true,
+            Ok(Some(_)) => false,
+            Err(e) => may_have_run(e) && !client.inner.holds.is_held(&names.key, &owner),
+        };
+        if undo {
             release_in_background(Release::new(client, names, owner, lease.millis()));
         }
     })
@@ -156,10 +174,12 @@ async fn attempt(
             // held nothing here, any hold it finds was taken by this very attempt: undo it.
             // A re-entry cannot be undone blindly, since it may not have run; at worst its
             // extra count keeps the lock until the lease runs out after the last unlock.
-            if !e.is_connection_refusal() && !inner.holds.is_held(&names.key, owner) {
+            if may_have_run(&e) && !inner.holds.is_held(&names.key, owner) {
                 let undo =
                     Release::new(client.clone(), names.clone(), owner.clone(), lease.millis());
-                undo.run_once().await;
+                // Awaited, so that it reaches Redis before any retry of the acquire; finished
+                // in the background if the caller leaves meanwhile.
+                FinishOnDrop::new(undo.run_once(), |()| {}).await;
             }
             Err(e.into())
         }

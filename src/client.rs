@@ -17,7 +17,8 @@ use crate::watchdog::Watchdog;
 /// A connection to one Redis server and the source of its locks.
 ///
 /// Cheap to clone: clones share the connections, the client id, the watchdog and the
-/// unlock listener. Each `Client` has its own random id, the `<client-uuid>` of the hash
+/// unlock listener. A client belongs to the tokio runtime it was built on: its connections
+/// and background tasks run there, so build it on the runtime that outlives its use. Each `Client` has its own random id, the `<client-uuid>` of the hash
 /// fields it writes, so two `Client`s in one process never share a lock's ownership.
 ///
 /// ```no_run
@@ -71,7 +72,16 @@ impl Client {
     }
 
     pub(crate) async fn from_settings(settings: Settings) -> Result<Client> {
-        let listener = UnlockListener::new(&settings.url, settings.connect_timeout)?;
+        // Background tasks (watchdog, unlock listener) run here, where the connections'
+        // drivers run too, so that a lock call from another runtime cannot tie them to a
+        // runtime that may go away first.
+        let runtime = tokio::runtime::Handle::current();
+        let listener = UnlockListener::new(
+            &settings.url,
+            settings.connect_timeout,
+            settings.subscribe_timeout,
+            runtime.clone(),
+        )?;
         let connections = Arc::new(Connections::open(&settings).await?);
         let mut conn = connections.shared().await?.conn;
         let pong: String = redis::cmd("PING").query_async(&mut conn).await?;
@@ -85,6 +95,7 @@ impl Client {
             connections.clone(),
             settings.watchdog_timeout,
             settings.watchdog_batch_size,
+            runtime,
         );
         let id = Uuid::new_v4();
         tracing::debug!(client = %id, url = %settings.url, "connected");

@@ -40,6 +40,13 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
 
 /// A clone of the shared connection, tagged so that a failure retires only the connection
 /// that failed and not a replacement another caller already installed.
+/// A failed attempt to open the shared connection: for a short while, callers get its error
+/// at once instead of each waiting out another connect timeout in turn.
+struct FailedRefill {
+    at: tokio::time::Instant,
+    error: String,
+}
+
 #[derive(Clone)]
 pub(crate) struct SharedConn {
     generation: u64,
@@ -49,8 +56,9 @@ pub(crate) struct SharedConn {
 pub(crate) struct Connections {
     pool: Pool,
     shared: RwLock<Option<SharedConn>>,
-    /// Serialises replacements, so a broken connection is replaced once, not once per caller.
-    refill: tokio::sync::Mutex<()>,
+    /// Serialises replacements, so a broken connection is replaced once, not once per
+    /// caller; holds the last failed attempt, which callers queued behind it share.
+    refill: tokio::sync::Mutex<Option<FailedRefill>>,
     next_generation: AtomicU64,
     retry_attempts: u32,
     retry_delay: Duration,
@@ -76,7 +84,7 @@ impl Connections {
         let connections = Connections {
             pool,
             shared: RwLock::new(None),
-            refill: tokio::sync::Mutex::new(()),
+            refill: tokio::sync::Mutex::new(None),
             next_generation: AtomicU64::new(1),
             retry_attempts: settings.retry_attempts,
             retry_delay: settings.retry_delay,
@@ -90,13 +98,32 @@ impl Connections {
         if let Some(current) = self.current() {
             return Ok(current);
         }
-        let _refilling = self.refill.lock().await;
+        let mut last_failure = self.refill.lock().await;
         if let Some(current) = self.current() {
             return Ok(current);
         }
+        if let Some(failed) = last_failure.as_ref() {
+            if failed.at.elapsed() < self.retry_delay {
+                return Err(Error::Pool(format!(
+                    "reconnecting failed: {}",
+                    failed.error
+                )));
+            }
+        }
         // Detached from the pool: it lives as long as it works, and the pool stays free for
         // the watchdog.
-        let conn = deadpool_redis::Connection::take(self.pool.get().await?);
+        let conn = match self.pool.get().await {
+            Ok(conn) => deadpool_redis::Connection::take(conn),
+            Err(e) => {
+                let e = Error::from(e);
+                *last_failure = Some(FailedRefill {
+                    at: tokio::time::Instant::now(),
+                    error: e.to_string(),
+                });
+                return Err(e);
+            }
+        };
+        *last_failure = None;
         let fresh = SharedConn {
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
             conn,

@@ -142,8 +142,10 @@ async fn release(state: GuardState) -> Result<()> {
         names,
         hold,
     } = state;
+    // Whether it was lost is decided before the release retires the hold.
+    let lost = hold.lost_reason();
     let last = client.inner.holds.release(&hold);
-    if let Some(reason) = hold.lost_reason() {
+    if let Some(reason) = lost {
         return Err(lost_error(&hold, reason));
     }
     let started = Instant::now();
@@ -191,9 +193,10 @@ impl Drop for LockGuard {
         else {
             return;
         };
+        let lost = hold.lost_reason();
         // Stop renewing at once, even if the release below cannot run.
         client.inner.holds.release(&hold);
-        if hold.lost_reason().is_none() {
+        if lost.is_none() {
             let owner = hold.owner.clone();
             release_in_background(Release::new(client, names, owner, hold.lease_ms()));
         }

@@ -65,6 +65,9 @@ pub(crate) struct Hold {
     /// paused process).
     renewal_unconfirmed: AtomicBool,
     lost: watch::Sender<Option<LostReason>>,
+    /// Set when the last guard was released: the deadline no longer means anything, and
+    /// `lost()` stays pending.
+    retired: AtomicBool,
 }
 
 impl Hold {
@@ -78,6 +81,7 @@ impl Hold {
             valid_until: AtomicU64::new(0),
             renewal_unconfirmed: AtomicBool::new(false),
             lost: watch::Sender::new(None),
+            retired: AtomicBool::new(false),
         };
         hold.reset_validity(started, lease.millis());
         hold
@@ -130,6 +134,9 @@ impl Hold {
 
     /// Marks the hold lost, once; returns whether this call did it.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
+        if self.retired.load(Ordering::Acquire) {
+            return false;
+        }
         let marked = self.lost.send_if_modified(|lost| {
             if lost.is_some() {
                 return false;
@@ -148,7 +155,7 @@ impl Hold {
         if let Some(reason) = *self.lost.borrow() {
             return Some(reason);
         }
-        if Instant::now() >= self.valid_until() {
+        if !self.retired.load(Ordering::Acquire) && Instant::now() >= self.valid_until() {
             self.mark_lost(self.reason_for_deadline());
         }
         *self.lost.borrow()
@@ -169,6 +176,10 @@ impl Hold {
             if let Some(reason) = self.lost_reason() {
                 return reason;
             }
+            if self.retired.load(Ordering::Acquire) {
+                // Released cleanly: nothing more can be lost.
+                std::future::pending::<()>().await;
+            }
             tokio::select! {
                 // The sender lives in `self`, so `changed` cannot fail while we borrow it.
                 _ = changes.changed() => {}
@@ -185,7 +196,9 @@ impl Hold {
         } else if !self.is_watchdog() {
             self.lease_ms.store(lease.millis(), Ordering::Relaxed);
         }
-        self.lease_applied(started);
+        // Stored, not maxed: the script just set the key's expiry to this lease, which may be
+        // shorter than what an earlier fixed lease promised.
+        self.reset_validity(started, self.lease_ms());
     }
 
     /// Local validity after an acquire or a reentrant unlock, sent at `started`, applied this
@@ -238,7 +251,7 @@ impl Holds {
         match self.map.entry((key.clone(), owner.clone())) {
             Entry::Occupied(mut entry) => {
                 let hold = entry.get();
-                if hold.lost_reason().is_none() {
+                if hold.lost_reason().is_none() && !hold.is_released() {
                     hold.add_guard(lease, started);
                     hold.clone()
                 } else {
@@ -256,23 +269,37 @@ impl Holds {
     }
 
     /// Drops one guard of `hold`; at the last one the hold leaves the registry, which stops
-    /// its renewal. Returns whether that was the last guard.
+    /// its renewal, and retires. Returns whether that was the last guard.
+    ///
+    /// The count and the removal change under the registry entry's lock, so that a re-entry
+    /// racing with the last release either joins the hold before it goes or starts a new one.
     pub(crate) fn release(&self, hold: &Arc<Hold>) -> bool {
-        if hold.guards.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return false;
-        }
+        let mut last = None;
         self.map
             .remove_if(&(hold.key.clone(), hold.owner.clone()), |_, current| {
-                Arc::ptr_eq(current, hold)
+                if !Arc::ptr_eq(current, hold) {
+                    return false;
+                }
+                let was_last = hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
+                last = Some(was_last);
+                was_last
             });
-        true
+        // Not registered (any more): it was lost and dropped from the registry.
+        let last = last.unwrap_or_else(|| hold.guards.fetch_sub(1, Ordering::AcqRel) == 1);
+        if last {
+            hold.retired.store(true, Ordering::Release);
+        }
+        last
     }
 
-    /// Marks every local hold of `key` lost, after the lock was deleted outright.
-    pub(crate) fn mark_key_lost(&self, key: &str, reason: LostReason) {
-        for hold in self.map.iter().filter(|h| &*h.key == key) {
-            hold.mark_lost(reason);
-        }
+    /// This client's live holds on `key`, taken before deleting the lock so that only holds
+    /// the delete can have hit are told.
+    pub(crate) fn holds_of(&self, key: &str) -> Vec<Arc<Hold>> {
+        self.map
+            .iter()
+            .filter(|hold| &*hold.key == key)
+            .map(|hold| hold.clone())
+            .collect()
     }
 
     /// The holds the watchdog should renew now, dropping lost ones from the registry so

@@ -187,16 +187,18 @@ impl RLock {
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
         let names = self.names()?;
+        let hit = self.client.inner.holds.holds_of(&names.key);
         let deleted = self
             .client
             .inner
             .connections
             .with_retries(|conn| scripts::force_unlock(conn, &names.key, &names.channel))
             .await?;
-        self.client
-            .inner
-            .holds
-            .mark_key_lost(&names.key, LostReason::Released);
+        if deleted {
+            hit.iter().for_each(|hold| {
+                hold.mark_lost(LostReason::Released);
+            });
+        }
         Ok(deleted)
     }
 

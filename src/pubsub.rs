@@ -22,6 +22,10 @@ use crate::error::{Error, Result};
 /// Pause between reconnection attempts while waiters want a subscription.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
 
+/// How often an idle pub/sub connection is pinged, so that a half-open connection (a peer
+/// that vanished without a FIN) is noticed and replaced instead of silently hearing nothing.
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(5);
+
 /// The waiters of one channel on this client.
 #[derive(Debug)]
 struct Channel {
@@ -57,6 +61,10 @@ enum Command {
 
 struct Shared {
     redis: redis::Client,
+    /// Bound on each SUBSCRIBE, UNSUBSCRIBE and PING of the connection task.
+    command_timeout: Duration,
+    /// Where the connection task runs: the runtime the client was built on.
+    runtime: tokio::runtime::Handle,
     connect_timeout: Duration,
     channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
     /// The connection task and its command queue, created together, lazily, on the runtime
@@ -70,12 +78,19 @@ pub(crate) struct UnlockListener {
 }
 
 impl UnlockListener {
-    pub(crate) fn new(url: &str, connect_timeout: Duration) -> Result<Self> {
+    pub(crate) fn new(
+        url: &str,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Self> {
         let redis = redis::Client::open(url)
             .map_err(|e| Error::invalid(format!("invalid Redis URL `{url}`: {e}")))?;
         Ok(UnlockListener {
             shared: Arc::new(Shared {
                 redis,
+                command_timeout,
+                runtime,
                 connect_timeout,
                 channels: Mutex::new(HashMap::new()),
                 task: Mutex::new(None),
@@ -92,7 +107,7 @@ impl UnlockListener {
         channel: &Arc<str>,
         timeout: Duration,
     ) -> Result<Subscription> {
-        let entry = {
+        let (entry, first) = {
             let mut channels = self
                 .shared
                 .channels
@@ -108,11 +123,14 @@ impl UnlockListener {
                     })
                 })
                 .clone();
-            if entry.waiters.fetch_add(1, Ordering::AcqRel) == 0 {
-                self.send(Command::Subscribe(channel.clone()));
-            }
-            entry
+            let first = entry.waiters.fetch_add(1, Ordering::AcqRel) == 0;
+            (entry, first)
         };
+        // Sent outside the map's lock, which `send` may take itself. Only this call can
+        // bring the count back to zero, so no unsubscribe can overtake it.
+        if first {
+            self.send(Command::Subscribe(channel.clone()));
+        }
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             shared: self.shared.clone(),
@@ -162,8 +180,18 @@ impl Shared {
         // do (and may come from a `Drop` outside any runtime). A subscribe starts a task,
         // which subscribes every wanted channel when it connects.
         if let Command::Subscribe(_) = command {
+            // A task that died (with its runtime) leaves waiters that believe they are
+            // subscribed: the new task re-confirms them, and wakes them to re-check.
+            let respawn = task.is_some();
+            if respawn {
+                for (_, channel) in self.wanted() {
+                    channel.subscribed.send_replace(false);
+                }
+            }
             let (sender, receiver) = mpsc::unbounded_channel();
-            let handle = tokio::spawn(run(Arc::downgrade(self), receiver));
+            let handle = self
+                .runtime
+                .spawn(run(Arc::downgrade(self), receiver, respawn));
             *task = Some((handle, sender));
         }
     }
@@ -201,8 +229,11 @@ impl Shared {
 
 /// The connection task: connects, subscribes what is wanted, dispatches messages, and
 /// reconnects when the connection drops. Holds the listener weakly, and ends with it.
-async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
-    let mut reconnecting = false;
+async fn run(
+    shared: Weak<Shared>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    mut reconnecting: bool,
+) {
     loop {
         let Some(listener) = shared.upgrade() else {
             return;
@@ -224,22 +255,32 @@ async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command
                 continue;
             }
         };
-        if subscribe_all(&listener, &mut sink, reconnecting)
-            .await
-            .is_err()
-        {
+        let subscribed = bounded(
+            listener.command_timeout,
+            subscribe_all(&listener, &mut sink, reconnecting),
+        )
+        .await;
+        if subscribed.is_err() {
             drop(listener);
             tokio::time::sleep(RECONNECT_DELAY).await;
             continue;
         }
+        let command_timeout = listener.command_timeout;
         drop(listener);
         reconnecting = true;
+        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
+        keepalive.tick().await;
         loop {
             tokio::select! {
+                _ = keepalive.tick() => {
+                    if bounded(command_timeout, async { Ok(sink.ping::<String>().await?) }).await.is_err() {
+                        break;
+                    }
+                }
                 command = commands.recv() => {
                     let Some(command) = command else { return };
                     let Some(listener) = shared.upgrade() else { return };
-                    if apply(&listener, &mut sink, command).await.is_err() {
+                    if bounded(command_timeout, apply(&listener, &mut sink, command)).await.is_err() {
                         break;
                     }
                 }
@@ -262,6 +303,20 @@ async fn run(shared: Weak<Shared>, mut commands: mpsc::UnboundedReceiver<Command
                 channel.subscribed.send_replace(false);
             }
         }
+    }
+}
+
+/// Runs a pub/sub command with a time bound: redis-rs sets none on this connection.
+async fn bounded<T>(
+    limit: Duration,
+    command: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, command).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Error::Timeout {
+            during: "a pub/sub command",
+            after: limit,
+        }),
     }
 }
 

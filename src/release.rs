@@ -41,8 +41,10 @@ impl Release {
 
     fn call(&self) -> UnlockCall<'_> {
         let settings = &self.client.inner.settings;
-        // The latch must outlive every retry of this request.
-        let per_try = settings.response_timeout + settings.retry_delay * 2;
+        // The latch must outlive every retry of this request: each try may wait for a new
+        // connection (connect + handshake reply), its own reply, and a jittered pause.
+        let per_try =
+            settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2;
         let latch_ttl = per_try * settings.retry_attempts + std::time::Duration::from_secs(1);
         UnlockCall {
             key: &self.names.key,

@@ -34,6 +34,8 @@ struct Shared {
     connections: Arc<Connections>,
     lease_ms: u64,
     batch_size: usize,
+    /// Where the renewal task runs: the runtime the client was built on.
+    runtime: tokio::runtime::Handle,
     /// The renewal task, while one runs. Checked and cleared under this lock so that a hold
     /// added just as the task finds nothing left to renew still gets a task.
     task: Mutex<Option<JoinHandle<()>>>,
@@ -45,9 +47,11 @@ impl Watchdog {
         connections: Arc<Connections>,
         lease: Duration,
         batch_size: usize,
+        runtime: tokio::runtime::Handle,
     ) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
+                runtime,
                 holds,
                 connections,
                 lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
@@ -62,14 +66,14 @@ impl Watchdog {
         self.shared.lease_ms
     }
 
-    /// Makes sure a renewal task runs; call after adding a watchdog hold. A task whose
-    /// runtime was shut down counts as not running.
+    /// Makes sure a renewal task runs; call after adding a watchdog hold. It runs on the
+    /// client's runtime, whatever runtime the lock call came from.
     pub(crate) fn ensure_running(&self) {
         let mut task = self.shared.task.lock().unwrap_or_else(|p| p.into_inner());
         if task.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
-        *task = Some(tokio::spawn(run(self.shared.clone())));
+        *task = Some(self.shared.runtime.spawn(run(self.shared.clone())));
     }
 
     /// Whether a renewal task is running (for tests and diagnostics).

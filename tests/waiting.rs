@@ -262,3 +262,34 @@ async fn lock_calls_cancelled_at_any_point_never_leave_the_lock_held() {
         .expect("no cancelled call left the lock held");
     assert_eq!(client.subscribed_channel_count(), 0);
 }
+
+#[tokio::test]
+async fn a_call_abandoned_while_redis_is_frozen_leaves_no_lock_once_it_thaws() {
+    let server = RedisServer::start();
+    let client = redis_rlock::Client::builder(server.url())
+        .response_timeout(Duration::from_millis(400))
+        .retry_delay(Duration::from_millis(50))
+        .build()
+        .await
+        .unwrap();
+    let lock = client.lock("frozen-cancel");
+    server.freeze();
+    // The caller gives up before the command's own timeout; Redis runs it when it thaws.
+    let gave_up = tokio::time::timeout(Duration::from_millis(100), lock.lock()).await;
+    assert!(gave_up.is_err());
+    tokio::time::sleep(Duration::from_millis(600)).await; // the abandoned call times out
+    server.thaw();
+    let mut raw = server.raw().await;
+    let mut ttl = 0;
+    for _ in 0..300 {
+        ttl = support::pttl(&mut raw, "frozen-cancel").await;
+        if ttl == -2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        ttl, -2,
+        "the abandoned acquire was undone, not left for its 30 s lease"
+    );
+}
