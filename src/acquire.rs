@@ -152,6 +152,9 @@ async fn attempt(
         }
     })
     .await;
+    if outcome.is_ok() {
+        inner.connections.report_success();
+    }
     match outcome {
         Ok(None) => {
             let hold = inner.holds.add(&names.key, owner, lease, started);

@@ -7,7 +7,7 @@
 //! where a broken one is replaced from, with its connect and health-check timeouts.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -18,6 +18,12 @@ use redis::{AsyncConnectionConfig, RedisError};
 
 use crate::config::Settings;
 use crate::error::{Error, Result};
+
+/// Timed-out replies in a row, with none arriving in between, after which the shared
+/// connection is taken for half-open (its peer gone without a FIN) and replaced. One timeout
+/// alone may just be a slow or frozen server, where reconnecting would only add a connect
+/// timeout to every error.
+const RETIRE_AFTER_TIMEOUTS: u32 = 3;
 
 /// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
 /// timeouts, dropped connections, and a server that is loading or failing over.
@@ -60,6 +66,8 @@ pub(crate) struct Connections {
     /// caller; holds the last failed attempt, which callers queued behind it share.
     refill: tokio::sync::Mutex<Option<FailedRefill>>,
     next_generation: AtomicU64,
+    /// Replies that timed out since the last one that arrived.
+    timeouts_in_a_row: AtomicU32,
     retry_attempts: u32,
     retry_delay: Duration,
 }
@@ -86,6 +94,7 @@ impl Connections {
             shared: RwLock::new(None),
             refill: tokio::sync::Mutex::new(None),
             next_generation: AtomicU64::new(1),
+            timeouts_in_a_row: AtomicU32::new(0),
             retry_attempts: settings.retry_attempts,
             retry_delay: settings.retry_delay,
         };
@@ -140,14 +149,28 @@ impl Connections {
     }
 
     /// Retires the shared connection after an error that leaves it unusable (redis-rs does
-    /// not reconnect a multiplexed connection by itself once the server has gone).
+    /// not reconnect a multiplexed connection by itself once the server has gone), or
+    /// suspect: a reply that timed out may mean a half-open connection that will never
+    /// answer again. Callers still using a retired connection finish on it; new calls get a
+    /// fresh one.
     pub(crate) fn report(&self, used: &SharedConn, error: &RedisError) {
-        if !error.is_unrecoverable_error() {
+        let suspect = error.is_timeout()
+            && self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= RETIRE_AFTER_TIMEOUTS;
+        if !error.is_unrecoverable_error() && !suspect {
             return;
         }
+        self.timeouts_in_a_row.store(0, Ordering::Relaxed);
         let mut slot = self.shared.write().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().map(|c| c.generation) == Some(used.generation) {
             *slot = None;
+        }
+    }
+
+    /// A reply arrived: the shared connection works.
+    pub(crate) fn report_success(&self) {
+        // Read first: the common case writes nothing, keeping the cache line shared.
+        if self.timeouts_in_a_row.load(Ordering::Relaxed) != 0 {
+            self.timeouts_in_a_row.store(0, Ordering::Relaxed);
         }
     }
 
@@ -180,8 +203,9 @@ impl Connections {
             let outcome = match self.shared().await {
                 Ok(shared) => {
                     let outcome = operation(shared.conn.clone()).await;
-                    if let Err(e) = &outcome {
-                        self.report(&shared, e);
+                    match &outcome {
+                        Ok(_) => self.report_success(),
+                        Err(e) => self.report(&shared, e),
                     }
                     outcome.map_err(Error::from)
                 }
