@@ -9,6 +9,7 @@ use crate::config::{ClientBuilder, Settings};
 use crate::connection::Connections;
 use crate::error::{Error, Result};
 use crate::hold::Holds;
+use crate::latches::LatchReaper;
 use crate::lock::RLock;
 use crate::pubsub::UnlockListener;
 use crate::scripts;
@@ -43,6 +44,7 @@ pub(crate) struct Inner {
     pub(crate) holds: Arc<Holds>,
     pub(crate) watchdog: Watchdog,
     pub(crate) listener: UnlockListener,
+    pub(crate) latches: LatchReaper,
 }
 
 impl std::fmt::Debug for Client {
@@ -90,6 +92,7 @@ impl Client {
         }
         scripts::load_all(&mut conn).await?;
         let holds = Arc::new(Holds::default());
+        let latches = LatchReaper::start(&connections, &runtime);
         let watchdog = Watchdog::new(
             holds.clone(),
             connections.clone(),
@@ -108,6 +111,7 @@ impl Client {
                 holds,
                 watchdog,
                 listener,
+                latches,
             }),
         })
     }

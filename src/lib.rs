@@ -15,6 +15,7 @@ mod detach;
 mod error;
 mod guard;
 mod hold;
+mod latches;
 mod lock;
 mod names;
 mod owner;

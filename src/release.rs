@@ -2,7 +2,8 @@
 //!
 //! Each release is one request with a random id. Every try of it carries the same latch key,
 //! so a retry after a lost reply gets the first try's answer instead of releasing a second
-//! hold (Redisson's unlock latch, 3.24.1). The latch is deleted once the answer is in.
+//! hold (Redisson's unlock latch, 3.24.1). The latch is deleted once the answer is in, in a
+//! batch with others ([`crate::latches`]).
 
 use std::sync::Arc;
 
@@ -79,20 +80,9 @@ impl Release {
         self.forget_latch();
     }
 
-    /// Deletes the latch in the background: nothing waits on it, and it expires anyway.
+    /// Hands the latch over for deletion: nothing waits on it, and it expires anyway.
     fn forget_latch(self) {
-        let connections = self.client.inner.connections.clone();
-        let latch = self.latch;
-        tokio::spawn(async move {
-            if let Ok(shared) = connections.shared().await {
-                let mut conn = shared.conn;
-                let deleted: redis::RedisResult<i64> =
-                    redis::cmd("DEL").arg(&latch).query_async(&mut conn).await;
-                if let Err(e) = deleted {
-                    tracing::debug!(%latch, error = %e, "unlock latch left to expire");
-                }
-            }
-        });
+        self.client.inner.latches.forget(self.latch);
     }
 }
 
