@@ -152,3 +152,25 @@ async fn a_frozen_server_gives_errors_in_bounded_time() {
     ));
     held.unlock().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_connection_that_keeps_timing_out_is_replaced() {
+    let server = RedisServer::start();
+    let client = Client::builder(server.url())
+        .response_timeout(Duration::from_millis(200))
+        .retry_attempts(1)
+        .build()
+        .await
+        .unwrap();
+    let lock = client.lock("half-open");
+    let connections_before = total_connections(&server);
+    server.freeze();
+    // A frozen server looks like a half-open connection from here: replies never come.
+    for _ in 0..3 {
+        assert!(lock.is_locked().await.unwrap_err().is_timeout());
+    }
+    server.thaw();
+    assert!(!lock.is_locked().await.unwrap());
+    // `cli` connects once per call; the client opened one more: its new shared connection.
+    assert_eq!(total_connections(&server), connections_before + 2);
+}
