@@ -70,10 +70,6 @@ pub enum Error {
         /// The bound that ran out.
         after: Duration,
     },
-
-    /// A call that must run inside a tokio runtime was made outside one.
-    #[error("no tokio runtime: {0}")]
-    NoRuntime(&'static str),
 }
 
 impl Error {

@@ -115,15 +115,13 @@ async fn a_reentrant_drop_keeps_the_outer_hold() {
     let lock = client.lock("nested");
     let outer = lock.lock().await.unwrap();
     drop(lock.lock().await.unwrap());
-    let mut raw = server.raw().await;
-    let mut count = 2;
-    for _ in 0..100 {
-        count = support::lock_hash(&mut raw, "nested").await[outer.owner()];
-        if count == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let raw = server.raw().await;
+    let owner = outer.owner().to_string();
+    let count = support::settles_to(1, Duration::from_secs(1), || {
+        let (mut raw, owner) = (raw.clone(), owner.clone());
+        async move { support::lock_hash(&mut raw, "nested").await[&owner] }
+    })
+    .await;
     assert_eq!(count, 1, "the inner drop released one hold");
     assert!(!outer.is_lost());
     outer.unlock().await.unwrap();

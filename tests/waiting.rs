@@ -279,15 +279,12 @@ async fn a_call_abandoned_while_redis_is_frozen_leaves_no_lock_once_it_thaws() {
     assert!(gave_up.is_err());
     tokio::time::sleep(Duration::from_millis(600)).await; // the abandoned call times out
     server.thaw();
-    let mut raw = server.raw().await;
-    let mut ttl = 0;
-    for _ in 0..300 {
-        ttl = support::pttl(&mut raw, "frozen-cancel").await;
-        if ttl == -2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let raw = server.raw().await;
+    let ttl = support::settles_to(-2, Duration::from_secs(3), || {
+        let mut raw = raw.clone();
+        async move { support::pttl(&mut raw, "frozen-cancel").await }
+    })
+    .await;
     assert_eq!(
         ttl, -2,
         "the abandoned acquire was undone, not left for its 30 s lease"

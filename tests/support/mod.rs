@@ -327,3 +327,22 @@ pub async fn eventually(what: &str, limit: Duration, mut condition: impl FnMut()
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// Reads `read` every 10 ms until it returns `expected`, for at most `limit`, and returns
+/// the last value read: for Redis state that background work (a release from `Drop`, a
+/// latch flush) settles shortly after the call under test returns.
+pub async fn settles_to<T, F, Fut>(expected: T, limit: Duration, mut read: F) -> T
+where
+    T: PartialEq,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        let value = read().await;
+        if value == expected || Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
