@@ -3,8 +3,8 @@
 //! `cargo bench --bench locks` (set `QUICK=1` for a short run). Starts its own
 //! redis-server on a free loopback port, pinned to CPU 1 with the benchmark on CPU 0 when
 //! `taskset` is available, and prints one JSON line per workload and a table of ratios to
-//! the floor. Workloads are those of the project's BENCHMARKS.md; this program runs W1 so
-//! far (one task, lock + unlock on one key).
+//! the floor. Workloads are those of the project's BENCHMARKS.md; this program runs W1 (one
+//! task, lock + unlock on one key) and W4 (one client holding many watchdog locks) so far.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -111,6 +111,82 @@ async fn raw_set_nx_pair(conn: &mut MultiplexedConnection, delete: &Script) {
     assert_eq!(deleted, 1);
 }
 
+/// Clock ticks of CPU time (user + system) this process used, from /proc.
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name; 100 Hz.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn rss_bytes() -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// W4: one client holds `locks` watchdog locks (3 s watchdog) for `hold`.
+async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
+    let client = Client::builder(server.url())
+        .watchdog_timeout(Duration::from_secs(3))
+        .build()
+        .await
+        .unwrap();
+    let (rss_before, redis_before) = (
+        rss_bytes(),
+        support::info_field(server, "memory", "used_memory", ""),
+    );
+    let mut guards = Vec::with_capacity(locks);
+    let names: Vec<usize> = (0..locks).collect();
+    for chunk in names.chunks(512) {
+        let taking = chunk.iter().map(|i| {
+            let lock = client.lock(format!("w4:{locks}:{i}"));
+            async move { lock.lock().await.unwrap() }
+        });
+        guards.extend(futures_util::future::join_all(taking).await);
+    }
+    let (rss_after, redis_after) = (
+        rss_bytes(),
+        support::info_field(server, "memory", "used_memory", ""),
+    );
+    let calls_before = support::info_field(server, "commandstats", "cmdstat_evalsha", "calls");
+    let cpu_before = process_cpu_seconds();
+    tokio::time::sleep(hold).await;
+    let cpu = process_cpu_seconds() - cpu_before;
+    let renewal_calls =
+        support::info_field(server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    let ticks = hold.as_secs_f64() / 1.0; // a renewal round every watchdog/3 = 1 s
+    let per_100_per_tick = renewal_calls as f64 / ticks / (locks as f64 / 100.0);
+    let cpu_percent = cpu / hold.as_secs_f64() * 100.0;
+    let rss_per_lock = (rss_after - rss_before) as f64 / locks as f64;
+    let redis_per_lock = (redis_after - redis_before) as f64 / locks as f64;
+    let releasing = guards
+        .into_iter()
+        .map(|g| async move { g.unlock().await.unwrap() });
+    futures_util::future::join_all(releasing).await;
+    println!(
+        "{{\"workload\":\"W4\",\"locks\":{locks},\"hold_s\":{},\"lost\":{lost},\"renewal_calls_per_100_locks_per_tick\":{per_100_per_tick:.2},\"client_cpu_percent\":{cpu_percent:.1},\"client_rss_bytes_per_lock\":{rss_per_lock:.0},\"redis_bytes_per_lock\":{redis_per_lock:.0}}}",
+        hold.as_secs()
+    );
+    format!(
+        "{locks:>8} {lost:>6} {per_100_per_tick:>14.2} {cpu_percent:>9.1} {rss_per_lock:>11.0} {redis_per_lock:>12.0}"
+    )
+}
+
 fn main() {
     let quick = std::env::var_os("QUICK").is_some();
     let (warmup, pairs) = if quick { (200, 2_000) } else { (500, 10_000) };
@@ -198,5 +274,24 @@ fn main() {
             figures.ops_per_sec(),
             figures.percentile(0.5) / floor
         );
+    }
+
+    let (sizes, hold): (&[usize], _) = if quick {
+        (&[1_000, 10_000], Duration::from_secs(6))
+    } else {
+        (&[1_000, 10_000, 100_000], Duration::from_secs(15))
+    };
+    let rows: Vec<String> = sizes
+        .iter()
+        .map(|&locks| runtime.block_on(w4(&server, locks, hold)))
+        .collect();
+    println!();
+    println!("W4: one client holds N watchdog locks (3 s watchdog) for {hold:?}");
+    println!(
+        "{:>8} {:>6} {:>14} {:>9} {:>11} {:>12}",
+        "locks", "lost", "calls/100/tick", "client %", "RSS B/lock", "Redis B/lock"
+    );
+    for row in rows {
+        println!("{row}");
     }
 }

@@ -152,9 +152,10 @@ async fn thousands_of_locks_are_renewed_in_batches() {
     for i in 0..LOCKS {
         guards.push(client.lock(format!("many:{i}")).lock().await.unwrap());
     }
-    let evalsha_before = evalsha_calls(&server);
+    let evalsha_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
     tokio::time::sleep(Duration::from_millis(2_500)).await; // 2.5 leases
-    let renewal_calls = evalsha_calls(&server) - evalsha_before;
+    let renewal_calls =
+        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - evalsha_before;
 
     let mut raw = server.raw().await;
     for i in (0..LOCKS).step_by(97) {
@@ -177,55 +178,4 @@ async fn thousands_of_locks_are_renewed_in_batches() {
     })
     .await;
     assert_eq!(left, 0, "every lock and unlock latch gone");
-}
-
-fn evalsha_calls(server: &RedisServer) -> i64 {
-    let stats = server.cli(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
-}
-
-#[tokio::test]
-async fn a_watchdog_reentry_into_a_long_fixed_lease_shortens_the_validity_to_match_redis() {
-    let server = RedisServer::start();
-    let client = client_with_watchdog(&server, Duration::from_secs(2)).await;
-    let lock = client.lock("mixed");
-    let outer = lock
-        .lock_with_lease(Duration::from_secs(600))
-        .await
-        .unwrap();
-    let inner = lock.lock().await.unwrap();
-    // The re-entry set the key's expiry to the 2 s watchdog lease: the guards must not
-    // claim the 600 s any more.
-    let ttl = lock.remaining_ttl().await.unwrap().unwrap();
-    assert!(ttl <= Duration::from_secs(2), "{ttl:?}");
-    for guard in [&outer, &inner] {
-        let valid_for = guard
-            .valid_until()
-            .saturating_duration_since(Instant::now());
-        assert!(valid_for <= Duration::from_secs(2), "{valid_for:?}");
-    }
-    inner.unlock().await.unwrap();
-    outer.unlock().await.unwrap();
-}
-
-#[tokio::test]
-async fn lost_stays_pending_after_a_clean_unlock() {
-    let server = RedisServer::start();
-    let client = client(&server).await;
-    let guard = client
-        .lock("clean")
-        .lock_with_lease(Duration::from_millis(200))
-        .await
-        .unwrap();
-    let lost = guard.lost();
-    guard.unlock().await.unwrap();
-    // Well past the lease: a released lock is not "lost".
-    assert!(tokio::time::timeout(Duration::from_millis(600), lost)
-        .await
-        .is_err());
 }

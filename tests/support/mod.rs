@@ -346,3 +346,27 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// One number from `INFO <section>`: the line `name:value`, or with `sub`, the `sub=value`
+/// inside a line such as `cmdstat_evalsha:calls=12,usec=...`. 0 when absent.
+pub fn info_field(server: &RedisServer, section: &str, name: &str, sub: &str) -> i64 {
+    let info = server.cli(&["INFO", section]);
+    let Some(value) = info
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+    else {
+        return 0;
+    };
+    let value = if sub.is_empty() {
+        value
+    } else {
+        match value
+            .split(',')
+            .find_map(|part| part.strip_prefix(sub)?.strip_prefix('='))
+        {
+            Some(v) => v,
+            None => return 0,
+        }
+    };
+    value.trim().parse::<f64>().map(|v| v as i64).unwrap_or(0)
+}
