@@ -179,3 +179,44 @@ async fn thousands_of_locks_are_renewed_in_batches() {
     .await;
     assert_eq!(left, 0, "every lock and unlock latch gone");
 }
+
+#[tokio::test]
+async fn a_watchdog_reentry_into_a_long_fixed_lease_shortens_the_validity_to_match_redis() {
+    let server = RedisServer::start();
+    let client = client_with_watchdog(&server, Duration::from_secs(2)).await;
+    let lock = client.lock("mixed");
+    let outer = lock
+        .lock_with_lease(Duration::from_secs(600))
+        .await
+        .unwrap();
+    let inner = lock.lock().await.unwrap();
+    // The re-entry set the key's expiry to the 2 s watchdog lease: the guards must not
+    // claim the 600 s any more.
+    let ttl = lock.remaining_ttl().await.unwrap().unwrap();
+    assert!(ttl <= Duration::from_secs(2), "{ttl:?}");
+    for guard in [&outer, &inner] {
+        let valid_for = guard
+            .valid_until()
+            .saturating_duration_since(Instant::now());
+        assert!(valid_for <= Duration::from_secs(2), "{valid_for:?}");
+    }
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn lost_stays_pending_after_a_clean_unlock() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let guard = client
+        .lock("clean")
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap();
+    let lost = guard.lost();
+    guard.unlock().await.unwrap();
+    // Well past the lease: a released lock is not "lost".
+    assert!(tokio::time::timeout(Duration::from_millis(600), lost)
+        .await
+        .is_err());
+}
