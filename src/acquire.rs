@@ -1,5 +1,11 @@
-//! The acquire loop every waiting lock call runs: try the script, subscribe, try again,
-//! then wait for an unlock message or the holder's TTL, whichever comes first.
+//! The acquire loop every waiting lock call runs, for every lock kind: try the script,
+//! subscribe, try again, then wait for an unlock message or the holder's TTL, whichever
+//! comes first.
+//!
+//! A fair lock's waiter subscribes to its own channel and only then joins the queue, so
+//! that from the moment it is queued, a PUBLISH to it that reaches nobody means its
+//! process is gone (see `notify_head` in `lua/fair_common.lua`). Its first attempt does not
+//! queue: an uncontended lock costs one round trip, as for a plain lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +20,9 @@ use crate::hold::Lease;
 use crate::names::LockNames;
 use crate::owner::current_owner_field;
 use crate::pubsub::Subscription;
+use crate::queue::{leave_in_background, QueuePlace};
 use crate::release::{release_in_background, Release};
-use crate::scripts;
+use crate::scripts::AcquireCall;
 
 /// How long to wait between re-checks when the lock key has no expiry at all, which this
 /// crate never writes but a foreign client might: without a TTL there is no other bound
@@ -25,8 +32,16 @@ const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
 /// What one run of the acquire script found.
 enum Attempt {
     Acquired(LockGuard),
-    /// Held by someone else, for this long at most (`None`: the key has no expiry).
-    HeldFor(Option<Duration>),
+    /// Not taken; try again within this long at the latest (`None`: no bound known).
+    RetryWithin(Option<Duration>),
+}
+
+/// What a waiting call has set up, undone when it ends, however it ends.
+#[derive(Default)]
+struct Waiting {
+    subscription: Option<Subscription>,
+    /// Fair locks: the place in the queue, once the call is willing to wait.
+    place: Option<QueuePlace>,
 }
 
 /// Takes the lock for the task calling this, waiting up to `wait` (`None`: for as long as
@@ -39,21 +54,44 @@ pub(crate) async fn acquire(
 ) -> Result<Option<LockGuard>> {
     let owner = current_owner_field(&client.inner.id_text);
     let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+    let mut waiting = Waiting::default();
+    let outcome = wait_for_lock(client, names, &owner, lease, deadline, &mut waiting).await;
+    if let Some(place) = waiting.place.take() {
+        match &outcome {
+            Ok(Some(_)) => place.taken(),
+            // Left before returning, so that the caller sees the queue without it and the
+            // waiter behind it is already told.
+            Ok(None) => place.leave().await,
+            // Redis is failing: do not hold the error back for a leave that will fail too.
+            Err(_) => drop(place),
+        }
+    }
+    outcome
+}
+
+async fn wait_for_lock(
+    client: &Client,
+    names: &Arc<LockNames>,
+    owner: &Arc<str>,
+    lease: Lease,
+    deadline: Option<Instant>,
+    waiting: &mut Waiting,
+) -> Result<Option<LockGuard>> {
     let retry_attempts = client.inner.connections.retry_attempts();
     let mut failures = 0;
-    let mut subscription: Option<Subscription> = None;
     loop {
-        let held_for = match attempt(client, names, &owner, lease).await {
+        let join_queue = waiting.place.is_some();
+        let retry_within = match attempt(client, names, owner, lease, join_queue).await {
             Ok(Attempt::Acquired(guard)) => {
                 // The wake-up, if any, was used: do not hand it on from `Drop`.
-                if let Some(subscription) = subscription.as_mut() {
+                if let Some(subscription) = waiting.subscription.as_mut() {
                     subscription.wakeup_used();
                 }
                 return Ok(Some(guard));
             }
-            Ok(Attempt::HeldFor(ttl)) => {
+            Ok(Attempt::RetryWithin(bound)) => {
                 failures = 0;
-                ttl
+                bound
             }
             Err(e) if e.is_connection_error() && failures + 1 < retry_attempts => {
                 failures += 1;
@@ -66,31 +104,36 @@ pub(crate) async fn acquire(
             }
             Err(e) => return Err(e),
         };
-        if let Some(subscription) = subscription.as_mut() {
+        if let Some(subscription) = waiting.subscription.as_mut() {
             subscription.wakeup_used();
         }
         let remaining = remaining(deadline);
         if remaining.is_zero() {
             return Ok(None);
         }
-        let Some(subscription) = subscription.as_mut() else {
+        let Some(subscription) = waiting.subscription.as_mut() else {
             let limit = client.inner.settings.subscribe_timeout;
+            let channel = names.wait_channel(owner);
             match client
                 .inner
                 .listener
-                .subscribe(&names.channel, limit.min(remaining))
+                .subscribe(&channel, limit.min(remaining))
                 .await
             {
-                Ok(subscribed) => subscription = Some(subscribed),
+                Ok(subscribed) => waiting.subscription = Some(subscribed),
                 // The caller's own wait ran out while subscribing: a plain "not acquired".
                 Err(e) if e.is_timeout() && remaining <= limit => return Ok(None),
                 Err(e) => return Err(e),
             }
-            // Try again now that unlocks are heard: one published between the first try and
-            // the subscription would otherwise be missed.
+            if names.queue.is_some() {
+                waiting.place = Some(QueuePlace::claim(client, names, owner));
+            }
+            // Try again now that unlocks are heard (and, for a fair lock, joining the
+            // queue): one published between the first try and the subscription would
+            // otherwise be missed.
             continue;
         };
-        let bound = held_for
+        let bound = retry_within
             .unwrap_or(NO_TTL_RECHECK)
             .max(Duration::from_millis(1));
         subscription.wait(bound.min(remaining)).await;
@@ -119,35 +162,54 @@ async fn sleep_within(pause: Duration, deadline: Option<Instant>) -> bool {
     true
 }
 
-/// One run of the acquire script.
+/// One run of the acquire script; for a fair lock, `join_queue` also queues the caller
+/// (or refreshes its place) when the lock is not taken.
 ///
 /// # Cancel safety
 /// The script call finishes even if this future is dropped; a lock it took for a caller who
-/// left is released again at once.
+/// left is released again at once, and a place it took in the queue is left.
 async fn attempt(
     client: &Client,
     names: &Arc<LockNames>,
     owner: &Arc<str>,
     requested: Lease,
+    join_queue: bool,
 ) -> Result<Attempt> {
     let inner = &client.inner;
     let lease = inner.holds.lease_for(&names.key, owner, requested);
     let shared = inner.connections.shared().await?;
     let started = Instant::now();
     let call = {
-        let (conn, key, owner) = (shared.conn.clone(), names.key.clone(), owner.clone());
-        async move { scripts::acquire(conn, &key, lease.millis(), &owner).await }
+        let (conn, names, owner) = (shared.conn.clone(), names.clone(), owner.clone());
+        let place_ms = inner.heartbeat.place_ms();
+        async move {
+            let call = AcquireCall {
+                names: &names,
+                lease_ms: lease.millis(),
+                owner: &owner,
+                join_queue,
+                place_ms,
+            };
+            call.run(conn).await
+        }
     };
     let orphaned = (client.clone(), names.clone(), owner.clone());
     let outcome = FinishOnDrop::new(call, move |outcome| {
         let (client, names, owner) = orphaned;
         // The caller left: undo what the attempt took, or may have taken.
-        let undo = match &outcome {
-            Ok(None) => true,
-            Ok(Some(_)) => false,
-            Err(e) => may_have_run(e) && !client.inner.holds.is_held(&names.key, &owner),
+        let (took_lock, may_be_queued) = match &outcome {
+            Ok(None) => (true, false),
+            Ok(Some(_)) => (false, join_queue),
+            Err(e) => (
+                may_have_run(e) && !client.inner.holds.is_held(&names.key, &owner),
+                join_queue && may_have_run(e),
+            ),
         };
-        if undo {
+        if may_be_queued {
+            // After the attempt, so that the place it took is the one left.
+            leave_in_background(client.clone(), names.clone(), owner.clone());
+        }
+        if took_lock {
             release_in_background(Release::new(client, names, owner, lease.millis()));
         }
     })
@@ -168,8 +230,8 @@ async fn attempt(
                 hold,
             )))
         }
-        Ok(Some(pttl)) => Ok(Attempt::HeldFor(
-            u64::try_from(pttl).ok().map(Duration::from_millis),
+        Ok(Some(wait_ms)) => Ok(Attempt::RetryWithin(
+            u64::try_from(wait_ms).ok().map(Duration::from_millis),
         )),
         Err(e) => {
             inner.connections.report(&shared, &e);

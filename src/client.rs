@@ -8,10 +8,12 @@ use uuid::Uuid;
 use crate::config::{ClientBuilder, Settings};
 use crate::connection::Connections;
 use crate::error::{Error, Result};
+use crate::fair_lock::FairLock;
 use crate::hold::Holds;
 use crate::latches::LatchReaper;
-use crate::lock::RLock;
+use crate::lock::{Lock, RLock};
 use crate::pubsub::UnlockListener;
+use crate::queue::Heartbeat;
 use crate::scripts;
 use crate::watchdog::Watchdog;
 
@@ -19,8 +21,10 @@ use crate::watchdog::Watchdog;
 ///
 /// Cheap to clone: clones share the connections, the client id, the watchdog and the
 /// unlock listener. A client belongs to the tokio runtime it was built on: its connections
-/// and background tasks run there, so build it on the runtime that outlives its use. Each `Client` has its own random id, the `<client-uuid>` of the hash
-/// fields it writes, so two `Client`s in one process never share a lock's ownership.
+/// and background tasks run there, so build it on the runtime that outlives its use.
+///
+/// Each `Client` has its own random id, the `<client-uuid>` of the hash fields it writes, so
+/// two `Client`s in one process never share a lock's ownership.
 ///
 /// ```no_run
 /// # async fn demo() -> redis_rlock::Result<()> {
@@ -43,6 +47,7 @@ pub(crate) struct Inner {
     pub(crate) connections: Arc<Connections>,
     pub(crate) holds: Arc<Holds>,
     pub(crate) watchdog: Watchdog,
+    pub(crate) heartbeat: Heartbeat,
     pub(crate) listener: UnlockListener,
     pub(crate) latches: LatchReaper,
 }
@@ -98,6 +103,13 @@ impl Client {
             connections.clone(),
             settings.watchdog_timeout,
             settings.watchdog_batch_size,
+            runtime.clone(),
+        );
+        let heartbeat = Heartbeat::new(
+            connections.clone(),
+            listener.clone(),
+            settings.fair_waiter_timeout,
+            settings.watchdog_batch_size,
             runtime,
         );
         let id = Uuid::new_v4();
@@ -110,6 +122,7 @@ impl Client {
                 connections,
                 holds,
                 watchdog,
+                heartbeat,
                 listener,
                 latches,
             }),
@@ -127,7 +140,17 @@ impl Client {
     /// An empty name is reported by the first call on the handle, as
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn lock(&self, name: impl AsRef<str>) -> RLock {
-        RLock::new(self.clone(), name.as_ref())
+        Lock::new(self.clone(), name.as_ref())
+    }
+
+    /// A handle on the fair lock `name`: reentrant like [`lock`](Client::lock), and served
+    /// to its waiters in arrival order (see [`FairLock`]). Cheap; nothing is sent until a
+    /// method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> FairLock {
+        Lock::new(self.clone(), name.as_ref())
     }
 
     /// The lease of locks taken without one; the watchdog renews them every third of it.
@@ -146,8 +169,13 @@ impl Client {
         self.inner.watchdog.is_running()
     }
 
-    /// How many unlock channels this client is subscribed to; one per lock that has local
-    /// waiters.
+    /// How many fair-lock queue places this client keeps alive for its waiting tasks.
+    pub fn queued_waiter_count(&self) -> usize {
+        self.inner.heartbeat.len()
+    }
+
+    /// How many unlock channels this client is subscribed to: one per lock that has local
+    /// waiters, and one per waiting task for fair locks.
     pub fn subscribed_channel_count(&self) -> usize {
         self.inner.listener.channel_count()
     }

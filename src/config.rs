@@ -19,6 +19,7 @@ pub(crate) struct Settings {
     pub(crate) retry_delay: Duration,
     pub(crate) subscribe_timeout: Duration,
     pub(crate) pool_size: usize,
+    pub(crate) fair_waiter_timeout: Duration,
 }
 
 /// Builds a [`Client`]. Start from [`Client::builder`].
@@ -53,6 +54,7 @@ impl ClientBuilder {
                 retry_delay: Duration::from_millis(100),
                 subscribe_timeout: Duration::from_secs(5),
                 pool_size: 4,
+                fair_waiter_timeout: Duration::from_secs(5),
             },
         }
     }
@@ -135,6 +137,20 @@ impl ClientBuilder {
         self
     }
 
+    /// The longest a [`FairLock`](crate::FairLock) waiter that stopped responding can hold
+    /// up the queue: its place is dropped at most this long after its client last
+    /// refreshed it. Live waiters refresh their places every quarter of it (one script
+    /// call per batch of waiters), so a waiter keeps its place through Redis being
+    /// unreachable for up to half of it. A waiter whose process died with its connection
+    /// closed is passed over at once, whatever this is. Redisson's nearest setting,
+    /// `fairLockWaitTimeout`, defaults to 5 minutes.
+    ///
+    /// Default: 5 s. Must be at least 100 ms.
+    pub fn fair_waiter_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.fair_waiter_timeout = timeout;
+        self
+    }
+
     /// Checks the settings, connects, and verifies that Redis answers.
     ///
     /// # Errors
@@ -166,6 +182,13 @@ impl ClientBuilder {
         }
         if s.retry_delay > Duration::from_secs(60) {
             return Err(Error::invalid("retry_delay must be at most 60 s"));
+        }
+        validate::positive("fair_waiter_timeout", s.fair_waiter_timeout)?;
+        if s.fair_waiter_timeout < Duration::from_millis(100) {
+            return Err(Error::invalid(format!(
+                "fair_waiter_timeout must be at least 100 ms, got {:?}",
+                s.fair_waiter_timeout
+            )));
         }
         if s.pool_size < 2 {
             return Err(Error::invalid("pool_size must be at least 2"));

@@ -1,5 +1,7 @@
-//! [`RLock`]: the reentrant lock, with Redisson's `RLock` layout.
+//! [`Lock`]: a distributed lock of one kind, with every method written once; [`RLock`], the
+//! reentrant lock with Redisson's `RLock` layout.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +25,9 @@ use crate::{scripts, validate};
 /// frees when the last is released); any other task, here or elsewhere, waits.
 ///
 /// Waiting never polls: waiters subscribe to the lock's unlock channel and are woken by
-/// the release, or re-check when the holder's lease would have run out.
+/// the release, or re-check when the holder's lease would have run out. A release wakes
+/// one waiter, whichever gets there first; for first come, first served, use a
+/// [`FairLock`](crate::FairLock).
 ///
 /// Cheap to clone; made by [`Client::lock`].
 ///
@@ -38,33 +42,84 @@ use crate::{scripts, validate};
 /// assert!(!lock.is_locked().await?);
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
-pub struct RLock {
+pub type RLock = Lock<Reentrant>;
+
+/// The kind of an [`RLock`]: reentrant, a release wakes any one waiter (Redisson's `RLock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reentrant;
+
+/// The kind of a [`Lock`]: [`Reentrant`] or [`Fair`](crate::Fair). Sealed: the kinds are
+/// this crate's, each with its own scripts.
+pub trait LockKind: sealed::Sealed + Send + Sync + 'static {}
+
+pub(crate) mod sealed {
+    pub trait Sealed {
+        /// The type name shown by `Debug`.
+        const TYPE_NAME: &'static str;
+        /// Whether waiters queue in arrival order (the fair lock's scripts and keys).
+        const FAIR: bool;
+    }
+}
+
+impl LockKind for Reentrant {}
+
+impl sealed::Sealed for Reentrant {
+    const TYPE_NAME: &'static str = "RLock";
+    const FAIR: bool = false;
+}
+
+/// A distributed lock of kind `K`; use it as [`RLock`] or [`FairLock`](crate::FairLock).
+///
+/// Every kind has the same methods and the same [`LockGuard`]; they differ in who gets the
+/// lock when it frees. To write code for any kind, take a `Lock<K>` with `K: LockKind`, or
+/// any [`DistributedLock`](crate::DistributedLock).
+pub struct Lock<K: LockKind = Reentrant> {
     client: Client,
     name: Arc<str>,
     /// `None` for an invalid name, reported by the first call.
     names: Option<Arc<LockNames>>,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl std::fmt::Debug for RLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RLock").field("name", &self.name).finish()
+impl<K: LockKind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            client: self.client.clone(),
+            name: self.name.clone(),
+            names: self.names.clone(),
+            kind: PhantomData,
+        }
     }
 }
 
-impl RLock {
+impl<K: LockKind> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(K::TYPE_NAME)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl<K: LockKind> Lock<K> {
     pub(crate) fn new(client: Client, name: &str) -> Self {
-        let names = validate::lock_name(name)
-            .ok()
-            .map(|()| Arc::new(LockNames::new(&client.inner.settings.key_prefix, name)));
-        RLock {
+        let names = validate::lock_name(name).ok().map(|()| {
+            let prefix = &client.inner.settings.key_prefix;
+            Arc::new(if K::FAIR {
+                LockNames::fair(prefix, name)
+            } else {
+                LockNames::new(prefix, name)
+            })
+        });
+        Lock {
             client,
             name: name.into(),
             names,
+            kind: PhantomData,
         }
     }
 
-    /// The lock's name, as given to [`Client::lock`] (without the key prefix).
+    /// The lock's name, as given to [`Client::lock`] or [`Client::fair_lock`] (without the
+    /// key prefix).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -95,8 +150,8 @@ impl RLock {
     /// subscription cannot be made.
     ///
     /// # Cancel safety
-    /// Cancel safe: a dropped call leaves no subscription behind, and a lock it took in its
-    /// last moment is released at once.
+    /// Cancel safe: a dropped call leaves no subscription behind, a lock it took in its
+    /// last moment is released at once, and a fair lock's waiter leaves the queue at once.
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn lock(&self) -> Result<LockGuard> {
         let names = self.names()?;
@@ -111,11 +166,11 @@ impl RLock {
     /// watchdog: a nested call cannot shorten what the outer one was promised.
     ///
     /// # Errors
-    /// As [`lock`](RLock::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or
+    /// As [`lock`](Lock::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or
     /// over ten years.
     ///
     /// # Cancel safety
-    /// As [`lock`](RLock::lock).
+    /// As [`lock`](Lock::lock).
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
         let lease = Self::fixed_lease(lease)?;
@@ -124,13 +179,15 @@ impl RLock {
         Ok(guard.expect("an unbounded wait ends with the lock or an error"))
     }
 
-    /// One attempt, no waiting: `Ok(None)` when someone else holds the lock. Watchdog lease.
+    /// One attempt, no waiting: `Ok(None)` when someone else holds the lock (or, for a fair
+    /// lock, when others are queued for it: a `try_lock` never jumps the queue). Watchdog
+    /// lease.
     ///
     /// # Errors
-    /// As [`lock`](RLock::lock).
+    /// As [`lock`](Lock::lock).
     ///
     /// # Cancel safety
-    /// As [`lock`](RLock::lock).
+    /// As [`lock`](Lock::lock).
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
         let names = self.names()?;
@@ -144,13 +201,15 @@ impl RLock {
     }
 
     /// Waits up to `wait` for the lock: `Ok(None)` if it stayed held that long. Watchdog
-    /// lease. A `wait` too large to add to the clock waits without bound.
+    /// lease. A `wait` too large to add to the clock waits without bound. A fair lock's
+    /// waiter that gives up has left the queue, and the waiter behind it was told, by the
+    /// time this returns.
     ///
     /// # Errors
-    /// As [`lock`](RLock::lock).
+    /// As [`lock`](Lock::lock).
     ///
     /// # Cancel safety
-    /// As [`lock`](RLock::lock).
+    /// As [`lock`](Lock::lock).
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
         let names = self.names()?;
@@ -160,10 +219,10 @@ impl RLock {
     /// Waits up to `wait` for the lock and takes it with a fixed `lease` (no watchdog).
     ///
     /// # Errors
-    /// As [`lock_with_lease`](RLock::lock_with_lease).
+    /// As [`lock_with_lease`](Lock::lock_with_lease).
     ///
     /// # Cancel safety
-    /// As [`lock`](RLock::lock).
+    /// As [`lock`](Lock::lock).
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn try_lock_with(
         &self,
@@ -175,7 +234,8 @@ impl RLock {
         acquire(&self.client, names, lease, Some(wait)).await
     }
 
-    /// Deletes the lock whoever holds it and wakes one waiter. Returns whether it was held.
+    /// Deletes the lock whoever holds it and wakes one waiter (for a fair lock, the head of
+    /// the queue; the queue itself stays). Returns whether it was held.
     /// Guards of this client on the lock report it lost at once ([`LostReason::Released`]);
     /// other clients' guards when their watchdog next renews.
     ///
@@ -192,7 +252,7 @@ impl RLock {
             .client
             .inner
             .connections
-            .with_retries(|conn| scripts::force_unlock(conn, &names.key, &names.channel))
+            .with_retries(|conn| scripts::force_unlock(conn, names))
             .await?;
         if deleted {
             hit.iter().for_each(|hold| {
@@ -218,7 +278,7 @@ impl RLock {
     /// Whether the calling task holds the lock.
     ///
     /// # Errors
-    /// As [`is_locked`](RLock::is_locked).
+    /// As [`is_locked`](Lock::is_locked).
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
@@ -235,7 +295,7 @@ impl RLock {
     /// How many holds the calling task has on the lock (0 when it holds none).
     ///
     /// # Errors
-    /// As [`is_locked`](RLock::is_locked).
+    /// As [`is_locked`](Lock::is_locked).
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
@@ -255,7 +315,7 @@ impl RLock {
     /// foreign client wrote it, has no expiry).
     ///
     /// # Errors
-    /// As [`is_locked`](RLock::is_locked).
+    /// As [`is_locked`](Lock::is_locked).
     ///
     /// # Cancel safety
     /// Cancel safe (read only).

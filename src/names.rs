@@ -21,19 +21,54 @@ fn prefixed(prefix: &str, name: &str) -> String {
 pub(crate) struct LockNames {
     /// The lock hash: the configured key prefix followed by the lock name.
     pub(crate) key: Arc<str>,
-    /// `redisson_lock__channel:{key}`: where unlocks are announced.
+    /// `redisson_lock__channel:{key}`: where unlocks are announced. A fair lock announces
+    /// on one channel per waiter instead, this followed by `:<owner>`.
     pub(crate) channel: Arc<str>,
     /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per unlock request.
     latch_prefix: String,
+    /// The waiting queue of a fair lock; `None` for a plain reentrant lock.
+    pub(crate) queue: Option<QueueNames>,
+}
+
+/// The keys of a fair lock's waiting queue (Redisson's `RFairLock`).
+#[derive(Debug)]
+pub(crate) struct QueueNames {
+    /// `redisson_lock_queue:{key}`: owner fields in arrival order, head first.
+    pub(crate) list: Arc<str>,
+    /// `redisson_lock_timeout:{key}`: owner field → deadline (ms, Redis server clock) by
+    /// which the waiter must refresh its place or be dropped.
+    pub(crate) deadlines: Arc<str>,
 }
 
 impl LockNames {
+    /// The names of the reentrant lock `name`.
     pub(crate) fn new(key_prefix: &str, name: &str) -> Self {
         let key = format!("{key_prefix}{name}");
         LockNames {
             channel: prefixed("redisson_lock__channel", &key).into(),
             latch_prefix: prefixed("redisson_unlock_latch", &key),
+            queue: None,
             key: key.into(),
+        }
+    }
+
+    /// The names of the fair lock `name`: the reentrant lock's, plus its queue.
+    pub(crate) fn fair(key_prefix: &str, name: &str) -> Self {
+        let mut names = Self::new(key_prefix, name);
+        names.queue = Some(QueueNames {
+            list: prefixed("redisson_lock_queue", &names.key).into(),
+            deadlines: prefixed("redisson_lock_timeout", &names.key).into(),
+        });
+        names
+    }
+
+    /// The channel on which `owner` hears that it may take the lock: the lock's channel,
+    /// shared by all waiters, or for a fair lock the waiter's own, so that an unlock wakes
+    /// the head of the queue alone.
+    pub(crate) fn wait_channel(&self, owner: &str) -> Arc<str> {
+        match self.queue {
+            None => self.channel.clone(),
+            Some(_) => format!("{}:{owner}", self.channel).into(),
         }
     }
 
@@ -55,6 +90,22 @@ mod tests {
         assert_eq!(
             names.unlock_latch("ab12"),
             "redisson_unlock_latch:{order:1001}:ab12"
+        );
+    }
+
+    #[test]
+    fn fair_names_follow_redisson() {
+        let names = LockNames::fair("", "jobs");
+        let queue = names.queue.as_ref().unwrap();
+        assert_eq!(&*queue.list, "redisson_lock_queue:{jobs}");
+        assert_eq!(&*queue.deadlines, "redisson_lock_timeout:{jobs}");
+        assert_eq!(
+            &*names.wait_channel("u:7"),
+            "redisson_lock__channel:{jobs}:u:7"
+        );
+        assert_eq!(
+            &*LockNames::new("", "jobs").wait_channel("u:7"),
+            "redisson_lock__channel:{jobs}"
         );
     }
 

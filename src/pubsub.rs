@@ -72,7 +72,9 @@ struct Shared {
     task: Mutex<Option<(JoinHandle<()>, mpsc::UnboundedSender<Command>)>>,
 }
 
-/// One pub/sub connection multiplexing every unlock channel this client waits on.
+/// One pub/sub connection multiplexing every unlock channel this client waits on. Clones
+/// share it.
+#[derive(Clone)]
 pub(crate) struct UnlockListener {
     shared: Arc<Shared>,
 }
@@ -154,6 +156,13 @@ impl UnlockListener {
 
     fn send(&self, command: Command) {
         self.shared.send(command);
+    }
+
+    /// Wakes every local waiter on `channel` to re-check the lock, as a message would.
+    pub(crate) fn wake_waiters(&self, channel: &str) {
+        if let Some(channel) = self.shared.channel(channel) {
+            channel.wake_all();
+        }
     }
 
     /// How many channels this client is subscribed to (for tests and diagnostics).

@@ -48,8 +48,7 @@ impl Release {
             settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2;
         let latch_ttl = per_try * settings.retry_attempts + std::time::Duration::from_secs(1);
         UnlockCall {
-            key: &self.names.key,
-            channel: &self.names.channel,
+            names: &self.names,
             latch: &self.latch,
             lease_ms: self.lease_ms,
             owner: &self.owner,

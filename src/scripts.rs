@@ -3,45 +3,118 @@
 //! Each call goes out as EVALSHA; `redis::Script` hashes the source once and loads it when
 //! Redis answers NOSCRIPT (after a restart or `SCRIPT FLUSH`). The scripts are also loaded
 //! when a client connects, so the first lock call does not pay that extra round trip.
+//!
+//! A plain lock and a fair lock share the hash, the lease and the renewal script; a fair
+//! lock's acquire, unlock and force-unlock scripts also keep its waiting queue, and share
+//! the helpers of `lua/fair_common.lua`, prepended at build time.
 
 use std::sync::LazyLock;
 
 use redis::aio::MultiplexedConnection;
-use redis::{RedisResult, Script};
+use redis::{RedisResult, Script, ScriptInvocation};
 
-use crate::names::UNLOCK_MESSAGE;
+use crate::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
-static UNLOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));
-static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/renew.lua")));
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))))
+    };
+}
+
+macro_rules! fair_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/fair_common.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        })
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
+static UNLOCK: LazyLock<Script> = script!("unlock.lua");
+static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua");
+static RENEW: LazyLock<Script> = script!("renew.lua");
+static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("fair_acquire.lua");
+static FAIR_UNLOCK: LazyLock<Script> = fair_script!("fair_unlock.lua");
+static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("fair_force_unlock.lua");
+static FAIR_LEAVE: LazyLock<Script> = fair_script!("fair_leave.lua");
+static FAIR_HEARTBEAT: LazyLock<Script> = fair_script!("fair_heartbeat.lua");
 
 /// Loads every script, so that later calls find them by hash.
 pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()> {
-    for script in [&ACQUIRE, &UNLOCK, &FORCE_UNLOCK, &RENEW] {
+    let all = [
+        &ACQUIRE,
+        &UNLOCK,
+        &FORCE_UNLOCK,
+        &RENEW,
+        &FAIR_ACQUIRE,
+        &FAIR_UNLOCK,
+        &FAIR_FORCE_UNLOCK,
+        &FAIR_LEAVE,
+        &FAIR_HEARTBEAT,
+    ];
+    for script in all {
         script.prepare_invoke().load_async(conn).await?;
     }
     Ok(())
 }
 
-/// `lua/acquire.lua`: `None` when acquired (or re-entered), else the holder's PTTL in ms.
-pub(crate) async fn acquire(
-    mut conn: MultiplexedConnection,
-    key: &str,
-    lease_ms: u64,
-    owner: &str,
-) -> RedisResult<Option<i64>> {
-    ACQUIRE
-        .key(key)
-        .arg(lease_ms)
-        .arg(owner)
-        .invoke_async(&mut conn)
-        .await
+/// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines,
+/// channel (a key, not an argument, so that a cluster routes the call by its slot).
+fn fair_keys(call: &mut ScriptInvocation<'_>, names: &LockNames, queue: &QueueNames) {
+    call.key(&*names.key)
+        .key(&*queue.list)
+        .key(&*queue.deadlines)
+        .key(&*names.channel);
 }
 
-/// What `lua/unlock.lua` found.
+/// A call of a fair-lock script on one lock.
+fn fair_call<'s>(
+    script: &'s Script,
+    names: &LockNames,
+    queue: &QueueNames,
+) -> ScriptInvocation<'s> {
+    let mut call = script.prepare_invoke();
+    fair_keys(&mut call, names, queue);
+    call
+}
+
+/// One acquire attempt.
+pub(crate) struct AcquireCall<'a> {
+    pub(crate) names: &'a LockNames,
+    pub(crate) lease_ms: u64,
+    pub(crate) owner: &'a str,
+    /// Fair locks: join the queue (or refresh the place in it) when the lock is not taken.
+    pub(crate) join_queue: bool,
+    /// Fair locks: how long a queued waiter keeps its place without refreshing it.
+    pub(crate) place_ms: u64,
+}
+
+impl AcquireCall<'_> {
+    /// `lua/acquire.lua` or `lua/fair_acquire.lua`: `None` when acquired (or re-entered),
+    /// else how long to wait at most before trying again, in ms (-1: no bound known).
+    pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<Option<i64>> {
+        let Some(queue) = &self.names.queue else {
+            return ACQUIRE
+                .key(&*self.names.key)
+                .arg(self.lease_ms)
+                .arg(self.owner)
+                .invoke_async(&mut conn)
+                .await;
+        };
+        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue);
+        call.arg(self.lease_ms)
+            .arg(self.owner)
+            .arg(self.place_ms)
+            .arg(if self.join_queue { "queue" } else { "try" })
+            .arg(UNLOCK_MESSAGE);
+        call.invoke_async(&mut conn).await
+    }
+}
+
+/// What the unlock script found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UnlockOutcome {
     /// The owner held nothing.
@@ -52,10 +125,9 @@ pub(crate) enum UnlockOutcome {
     Freed,
 }
 
-/// One call of `lua/unlock.lua`.
+/// One call of `lua/unlock.lua` or `lua/fair_unlock.lua`.
 pub(crate) struct UnlockCall<'a> {
-    pub(crate) key: &'a str,
-    pub(crate) channel: &'a str,
+    pub(crate) names: &'a LockNames,
     pub(crate) latch: &'a str,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a str,
@@ -64,16 +136,20 @@ pub(crate) struct UnlockCall<'a> {
 
 impl UnlockCall<'_> {
     pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<UnlockOutcome> {
-        let found: Option<i64> = UNLOCK
-            .key(self.key)
-            .key(self.channel)
-            .key(self.latch)
+        let mut call = match &self.names.queue {
+            None => {
+                let mut call = UNLOCK.prepare_invoke();
+                call.key(&*self.names.key).key(&*self.names.channel);
+                call
+            }
+            Some(queue) => fair_call(&FAIR_UNLOCK, self.names, queue),
+        };
+        call.key(self.latch)
             .arg(UNLOCK_MESSAGE)
             .arg(self.lease_ms)
             .arg(self.owner)
-            .arg(self.latch_ttl_ms)
-            .invoke_async(&mut conn)
-            .await?;
+            .arg(self.latch_ttl_ms);
+        let found: Option<i64> = call.invoke_async(&mut conn).await?;
         Ok(match found {
             None => UnlockOutcome::NotHeld,
             Some(0) => UnlockOutcome::StillHeld,
@@ -82,18 +158,37 @@ impl UnlockCall<'_> {
     }
 }
 
-/// `lua/force_unlock.lua`: true when a lock was deleted (and a waiter told).
+/// `lua/force_unlock.lua` or `lua/fair_force_unlock.lua`: true when a lock was deleted
+/// (and a waiter told).
 pub(crate) async fn force_unlock(
     mut conn: MultiplexedConnection,
-    key: &str,
-    channel: &str,
+    names: &LockNames,
 ) -> RedisResult<bool> {
-    FORCE_UNLOCK
-        .key(key)
-        .key(channel)
-        .arg(UNLOCK_MESSAGE)
-        .invoke_async(&mut conn)
-        .await
+    let mut call = match &names.queue {
+        None => {
+            let mut call = FORCE_UNLOCK.prepare_invoke();
+            call.key(&*names.key).key(&*names.channel);
+            call
+        }
+        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue),
+    };
+    call.arg(UNLOCK_MESSAGE);
+    call.invoke_async(&mut conn).await
+}
+
+/// `lua/fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
+/// the lock is free. True when it was queued. A plain lock has no queue: nothing to do.
+pub(crate) async fn leave_queue(
+    mut conn: MultiplexedConnection,
+    names: &LockNames,
+    owner: &str,
+) -> RedisResult<bool> {
+    let Some(queue) = &names.queue else {
+        return Ok(false);
+    };
+    let mut call = fair_call(&FAIR_LEAVE, names, queue);
+    call.arg(owner).arg(UNLOCK_MESSAGE);
+    call.invoke_async(&mut conn).await
 }
 
 /// `lua/renew.lua` over one batch: for each `(key, owner)` whether the owner still held it
@@ -110,4 +205,22 @@ pub(crate) async fn renew<'a>(
     }
     let renewed: Vec<i64> = call.invoke_async(conn).await?;
     Ok(renewed.into_iter().map(|r| r == 1).collect())
+}
+
+/// `lua/fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
+/// owner)` whether the owner was still queued (and its deadline was pushed `place_ms`
+/// ahead).
+pub(crate) async fn refresh_places<'a>(
+    conn: &mut MultiplexedConnection,
+    place_ms: u64,
+    batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)>,
+) -> RedisResult<Vec<bool>> {
+    let mut call = FAIR_HEARTBEAT.prepare_invoke();
+    call.arg(place_ms).arg(UNLOCK_MESSAGE);
+    for (names, queue, owner) in batch {
+        fair_keys(&mut call, names, queue);
+        call.arg(owner);
+    }
+    let refreshed: Vec<i64> = call.invoke_async(conn).await?;
+    Ok(refreshed.into_iter().map(|r| r == 1).collect())
 }

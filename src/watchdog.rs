@@ -5,16 +5,16 @@
 //! the hold lost at once, and a hold whose renewals cannot reach Redis is lost when its
 //! local validity deadline passes (see [`crate::hold`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::connection::Connections;
 use crate::error::LostReason;
 use crate::hold::{Hold, Holds};
+use crate::periodic::{Periodic, Rounds};
 use crate::scripts;
 
 /// Renewal batches in flight at once on the watchdog's connection: enough to hide the round
@@ -26,19 +26,14 @@ const BATCHES_IN_FLIGHT: usize = 4;
 const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 
 pub(crate) struct Watchdog {
-    shared: Arc<Shared>,
+    task: Periodic<Renewals>,
 }
 
-struct Shared {
+struct Renewals {
     holds: Arc<Holds>,
     connections: Arc<Connections>,
     lease_ms: u64,
     batch_size: usize,
-    /// Where the renewal task runs: the runtime the client was built on.
-    runtime: tokio::runtime::Handle,
-    /// The renewal task, while one runs. Checked and cleared under this lock so that a hold
-    /// added just as the task finds nothing left to renew still gets a task.
-    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Watchdog {
@@ -49,87 +44,90 @@ impl Watchdog {
         batch_size: usize,
         runtime: tokio::runtime::Handle,
     ) -> Self {
+        let renewals = Renewals {
+            holds,
+            connections,
+            lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
+            batch_size,
+        };
         Watchdog {
-            shared: Arc::new(Shared {
-                runtime,
-                holds,
-                connections,
-                lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
-                batch_size,
-                task: Mutex::new(None),
-            }),
+            task: Periodic::new(renewals, runtime),
         }
     }
 
     /// The lease of watchdog locks, in milliseconds.
     pub(crate) fn lease_ms(&self) -> u64 {
-        self.shared.lease_ms
+        self.task.rounds().lease_ms
     }
 
     /// Makes sure a renewal task runs; call after adding a watchdog hold. It runs on the
     /// client's runtime, whatever runtime the lock call came from.
     pub(crate) fn ensure_running(&self) {
-        let mut task = self.shared.task.lock().unwrap_or_else(|p| p.into_inner());
-        if task.as_ref().is_some_and(|t| !t.is_finished()) {
-            return;
-        }
-        *task = Some(self.shared.runtime.spawn(run(self.shared.clone())));
+        self.task.ensure_running();
     }
 
     /// Whether a renewal task is running (for tests and diagnostics).
     pub(crate) fn is_running(&self) -> bool {
-        let task = self.shared.task.lock().unwrap_or_else(|p| p.into_inner());
-        task.as_ref().is_some_and(|t| !t.is_finished())
+        self.task.is_running()
     }
 }
 
-async fn run(shared: Arc<Shared>) {
-    let interval = Duration::from_millis(shared.lease_ms / 3);
-    let mut delay = interval;
-    loop {
-        tokio::time::sleep(delay).await;
-        {
-            let mut task = shared.task.lock().unwrap_or_else(|p| p.into_inner());
-            if !shared.holds.has_watchdog_holds() {
-                *task = None;
-                tracing::debug!("watchdog idle: no watchdog lock held");
-                return;
-            }
+impl Renewals {
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.lease_ms / 3)
+    }
+}
+
+impl Rounds for Renewals {
+    fn first_pause(&self) -> Duration {
+        self.interval()
+    }
+
+    fn has_work(&self) -> bool {
+        let busy = self.holds.has_watchdog_holds();
+        if !busy {
+            tracing::debug!("watchdog idle: no watchdog lock held");
         }
-        delay = if renew_all(&shared).await {
-            interval
+        busy
+    }
+
+    async fn round(&self) -> Duration {
+        if renew_all(self).await {
+            self.interval()
         } else {
-            interval.min(RETRY_AFTER_FAILURE)
-        };
+            self.interval().min(RETRY_AFTER_FAILURE)
+        }
     }
 }
 
 /// One renewal round over every watchdog hold. Returns false if any batch failed to reach
 /// Redis.
-async fn renew_all(shared: &Shared) -> bool {
-    let holds = shared.holds.to_renew();
+async fn renew_all(renewals: &Renewals) -> bool {
+    let holds = renewals.holds.to_renew();
     if holds.is_empty() {
         return true;
     }
     holds.iter().for_each(|hold| hold.renewal_sent());
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
-    let pooled = match shared.connections.pooled().await {
+    let pooled = match renewals.connections.pooled().await {
         Ok(conn) => conn,
         Err(e) => {
             tracing::warn!(error = %e, locks = holds.len(), "watchdog cannot reach Redis");
             return false;
         }
     };
-    let lease_ms = shared.lease_ms;
+    let lease_ms = renewals.lease_ms;
     let conn = (*pooled).clone();
-    let batches: Vec<Vec<Arc<Hold>>> = holds.chunks(shared.batch_size).map(<[_]>::to_vec).collect();
-    let all_ok = stream::iter(batches)
+    let batches: Vec<Vec<Arc<Hold>>> = holds
+        .chunks(renewals.batch_size)
+        .map(<[_]>::to_vec)
+        .collect();
+    stream::iter(batches)
         .map(move |batch| renew_batch(conn.clone(), lease_ms, batch))
         .buffer_unordered(BATCHES_IN_FLIGHT)
         .fold(true, |all, ok| async move { all && ok })
-        .await;
-    all_ok
+        .await
 }
 
 async fn renew_batch(

@@ -60,6 +60,30 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         let err = lock.try_lock_with(Duration::ZERO, lease).await.unwrap_err();
         assert!(err.is_invalid_argument(), "lease {lease:?}: {err}");
     }
+    let empty_fair = client.fair_lock("");
+    assert!(empty_fair.lock().await.unwrap_err().is_invalid_argument());
+    assert!(empty_fair
+        .try_lock_for(Duration::from_secs(1))
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(empty_fair
+        .force_unlock()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    let fair = client.fair_lock("fine");
+    assert!(fair
+        .lock_with_lease(Duration::ZERO)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(fair
+        .try_lock_with(Duration::from_secs(1), Duration::MAX)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert_eq!(client.queued_waiter_count(), 0);
     assert_eq!(dbsize(&server).await, 0, "nothing written");
 
     let connections_before = total_connections(&server);
@@ -69,6 +93,9 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         Client::builder(server.url()).watchdog_batch_size(0),
         Client::builder(server.url()).retry_attempts(0),
         Client::builder(server.url()).response_timeout(Duration::ZERO),
+        Client::builder(server.url()).fair_waiter_timeout(Duration::ZERO),
+        Client::builder(server.url()).fair_waiter_timeout(Duration::from_millis(99)),
+        Client::builder(server.url()).fair_waiter_timeout(Duration::MAX),
         Client::builder("not a url"),
         Client::builder("http://127.0.0.1:6379"),
     ] {

@@ -1,6 +1,6 @@
 //! Compile-time checks: the types and futures users move between tasks are Send + Sync.
 
-use redis_rlock::{Client, LockGuard, RLock};
+use redis_rlock::{Client, DistributedLock, FairLock, LockGuard, RLock};
 
 fn is_send_sync<T: Send + Sync>(_: &T) {}
 fn is_send<T: Send>(_: &T) {}
@@ -17,6 +17,24 @@ fn futures_are_send(client: Client, lock: RLock, guard: LockGuard) {
     is_send(&lock.hold_count());
     is_send(&guard.lost());
     is_send(&guard.unlock());
+}
+
+#[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+fn fair_lock_futures_are_send(lock: FairLock) {
+    is_send_sync(&lock);
+    is_send(&lock.lock());
+    is_send(&lock.try_lock_for(std::time::Duration::from_secs(1)));
+    is_send(&lock.force_unlock());
+}
+
+#[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+fn generic_lock_futures_are_send(lock: impl DistributedLock) {
+    is_send_sync(&lock);
+    is_send(&lock.lock());
+    is_send(&lock.try_lock_with(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
+    ));
 }
 
 #[test]

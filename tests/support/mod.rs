@@ -370,3 +370,63 @@ pub fn info_field(server: &RedisServer, section: &str, name: &str, sub: &str) ->
     };
     value.trim().parse::<f64>().map(|v| v as i64).unwrap_or(0)
 }
+
+/// A client of `server` whose fair-lock waiters keep their places for `waiter_timeout`
+/// without a heartbeat, with short retry pauses.
+pub async fn fair_client(server: &RedisServer, waiter_timeout: Duration) -> redis_rlock::Client {
+    redis_rlock::Client::builder(server.url())
+        .fair_waiter_timeout(waiter_timeout)
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .await
+        .expect("connect to the test redis-server")
+}
+
+/// The waiting queue of fair lock `name` as raw Redis sees it, head first.
+pub async fn fair_queue(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(format!("redisson_lock_queue:{{{name}}}"))
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .expect("LRANGE")
+}
+
+/// The deadline (ms on the server clock) of `owner` in fair lock `name`'s queue.
+pub async fn fair_deadline(
+    conn: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    owner: &str,
+) -> Option<i64> {
+    redis::cmd("ZSCORE")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(owner)
+        .query_async::<Option<f64>>(conn)
+        .await
+        .expect("ZSCORE")
+        .map(|score| score as i64)
+}
+
+/// The Redis server's clock in milliseconds.
+pub async fn server_millis(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// Waits until fair lock `name`'s queue reads `expected`, for at most `limit`; panics with
+/// what it last read otherwise.
+pub async fn queue_becomes(
+    conn: &redis::aio::MultiplexedConnection,
+    name: &str,
+    expected: &[&str],
+    limit: Duration,
+) {
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    let last = settles_to(expected.clone(), limit, || {
+        let mut conn = conn.clone();
+        async move { fair_queue(&mut conn, name).await }
+    })
+    .await;
+    assert_eq!(last, expected, "queue of `{name}`");
+}

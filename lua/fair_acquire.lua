@@ -1,0 +1,52 @@
+-- Acquire or re-enter a fair lock; only the head of the queue may take a free lock.
+-- KEYS[1] lock hash
+-- KEYS[2] waiting queue (list of owner fields)
+-- KEYS[3] waiter deadlines (zset owner -> ms on the server clock)
+-- KEYS[4] unlock channel; a waiter's own channel is this followed by ':<owner>'
+-- ARGV[1] lease in milliseconds
+-- ARGV[2] owner field "<client-uuid>:<task-id>"
+-- ARGV[3] how long a queued waiter keeps its place without refreshing it, in ms
+-- ARGV[4] "queue" to join the queue (or refresh the place in it) when the lock is not
+--         taken, "try" to leave the queue alone
+-- ARGV[5] unlock message ("0")
+-- Returns nil when acquired (or re-entered); otherwise how long to wait at most before
+-- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
+-- free but another waiter heads the queue, the time until that waiter's deadline.
+local now = server_now()
+purge(KEYS[2], KEYS[3], now)
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+local free = redis.call('exists', KEYS[1]) == 0
+local head = redis.call('lindex', KEYS[2], 0)
+if free and head ~= false and head ~= ARGV[2] then
+    -- A hand-over is under way, or its message was lost, or the head is gone: make sure
+    -- a head that can hear is told, then look again.
+    notify_head(KEYS[2], KEYS[4], ARGV[5])
+    head = redis.call('lindex', KEYS[2], 0)
+end
+if free and (head == false or head == ARGV[2]) then
+    if head == ARGV[2] then
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], ARGV[2])
+    end
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if ARGV[4] == 'queue' then
+    -- ZADD refreshes the deadline of a waiter already queued, and reports a new one.
+    if redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2]) == 1 then
+        redis.call('rpush', KEYS[2], ARGV[2])
+    end
+end
+if free then
+    local deadline = redis.call('zscore', KEYS[3], head)
+    if deadline == false then
+        return tonumber(ARGV[3])
+    end
+    return math.max(1, tonumber(deadline) - now)
+end
+return redis.call('pttl', KEYS[1])

@@ -1,0 +1,27 @@
+-- Keep many fair waiters' places in their queues in one call, and clean the queues up.
+-- For waiter i: KEYS[4i-3] lock hash, KEYS[4i-2] waiting queue, KEYS[4i-1] waiter
+-- deadlines, KEYS[4i] unlock channel.
+-- ARGV[1] how long a waiter keeps its place without refreshing it, in ms
+-- ARGV[2] unlock message ("0")
+-- ARGV[i + 2] owner field of waiter i
+-- Returns one integer per waiter: 1 when its deadline was pushed forward, 0 when it is no
+-- longer queued (it took the lock, left, or was dropped as stale).
+local now = server_now()
+local refreshed = {}
+for i = 1, #ARGV - 2 do
+    local lock, queue, timeouts, channel = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
+    local owner = ARGV[i + 2]
+    purge(queue, timeouts, now)
+    if redis.call('zscore', timeouts, owner) ~= false then
+        redis.call('zadd', timeouts, now + tonumber(ARGV[1]), owner)
+        refreshed[i] = 1
+    else
+        refreshed[i] = 0
+    end
+    -- A free lock with a queue means a hand-over in flight, or one that stalled on a head
+    -- the purge just dropped: tell whoever heads the queue now.
+    if redis.call('exists', lock) == 0 then
+        notify_head(queue, channel, ARGV[2])
+    end
+end
+return refreshed

@@ -1,0 +1,233 @@
+//! Fair waiters' places in their locks' queues: joined by the acquire loop, kept alive by
+//! one background task per client (the heartbeat), and left the moment a waiter gives up.
+//!
+//! A queued waiter has a deadline on the Redis server's clock. The heartbeat pushes it
+//! forward every quarter of the client's `fair_waiter_timeout`, three quarters of it ahead,
+//! so a live waiter never loses its place to a missed beat or two, and one whose process
+//! died is dropped within the timeout: by the heartbeat of any other waiter in the queue,
+//! or by the next script call on the lock. A waiter whose process died with its connection
+//! closed is passed over at once: see `notify_head` in `lua/fair_common.lua`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+
+use crate::client::Client;
+use crate::connection::Connections;
+use crate::detach::FinishOnDrop;
+use crate::names::LockNames;
+use crate::periodic::{Periodic, Rounds};
+use crate::pubsub::UnlockListener;
+use crate::scripts;
+
+/// A waiter's claim on a place in a fair lock's queue, from just before its first queueing
+/// attempt until it takes the lock or leaves. Dropping it leaves the queue in the
+/// background.
+pub(crate) struct QueuePlace {
+    client: Client,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    registered: bool,
+}
+
+impl QueuePlace {
+    /// Starts keeping `owner`'s place in the queue of `names`; the acquire script adds it.
+    pub(crate) fn claim(client: &Client, names: &Arc<LockNames>, owner: &Arc<str>) -> Self {
+        client.inner.heartbeat.register(names, owner);
+        QueuePlace {
+            client: client.clone(),
+            names: names.clone(),
+            owner: owner.clone(),
+            registered: true,
+        }
+    }
+
+    /// The waiter took the lock, which removed it from the queue.
+    pub(crate) fn taken(mut self) {
+        self.deregister();
+    }
+
+    /// The waiter gives up: leaves the queue, and the new head is told if the lock is free.
+    /// Finishes in the background if the caller stops waiting for it.
+    pub(crate) async fn leave(mut self) {
+        self.deregister();
+        let leaving = leave(self.client.clone(), self.names.clone(), self.owner.clone());
+        FinishOnDrop::new(leaving, |()| {}).await;
+    }
+
+    fn deregister(&mut self) {
+        if std::mem::take(&mut self.registered) {
+            self.client
+                .inner
+                .heartbeat
+                .deregister(&self.names, &self.owner);
+        }
+    }
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        if self.registered {
+            self.deregister();
+            leave_in_background(self.client.clone(), self.names.clone(), self.owner.clone());
+        }
+    }
+}
+
+/// Leaves the queue without waiting (for dropped waits and abandoned attempts). Outside
+/// any runtime nothing can be sent: the place is dropped when its deadline passes.
+pub(crate) fn leave_in_background(client: Client, names: Arc<LockNames>, owner: Arc<str>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(leave(client, names, owner));
+        }
+        Err(_) => tracing::debug!(
+            lock = %names.key,
+            "a waiter left outside any runtime; its place expires with its deadline"
+        ),
+    }
+}
+
+async fn leave(client: Client, names: Arc<LockNames>, owner: Arc<str>) {
+    let left = client
+        .inner
+        .connections
+        .with_retries(|conn| scripts::leave_queue(conn, &names, &owner))
+        .await;
+    if let Err(e) = left {
+        tracing::warn!(
+            lock = %names.key, %owner, error = %e,
+            "could not leave the queue; the place expires with its deadline"
+        );
+    }
+}
+
+type PlaceKey = (Arc<str>, Arc<str>);
+
+/// Keeps every queued waiter of one client in its place.
+pub(crate) struct Heartbeat {
+    task: Periodic<Refreshes>,
+}
+
+struct Refreshes {
+    /// (lock key, owner) → the lock's names and how many waits of that owner want it: one,
+    /// unless one task awaits two acquires of the same lock at once.
+    places: DashMap<PlaceKey, (Arc<LockNames>, usize)>,
+    connections: Arc<Connections>,
+    listener: UnlockListener,
+    place_ms: u64,
+    interval: Duration,
+    batch_size: usize,
+}
+
+impl Heartbeat {
+    /// `waiter_timeout`: how long a dead waiter may hold its place at most.
+    pub(crate) fn new(
+        connections: Arc<Connections>,
+        listener: UnlockListener,
+        waiter_timeout: Duration,
+        batch_size: usize,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let timeout_ms = u64::try_from(waiter_timeout.as_millis()).unwrap_or(u64::MAX);
+        let refreshes = Refreshes {
+            places: DashMap::new(),
+            connections,
+            listener,
+            place_ms: timeout_ms / 4 * 3,
+            interval: waiter_timeout / 4,
+            batch_size,
+        };
+        Heartbeat {
+            task: Periodic::new(refreshes, runtime),
+        }
+    }
+
+    /// How far ahead of the server's clock a waiter's deadline is set, in ms.
+    pub(crate) fn place_ms(&self) -> u64 {
+        self.task.rounds().place_ms
+    }
+
+    fn register(&self, names: &Arc<LockNames>, owner: &Arc<str>) {
+        self.task
+            .rounds()
+            .places
+            .entry((names.key.clone(), owner.clone()))
+            .or_insert_with(|| (names.clone(), 0))
+            .1 += 1;
+        self.task.ensure_running();
+    }
+
+    fn deregister(&self, names: &LockNames, owner: &Arc<str>) {
+        self.task.rounds().places.remove_if_mut(
+            &(names.key.clone(), owner.clone()),
+            |_, (_, wants)| {
+                *wants -= 1;
+                *wants == 0
+            },
+        );
+    }
+
+    /// How many (lock, owner) places this client keeps (for tests and diagnostics).
+    pub(crate) fn len(&self) -> usize {
+        self.task.rounds().places.len()
+    }
+}
+
+impl Rounds for Refreshes {
+    fn first_pause(&self) -> Duration {
+        self.interval
+    }
+
+    fn has_work(&self) -> bool {
+        !self.places.is_empty()
+    }
+
+    async fn round(&self) -> Duration {
+        self.refresh_all().await;
+        self.interval
+    }
+}
+
+impl Refreshes {
+    async fn refresh_all(&self) {
+        let places: Vec<(Arc<LockNames>, Arc<str>)> = self
+            .places
+            .iter()
+            .map(|entry| (entry.value().0.clone(), entry.key().1.clone()))
+            .collect();
+        let shared = match self.connections.shared().await {
+            Ok(shared) => shared,
+            Err(e) => {
+                tracing::warn!(error = %e, waiters = places.len(), "heartbeat cannot reach Redis");
+                return;
+            }
+        };
+        for batch in places.chunks(self.batch_size) {
+            let mut conn = shared.conn.clone();
+            let entries = batch.iter().filter_map(|(names, owner)| {
+                names
+                    .queue
+                    .as_ref()
+                    .map(|queue| (&**names, queue, &**owner))
+            });
+            match scripts::refresh_places(&mut conn, self.place_ms, entries).await {
+                Ok(refreshed) => {
+                    self.connections.report_success();
+                    for ((names, owner), kept) in batch.iter().zip(refreshed) {
+                        if !kept {
+                            // Dropped from the queue (a long outage outlived its deadline),
+                            // or it just took the lock: let it look, and queue again.
+                            self.listener.wake_waiters(&names.wait_channel(owner));
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.connections.report(&shared, &e);
+                    tracing::warn!(error = %e, waiters = batch.len(), "queue heartbeat failed");
+                }
+            }
+        }
+    }
+}
