@@ -1,0 +1,105 @@
+//! Several consumers drain a shared job list, taking turns in arrival order.
+//!
+//! Run with `cargo run --example job_consumer [CONSUMERS] [JOBS]` (default 4 consumers and
+//! 12 jobs) against the Redis at `REDIS_URL` (default `redis://127.0.0.1:6379`).
+//!
+//! Each consumer has its own `Client`, as if it ran on its own machine. A turn is: take the
+//! fair lock, pop the next job, work on it, release the lock. Because a `FairLock` serves its
+//! waiters first come, first served, and a consumer that finishes a turn queues again
+//! behind the others, the turns go round: 1 2 3 4 1 2 3 4 ... An `RLock` in its place would
+//! let whoever is quickest take the lock again and again.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redis_rlock::Client;
+
+const JOBS_KEY: &str = "job_consumer:jobs";
+const TURN_LOCK: &str = "job_consumer:turn";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
+    let consumers = args.next().flatten().unwrap_or(4).max(1);
+    let jobs = args.next().flatten().unwrap_or(12);
+    match run(&url, consumers, jobs).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_connection_error() => {
+            eprintln!("Redis is not reachable at {url}: {e}");
+            eprintln!("Start one with `redis-server --port 6379 --save \"\"`, or set REDIS_URL.");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(url: &str, consumers: usize, jobs: usize) -> redis_rlock::Result<()> {
+    seed_jobs(url, jobs).await?;
+    println!("{jobs} jobs in `{JOBS_KEY}`; {consumers} consumers take turns on `{TURN_LOCK}`");
+
+    let turns = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for id in 1..=consumers {
+        // One client per consumer: separate owners, as on separate machines.
+        let client = Client::connect(url).await?;
+        let jobs = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        tasks.push(tokio::spawn(consume(client, jobs, id, turns.clone())));
+    }
+    for task in tasks {
+        task.await.expect("a consumer panicked")?;
+    }
+
+    let turns = turns.lock().unwrap_or_else(|p| p.into_inner());
+    let order: Vec<String> = turns.iter().map(|id| id.to_string()).collect();
+    println!("turns in order: {}", order.join(" "));
+    Ok(())
+}
+
+/// Takes turns until the job list is empty.
+async fn consume(
+    client: Client,
+    mut redis: redis::aio::MultiplexedConnection,
+    id: usize,
+    turns: Arc<Mutex<Vec<usize>>>,
+) -> redis_rlock::Result<()> {
+    let lock = client.fair_lock(TURN_LOCK);
+    loop {
+        let asked = Instant::now();
+        let turn = lock.lock().await?;
+        let waited = asked.elapsed();
+        let job: Option<String> = redis.lpop(JOBS_KEY, None).await?;
+        let Some(job) = job else {
+            turn.unlock().await?;
+            return Ok(());
+        };
+        turns.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+        println!(
+            "consumer {id}: {job} (waited {} ms for its turn)",
+            waited.as_millis()
+        );
+        // The work of a turn. Were it long, race it against `turn.lost()` as
+        // `examples/worker.rs` does.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        turn.unlock().await?;
+    }
+}
+
+async fn seed_jobs(url: &str, jobs: usize) -> redis_rlock::Result<()> {
+    let mut redis = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let _: () = redis.del(JOBS_KEY).await?;
+    if jobs > 0 {
+        let names: Vec<String> = (1..=jobs).map(|n| format!("job-{n}")).collect();
+        let _: () = redis.rpush(JOBS_KEY, names).await?;
+    }
+    Ok(())
+}
