@@ -4,7 +4,8 @@
 //! redis-server on a free loopback port, pinned to CPU 1 with the benchmark on CPU 0 when
 //! `taskset` is available, and prints one JSON line per workload and a table of ratios to
 //! the floor. Workloads are those of the project's BENCHMARKS.md; this program runs W1 (one
-//! task, lock + unlock on one key) and W4 (one client holding many watchdog locks) so far.
+//! task, lock + unlock on one key), W3 (8 tasks contending for one key, `RLock` and
+//! `FairLock`) and W4 (one client holding many watchdog locks) so far.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::Script;
-use redis_rlock::Client;
+use redis_rlock::{Client, DistributedLock};
 use support::RedisServer;
 
 struct Figures {
@@ -138,6 +139,55 @@ fn rss_bytes() -> i64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// W3: 8 tasks of one client contend for one lock for `run`: lock (defaults), hold 1 ms (a
+/// thread sleep on the blocking pool: tokio's timer rounds 1 ms up to ~2 ms), unlock.
+async fn w3(contender: &'static str, lock: impl DistributedLock, run: Duration) -> String {
+    const TASKS: usize = 8;
+    let started = Instant::now();
+    let deadline = started + run;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let mut waits = Vec::new();
+                while Instant::now() < deadline {
+                    let asked = Instant::now();
+                    let guard = lock.lock().await.unwrap();
+                    waits.push(asked.elapsed().as_secs_f64() * 1e3);
+                    tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1)))
+                        .await
+                        .unwrap();
+                    guard.unlock().await.unwrap();
+                }
+                waits
+            })
+        })
+        .collect();
+    let mut per_task = Vec::with_capacity(TASKS);
+    let mut waits = Vec::new();
+    for task in tasks {
+        let task_waits = task.await.unwrap();
+        per_task.push(task_waits.len());
+        waits.extend(task_waits);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    waits.sort_by(|a, b| a.total_cmp(b));
+    let at = |p: f64| waits[((waits.len() - 1) as f64 * p).round() as usize];
+    let (p50, p99, max) = (at(0.5), at(0.99), waits[waits.len() - 1]);
+    let per_sec = waits.len() as f64 / elapsed;
+    let (fewest, most) = (
+        *per_task.iter().min().unwrap(),
+        *per_task.iter().max().unwrap(),
+    );
+    println!(
+        "{{\"workload\":\"W3\",\"contender\":\"{contender}\",\"tasks\":{TASKS},\"run_s\":{elapsed:.1},\"acquisitions_per_s\":{per_sec:.0},\"wait_p50_ms\":{p50:.2},\"wait_p99_ms\":{p99:.2},\"wait_max_ms\":{max:.2},\"per_task_min\":{fewest},\"per_task_max\":{most}}}"
+    );
+    format!(
+        "{contender:<10} {per_sec:>8.0} {p50:>9.2} {p99:>9.2} {max:>9.2} {:>13}",
+        format!("{fewest}–{most}")
+    )
+}
+
 /// W4: one client holds `locks` watchdog locks (3 s watchdog) for `hold`.
 async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
     let client = Client::builder(server.url())
@@ -205,6 +255,7 @@ fn main() {
         );
         let client = Client::connect(server.url()).await.unwrap();
         let lock = client.lock("w1:lib");
+        let fair = client.fair_lock("w1:fair");
         let mut request = 0u64;
         // Sequential, so that the processes never compete for the same CPU.
         let mut results = vec![
@@ -242,6 +293,12 @@ fn main() {
             })
             .await,
         );
+        results.push(
+            timed("FairLock lock() (watchdog)", warmup, pairs, || async {
+                fair.lock().await.unwrap().unlock().await.unwrap();
+            })
+            .await,
+        );
         let _ = &mut conn;
         results
     });
@@ -274,6 +331,28 @@ fn main() {
             figures.ops_per_sec(),
             figures.percentile(0.5) / floor
         );
+    }
+
+    let contention = if quick {
+        Duration::from_secs(2)
+    } else {
+        Duration::from_secs(5)
+    };
+    let w3_rows = runtime.block_on(async {
+        let client = Client::connect(server.url()).await.unwrap();
+        vec![
+            w3("RLock", client.lock("w3:rlock"), contention).await,
+            w3("FairLock", client.fair_lock("w3:fair"), contention).await,
+        ]
+    });
+    println!();
+    println!("W3: 8 tasks of one client on one key: lock, hold 1 ms, unlock, for {contention:?}");
+    println!(
+        "{:<10} {:>8} {:>9} {:>9} {:>9} {:>13}",
+        "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task"
+    );
+    for row in w3_rows {
+        println!("{row}");
     }
 
     let (sizes, hold): (&[usize], _) = if quick {
