@@ -25,31 +25,51 @@ local function purge(queue, timeouts, now)
     end
 end
 
--- Tells the queue's head that the lock is free; only the head may take it. A head that
--- nobody hears (PUBLISH reached no subscriber: its process is gone, or its pub/sub
--- connection is reconnecting) steps back behind the first waiter that hears the message,
--- so the hand-over goes on at once; it keeps its place in the queue until its deadline
--- drops it, and a live one that reconnects has lost one turn, not its place.
+-- The first waiter in the queue that hears its channel (a subscriber on it, so it can be
+-- told its turn) and its 0-based index; nil when none of the first 1024 does. Counted with
+-- PUBSUB NUMSUB, which ignores pattern subscribers such as a monitoring tool's.
+local function first_hearer(queue, channel)
+    local start, size = 0, 1
+    while start < 1024 do
+        local waiters = redis.call('lrange', queue, start, start + size - 1)
+        if #waiters == 0 then
+            return nil
+        end
+        local channels = {}
+        for i, waiter in ipairs(waiters) do
+            channels[i] = channel .. ':' .. waiter
+        end
+        local counts = redis.call('pubsub', 'numsub', unpack(channels))
+        for i = 1, #waiters do
+            if tonumber(counts[2 * i]) > 0 then
+                return start + i - 1, waiters[i]
+            end
+        end
+        -- The head alone is the common case; past it, look further in larger steps.
+        start, size = start + size, 64
+    end
+    return nil
+end
+
+-- Tells the first waiter that can hear it that the lock is free; only the head may take
+-- it, so waiters nobody hears (their process is gone, or their pub/sub connection is
+-- reconnecting) step back behind that waiter, in their order, and the hand-over goes on
+-- at once. They keep their places otherwise: a dead one until its deadline drops it, a
+-- live one that reconnects having lost a turn for each release it missed.
 local function notify_head(queue, channel, message)
-    local unheard = {}
-    local heard = false
-    while #unheard < 16 do
-        local head = redis.call('lindex', queue, 0)
-        if head == false then
-            break
-        end
-        if redis.call('publish', channel .. ':' .. head, message) > 0 then
-            heard = head
-            break
-        end
-        table.insert(unheard, redis.call('lpop', queue))
+    local index, hearer = first_hearer(queue, channel)
+    if index == nil then
+        return
     end
-    for i = #unheard, 1, -1 do
-        if heard then
-            redis.call('linsert', queue, 'after', heard, unheard[i])
-        else
-            redis.call('lpush', queue, unheard[i])
+    if index > 0 then
+        local unheard = {}
+        for i = 1, index do
+            unheard[i] = redis.call('lpop', queue)
+        end
+        for i = index, 1, -1 do
+            redis.call('linsert', queue, 'after', hearer, unheard[i])
         end
     end
+    redis.call('publish', channel .. ':' .. hearer, message)
 end
 

@@ -6,8 +6,7 @@
 -- ARGV[1] unlock message ("0")
 -- Returns 1 when a lock was deleted, 0 when there was none.
 purge(KEYS[2], KEYS[3], server_now())
-if redis.call('del', KEYS[1]) == 1 then
-    notify_head(KEYS[2], KEYS[4], ARGV[1])
-    return 1
-end
-return 0
+local deleted = redis.call('del', KEYS[1])
+-- Free either way now: a queue that stalled on a free lock is told too.
+notify_head(KEYS[2], KEYS[4], ARGV[1])
+return deleted

@@ -44,8 +44,6 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
         )
 }
 
-/// A clone of the shared connection, tagged so that a failure retires only the connection
-/// that failed and not a replacement another caller already installed.
 /// A failed attempt to open the shared connection: for a short while, callers get its error
 /// at once instead of each waiting out another connect timeout in turn.
 struct FailedRefill {
@@ -53,6 +51,8 @@ struct FailedRefill {
     error: String,
 }
 
+/// A clone of the shared connection, tagged so that a failure retires only the connection
+/// that failed and not a replacement another caller already installed.
 #[derive(Clone)]
 pub(crate) struct SharedConn {
     generation: u64,

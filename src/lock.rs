@@ -203,7 +203,8 @@ impl<K: LockKind> Lock<K> {
     /// Waits up to `wait` for the lock: `Ok(None)` if it stayed held that long. Watchdog
     /// lease. A `wait` too large to add to the clock waits without bound. A fair lock's
     /// waiter that gives up has left the queue, and the waiter behind it was told, by the
-    /// time this returns.
+    /// time this returns (if Redis fails just then, the leave is retried in the background,
+    /// and the place expires with its deadline at the latest).
     ///
     /// # Errors
     /// As [`lock`](Lock::lock).

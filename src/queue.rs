@@ -6,7 +6,12 @@
 //! so a live waiter never loses its place to a missed beat or two, and one whose process
 //! died is dropped within the timeout: by the heartbeat of any other waiter in the queue,
 //! or by the next script call on the lock. A waiter whose process died with its connection
-//! closed is passed over at once: see `notify_head` in `lua/fair_common.lua`.
+//! closed is passed over at once: see `notify_head` in `lua/fair_common.lua`. A waiter that
+//! heads the queue of a free lock is not refreshed: it was told to take the lock, and one
+//! that does not (a future nobody polls) is dropped like a dead one.
+//!
+//! A place belongs to an owner (a task), not to one call: two waits of one task on one lock
+//! share it, and it is left when the last of them gives up.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +24,7 @@ use crate::detach::FinishOnDrop;
 use crate::names::LockNames;
 use crate::periodic::{Periodic, Rounds};
 use crate::pubsub::UnlockListener;
-use crate::scripts;
+use crate::scripts::{self, Place};
 
 /// A waiter's claim on a place in a fair lock's queue, from just before its first queueing
 /// attempt until it takes the lock or leaves. Dropping it leaves the queue in the
@@ -49,27 +54,43 @@ impl QueuePlace {
     }
 
     /// The waiter gives up: leaves the queue, and the new head is told if the lock is free.
-    /// Finishes in the background if the caller stops waiting for it.
+    /// One try is awaited, so that a caller who gave up sees the queue without it; if Redis
+    /// fails it, the retries go on in the background rather than holding the caller. They
+    /// go on in the background too if the caller stops waiting.
     pub(crate) async fn leave(mut self) {
-        self.deregister();
-        let leaving = leave(self.client.clone(), self.names.clone(), self.owner.clone());
+        if !self.deregister() {
+            return;
+        }
+        let (client, names, owner) = (self.client.clone(), self.names.clone(), self.owner.clone());
+        let leaving = async move {
+            let once = match client.inner.connections.shared().await {
+                Ok(shared) => scripts::leave_queue(shared.conn, &names, &owner)
+                    .await
+                    .map_err(Into::into),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = once {
+                tracing::debug!(lock = %names.key, error = %e, "leaving the queue; retrying");
+                leave_in_background(client, names, owner);
+            }
+        };
         FinishOnDrop::new(leaving, |()| {}).await;
     }
 
-    fn deregister(&mut self) {
-        if std::mem::take(&mut self.registered) {
-            self.client
+    /// Stops keeping the place; true when no other wait of the owner still wants it.
+    fn deregister(&mut self) -> bool {
+        std::mem::take(&mut self.registered)
+            && self
+                .client
                 .inner
                 .heartbeat
-                .deregister(&self.names, &self.owner);
-        }
+                .deregister(&self.names, &self.owner)
     }
 }
 
 impl Drop for QueuePlace {
     fn drop(&mut self) {
-        if self.registered {
-            self.deregister();
+        if self.deregister() {
             leave_in_background(self.client.clone(), self.names.clone(), self.owner.clone());
         }
     }
@@ -90,6 +111,11 @@ pub(crate) fn leave_in_background(client: Client, names: Arc<LockNames>, owner: 
 }
 
 async fn leave(client: Client, names: Arc<LockNames>, owner: Arc<str>) {
+    if client.inner.heartbeat.is_registered(&names, &owner) {
+        // A new wait of the same owner took the place up again while this leave was on its
+        // way (a `timeout(lock())` in a loop): leaving now would take the new wait's place.
+        return;
+    }
     let left = client
         .inner
         .connections
@@ -159,14 +185,23 @@ impl Heartbeat {
         self.task.ensure_running();
     }
 
-    fn deregister(&self, names: &LockNames, owner: &Arc<str>) {
-        self.task.rounds().places.remove_if_mut(
-            &(names.key.clone(), owner.clone()),
-            |_, (_, wants)| {
+    /// Drops one want of the place; true when it was the last.
+    fn deregister(&self, names: &LockNames, owner: &Arc<str>) -> bool {
+        self.task
+            .rounds()
+            .places
+            .remove_if_mut(&(names.key.clone(), owner.clone()), |_, (_, wants)| {
                 *wants -= 1;
                 *wants == 0
-            },
-        );
+            })
+            .is_some()
+    }
+
+    fn is_registered(&self, names: &LockNames, owner: &Arc<str>) -> bool {
+        self.task
+            .rounds()
+            .places
+            .contains_key(&(names.key.clone(), owner.clone()))
     }
 
     /// How many (lock, owner) places this client keeps (for tests and diagnostics).
@@ -213,12 +248,14 @@ impl Refreshes {
                     .map(|queue| (&**names, queue, &**owner))
             });
             match scripts::refresh_places(&mut conn, self.place_ms, entries).await {
-                Ok(refreshed) => {
+                Ok(found) => {
                     self.connections.report_success();
-                    for ((names, owner), kept) in batch.iter().zip(refreshed) {
-                        if !kept {
-                            // Dropped from the queue (a long outage outlived its deadline),
-                            // or it just took the lock: let it look, and queue again.
+                    for ((names, owner), place) in batch.iter().zip(found) {
+                        // Its turn came and it may not have heard (its pub/sub connection
+                        // is reconnecting), or it was dropped from the queue (an outage
+                        // outlived its deadline) or just took the lock: let it look, and
+                        // take the lock or queue again.
+                        if place != Place::Kept {
                             self.listener.wake_waiters(&names.wait_channel(owner));
                         }
                     }

@@ -177,18 +177,30 @@ pub(crate) async fn force_unlock(
 }
 
 /// `lua/fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
-/// the lock is free. True when it was queued. A plain lock has no queue: nothing to do.
+/// the lock is free. A plain lock has no queue: nothing to do.
 pub(crate) async fn leave_queue(
     mut conn: MultiplexedConnection,
     names: &LockNames,
     owner: &str,
-) -> RedisResult<bool> {
+) -> RedisResult<()> {
     let Some(queue) = &names.queue else {
-        return Ok(false);
+        return Ok(());
     };
     let mut call = fair_call(&FAIR_LEAVE, names, queue);
     call.arg(owner).arg(UNLOCK_MESSAGE);
-    call.invoke_async(&mut conn).await
+    let _was_queued: i64 = call.invoke_async(&mut conn).await?;
+    Ok(())
+}
+
+/// What the heartbeat found of one queued waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Still queued; its deadline was pushed forward.
+    Kept,
+    /// It heads the queue of a free lock: it should take the lock now.
+    TurnCame,
+    /// No longer queued: it took the lock, left, or was dropped as stale.
+    Gone,
 }
 
 /// `lua/renew.lua` over one batch: for each `(key, owner)` whether the owner still held it
@@ -208,19 +220,25 @@ pub(crate) async fn renew<'a>(
 }
 
 /// `lua/fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
-/// owner)` whether the owner was still queued (and its deadline was pushed `place_ms`
-/// ahead).
+/// owner)` what became of its place (a kept place's deadline is pushed `place_ms` ahead).
 pub(crate) async fn refresh_places<'a>(
     conn: &mut MultiplexedConnection,
     place_ms: u64,
     batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)>,
-) -> RedisResult<Vec<bool>> {
+) -> RedisResult<Vec<Place>> {
     let mut call = FAIR_HEARTBEAT.prepare_invoke();
     call.arg(place_ms).arg(UNLOCK_MESSAGE);
     for (names, queue, owner) in batch {
         fair_keys(&mut call, names, queue);
         call.arg(owner);
     }
-    let refreshed: Vec<i64> = call.invoke_async(conn).await?;
-    Ok(refreshed.into_iter().map(|r| r == 1).collect())
+    let places: Vec<i64> = call.invoke_async(conn).await?;
+    Ok(places
+        .into_iter()
+        .map(|place| match place {
+            1 => Place::Kept,
+            2 => Place::TurnCame,
+            _ => Place::Gone,
+        })
+        .collect())
 }

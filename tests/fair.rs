@@ -61,35 +61,89 @@ async fn queue_holder(
     .await
 }
 
-/// A waiter with a client of its own on a runtime of its own: shutting that runtime down
-/// is a crash of its process (its connections close and nothing is cleaned up).
+/// Waiters with a client of their own on a runtime of its own: shutting that runtime down
+/// is a crash of their process (its connections close and nothing is cleaned up).
 struct Doomed {
     runtime: tokio::runtime::Runtime,
-    owner: String,
+    owners: Vec<String>,
 }
 
 async fn doomed_waiter(server: &RedisServer, name: &str, waiter_timeout: Duration) -> Doomed {
+    doomed_waiters(server, name, waiter_timeout, 1).await
+}
+
+/// `count` waiters of one doomed process, queued one after another.
+async fn doomed_waiters(
+    server: &RedisServer,
+    name: &str,
+    waiter_timeout: Duration,
+    count: usize,
+) -> Doomed {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
     let (url, name) = (server.url(), name.to_string());
-    let (owner_tx, owner_rx) = tokio::sync::oneshot::channel();
+    let (owner_tx, mut owner_rx) = tokio::sync::mpsc::unbounded_channel();
     runtime.spawn(async move {
-        let client = Client::builder(url)
+        let client = Client::builder(url.clone())
             .fair_waiter_timeout(waiter_timeout)
             .build()
             .await
             .unwrap();
-        let lock = client.fair_lock(name);
-        let waiter = tokio::spawn(async move { lock.lock().await });
-        let _ = owner_tx.send(format!("{}:{}", client.id(), waiter.id()));
-        let _ = waiter.await;
+        let mut raw = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut waiters = Vec::new();
+        for _ in 0..count {
+            let lock = client.fair_lock(&name);
+            let waiter = tokio::spawn(async move { lock.lock().await });
+            let owner = format!("{}:{}", client.id(), waiter.id());
+            while !fair_queue(&mut raw, &name).await.contains(&owner) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let _ = owner_tx.send(owner);
+            waiters.push(waiter);
+        }
+        for waiter in waiters {
+            let _ = waiter.await;
+        }
     });
-    Doomed {
-        runtime,
-        owner: owner_rx.await.unwrap(),
+    let mut owners = Vec::new();
+    for _ in 0..count {
+        owners.push(owner_rx.recv().await.unwrap());
+    }
+    Doomed { runtime, owners }
+}
+
+impl Doomed {
+    /// Crashes the process, and returns once Redis has seen its connections close (as it
+    /// does the moment a real process dies): no subscriber is left on its channels.
+    async fn crash(self, raw: &MultiplexedConnection, name: &str) -> Vec<String> {
+        self.runtime.shutdown_background();
+        let channels: Vec<String> = self
+            .owners
+            .iter()
+            .map(|owner| format!("redisson_lock__channel:{{{name}}}:{owner}"))
+            .collect();
+        let unheard = settles_to(true, GENEROUS, || {
+            let (mut raw, channels) = (raw.clone(), channels.clone());
+            async move {
+                let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&channels)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                counts.iter().all(|(_, n)| *n == 0)
+            }
+        })
+        .await;
+        assert!(unheard, "the crashed process's connections closed");
+        self.owners
     }
 }
 
@@ -362,15 +416,15 @@ async fn a_crashed_waiter_is_passed_over_at_once_and_dropped_within_the_timeout(
     );
     let holder = holder_client.fair_lock("crash").lock().await.unwrap();
     let doomed = doomed_waiter(&server, "crash", timeout).await;
-    queue_becomes(&raw, "crash", &[doomed.owner.as_str()], GENEROUS).await;
+    queue_becomes(&raw, "crash", &[doomed.owners[0].as_str()], GENEROUS).await;
     let next = queue_holder(&e, &raw, "crash").await;
     let last = queue_holder(&f, &raw, "crash").await;
 
     let crashed = Instant::now();
-    doomed.runtime.shutdown_background();
+    let dead = doomed.crash(&raw, "crash").await;
     // A crash leaves its place behind: nothing ran to take it back.
     let mut conn = raw.clone();
-    assert_eq!(fair_queue(&mut conn, "crash").await[0], doomed.owner);
+    assert_eq!(fair_queue(&mut conn, "crash").await[0], dead[0]);
 
     let released = Instant::now();
     holder.unlock().await.unwrap();
@@ -682,12 +736,6 @@ async fn twenty_consumers_one_crashed_one_gave_up_the_rest_served_in_order() {
         match i {
             CRASHES => {
                 let waiter = doomed_waiter(&server, "consumers", timeout).await;
-                let queued = settles_to(true, GENEROUS, || {
-                    let (mut raw, owner) = (raw.clone(), waiter.owner.clone());
-                    async move { fair_queue(&mut raw, "consumers").await.contains(&owner) }
-                })
-                .await;
-                assert!(queued);
                 doomed = Some(waiter);
             }
             GIVES_UP => {
@@ -712,8 +760,7 @@ async fn twenty_consumers_one_crashed_one_gave_up_the_rest_served_in_order() {
         }
     }
     assert!(gives_up.unwrap().task.await.unwrap().is_none(), "gave up");
-    let doomed = doomed.unwrap();
-    doomed.runtime.shutdown_background();
+    let dead = doomed.unwrap().crash(&raw, "consumers").await;
     let mut conn = raw.clone();
     let queue = fair_queue(&mut conn, "consumers").await;
     assert_eq!(
@@ -721,7 +768,7 @@ async fn twenty_consumers_one_crashed_one_gave_up_the_rest_served_in_order() {
         19,
         "the one that gave up left; the crashed one did not"
     );
-    assert!(queue.contains(&doomed.owner));
+    assert!(queue.contains(&dead[0]));
 
     let released = Instant::now();
     holder.unlock().await.unwrap();
@@ -746,4 +793,118 @@ async fn twenty_consumers_one_crashed_one_gave_up_the_rest_served_in_order() {
         *slowest < Duration::from_millis(250),
         "slowest hand-over {slowest:?}, past the crashed consumer too: {handovers:?}"
     );
+}
+
+#[tokio::test]
+async fn a_crashed_process_with_many_waiters_is_passed_over_at_once() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    let timeout = Duration::from_secs(5);
+    let (holder_client, live_client) = (
+        fair_client(&server, timeout).await,
+        fair_client(&server, timeout).await,
+    );
+    let holder = holder_client.fair_lock("many-dead").lock().await.unwrap();
+    let doomed = doomed_waiters(&server, "many-dead", timeout, 20).await;
+    let live = queue_holder(&live_client, &raw, "many-dead").await;
+    let dead = doomed.crash(&raw, "many-dead").await;
+
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let (acquired, guard) = tokio::time::timeout(GENEROUS, live.task)
+        .await
+        .unwrap()
+        .unwrap();
+    let handover = acquired - released;
+    assert!(
+        handover < Duration::from_millis(500),
+        "20 dead waiters ahead cost {handover:?}"
+    );
+    // They stepped back behind the live waiter, in their order, until their deadlines run out.
+    let mut conn = raw.clone();
+    assert_eq!(fair_queue(&mut conn, "many-dead").await, dead);
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_head_that_never_takes_its_turn_is_passed_over_within_the_timeout() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    let timeout = Duration::from_secs(1);
+    let (holder_client, idle_client, next_client) = (
+        fair_client(&server, timeout).await,
+        fair_client(&server, timeout).await,
+        fair_client(&server, timeout).await,
+    );
+    let holder = holder_client.fair_lock("idle").lock().await.unwrap();
+    // A wait that is queued, and then never polled again while its client lives on: it
+    // hears its turn and does nothing with it.
+    let lock = idle_client.fair_lock("idle");
+    let mut idle = Box::pin(lock.lock());
+    let queued = async {
+        let mut conn = raw.clone();
+        while fair_queue(&mut conn, "idle").await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::select! {
+        _ = &mut idle => panic!("the lock is held"),
+        _ = tokio::time::timeout(GENEROUS, queued) => {}
+    }
+    let next = queue_holder(&next_client, &raw, "idle").await;
+
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let (acquired, guard) = tokio::time::timeout(GENEROUS, next.task)
+        .await
+        .expect("the queue went on past a head that did not take its turn")
+        .unwrap();
+    let stalled = acquired - released;
+    assert!(
+        stalled <= timeout + Duration::from_millis(500),
+        "an idle head held the queue up for {stalled:?}; the bound is {timeout:?}"
+    );
+    guard.unlock().await.unwrap();
+    drop(idle);
+}
+
+#[tokio::test]
+async fn two_waits_of_one_task_share_one_place() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let (holder_client, client, other) = (
+        fair_client(&server, NO_HEARTBEAT).await,
+        fair_client(&server, NO_HEARTBEAT).await,
+        fair_client(&server, NO_HEARTBEAT).await,
+    );
+    let holder = holder_client.fair_lock("two-waits").lock().await.unwrap();
+    let (gave_up_tx, gave_up_rx) = tokio::sync::oneshot::channel();
+    let both = queue_up(&client, &raw, "two-waits", |lock| async move {
+        let (got, ()) = tokio::join!(lock.lock(), async {
+            let gave_up = lock.try_lock_for(Duration::from_millis(300)).await;
+            let _ = gave_up_tx.send(gave_up.unwrap().is_none());
+        });
+        got.unwrap()
+    })
+    .await;
+    let behind = queue_holder(&other, &raw, "two-waits").await;
+
+    assert!(gave_up_rx.await.unwrap(), "the short wait gave up");
+    // The task's other wait still wants its place: it is still at the head.
+    assert_eq!(
+        fair_queue(&mut raw, "two-waits").await,
+        [both.owner.as_str(), behind.owner.as_str()]
+    );
+    holder.unlock().await.unwrap();
+    let guard = tokio::time::timeout(GENEROUS, both.task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!behind.task.is_finished());
+    guard.unlock().await.unwrap();
+    let (_, guard) = tokio::time::timeout(GENEROUS, behind.task)
+        .await
+        .unwrap()
+        .unwrap();
+    guard.unlock().await.unwrap();
 }
