@@ -61,6 +61,28 @@ async fn queue_holder(
     .await
 }
 
+impl<T> Waiter<T> {
+    /// Waits up to `limit` for the waiter's task to finish (for most, to get the lock).
+    async fn finish_within(self, limit: Duration) -> T {
+        tokio::time::timeout(limit, self.task)
+            .await
+            .unwrap_or_else(|_| panic!("{} did not finish within {limit:?}", self.owner))
+            .unwrap()
+    }
+}
+
+/// `N` clients of `server` whose fair waiters keep their places for `waiter_timeout`.
+async fn fair_clients<const N: usize>(
+    server: &RedisServer,
+    waiter_timeout: Duration,
+) -> [Client; N] {
+    let mut clients = Vec::with_capacity(N);
+    for _ in 0..N {
+        clients.push(fair_client(server, waiter_timeout).await);
+    }
+    clients.try_into().expect("N clients")
+}
+
 /// Waiters with a client of their own on a runtime of its own: shutting that runtime down
 /// is a crash of their process (its connections close and nothing is cleaned up).
 struct Doomed {
@@ -163,10 +185,7 @@ async fn waiters_from_several_clients_get_the_lock_in_arrival_order() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
     let timeout = Duration::from_secs(5);
-    let mut clients = Vec::new();
-    for _ in 0..3 {
-        clients.push(fair_client(&server, timeout).await);
-    }
+    let clients: [Client; 3] = fair_clients(&server, timeout).await;
     let holder = clients[0].fair_lock("jobs").lock().await.unwrap();
 
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -201,12 +220,7 @@ async fn waiters_from_several_clients_get_the_lock_in_arrival_order() {
     holder.unlock().await.unwrap();
     let mut acquired = Vec::new();
     for waiter in waiters {
-        acquired.push(
-            tokio::time::timeout(GENEROUS, waiter.task)
-                .await
-                .unwrap()
-                .unwrap(),
-        );
+        acquired.push(waiter.finish_within(GENEROUS).await);
     }
     assert_eq!(*order.lock().unwrap(), (0..9).collect::<Vec<_>>());
     let mut previous = released;
@@ -225,8 +239,7 @@ async fn waiters_from_several_clients_get_the_lock_in_arrival_order() {
 async fn a_release_wakes_the_head_of_the_queue_alone() {
     let server = RedisServer::start();
     let raw = server.raw().await;
-    let holder_client = fair_client(&server, NO_HEARTBEAT).await;
-    let waiters_client = fair_client(&server, NO_HEARTBEAT).await;
+    let [holder_client, waiters_client] = fair_clients(&server, NO_HEARTBEAT).await;
     let holder = holder_client.fair_lock("herd").lock().await.unwrap();
 
     // Each waiter reports when it has the lock, then holds it until told to let go.
@@ -280,11 +293,7 @@ async fn a_release_wakes_the_head_of_the_queue_alone() {
 async fn a_cancelled_waiter_leaves_at_once_and_the_next_gets_the_lock() {
     let server = RedisServer::start();
     let raw = server.raw().await;
-    let (holder_client, a, b) = (
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-    );
+    let [holder_client, a, b] = fair_clients(&server, NO_HEARTBEAT).await;
     let holder = holder_client.fair_lock("cancel").lock().await.unwrap();
     let first = queue_holder(&a, &raw, "cancel").await;
     let second = queue_holder(&b, &raw, "cancel").await;
@@ -319,11 +328,7 @@ async fn a_cancelled_waiter_leaves_at_once_and_the_next_gets_the_lock() {
 async fn a_head_that_leaves_as_the_lock_frees_passes_it_on() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
-    let (holder_client, a, b) = (
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-    );
+    let [holder_client, a, b] = fair_clients(&server, NO_HEARTBEAT).await;
     let holder = holder_client.fair_lock("pass-on").lock().await.unwrap();
     let head = queue_holder(&a, &raw, "pass-on").await;
     let next = queue_holder(&b, &raw, "pass-on").await;
@@ -349,11 +354,7 @@ async fn a_head_that_leaves_as_the_lock_frees_passes_it_on() {
 async fn try_lock_variants_leave_the_queue_and_never_jump_it() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
-    let (holder_client, other, queued) = (
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-    );
+    let [holder_client, other, queued] = fair_clients(&server, NO_HEARTBEAT).await;
     let holder = holder_client.fair_lock("try").lock().await.unwrap();
     let lock = other.fair_lock("try");
 
@@ -409,11 +410,7 @@ async fn a_crashed_waiter_is_passed_over_at_once_and_dropped_within_the_timeout(
     let server = RedisServer::start();
     let raw = server.raw().await;
     let timeout = Duration::from_secs(2);
-    let (holder_client, e, f) = (
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-    );
+    let [holder_client, e, f] = fair_clients(&server, timeout).await;
     let holder = holder_client.fair_lock("crash").lock().await.unwrap();
     let doomed = doomed_waiter(&server, "crash", timeout).await;
     queue_becomes(&raw, "crash", &[doomed.owners[0].as_str()], GENEROUS).await;
@@ -446,10 +443,7 @@ async fn a_crashed_waiter_is_passed_over_at_once_and_dropped_within_the_timeout(
         "dropped {gone_after:?} after the crash; the bound is {timeout:?}"
     );
     guard.unlock().await.unwrap();
-    let (_, guard) = tokio::time::timeout(GENEROUS, last.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, guard) = last.finish_within(GENEROUS).await;
     guard.unlock().await.unwrap();
 }
 
@@ -458,10 +452,7 @@ async fn a_frozen_waiter_holds_the_queue_up_for_at_most_the_waiter_timeout() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
     let timeout = Duration::from_secs(1);
-    let (holder_client, waiter_client) = (
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-    );
+    let [holder_client, waiter_client] = fair_clients(&server, timeout).await;
     let holder = holder_client.fair_lock("frozen").lock().await.unwrap();
 
     // A frozen process: its pub/sub connection is open and subscribed, so it is counted as
@@ -499,10 +490,7 @@ async fn a_frozen_waiter_holds_the_queue_up_for_at_most_the_waiter_timeout() {
 
     let released = Instant::now();
     holder.unlock().await.unwrap();
-    let (acquired, guard) = tokio::time::timeout(GENEROUS, live.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (acquired, guard) = live.finish_within(GENEROUS).await;
     let stalled = acquired - released;
     assert!(
         stalled <= timeout + Duration::from_millis(500),
@@ -518,10 +506,7 @@ async fn a_live_waiter_keeps_its_place_for_many_waiter_timeouts() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
     let timeout = Duration::from_millis(400);
-    let (holder_client, waiter_client) = (
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-    );
+    let [holder_client, waiter_client] = fair_clients(&server, timeout).await;
     let holder = holder_client.fair_lock("patient").lock().await.unwrap();
     let first = queue_holder(&waiter_client, &raw, "patient").await;
     let second = queue_holder(&waiter_client, &raw, "patient").await;
@@ -542,15 +527,9 @@ async fn a_live_waiter_keeps_its_place_for_many_waiter_timeouts() {
     );
 
     holder.unlock().await.unwrap();
-    let (_, guard) = tokio::time::timeout(GENEROUS, first.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, guard) = first.finish_within(GENEROUS).await;
     guard.unlock().await.unwrap();
-    let (_, guard) = tokio::time::timeout(GENEROUS, second.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, guard) = second.finish_within(GENEROUS).await;
     guard.unlock().await.unwrap();
 }
 
@@ -558,10 +537,7 @@ async fn a_live_waiter_keeps_its_place_for_many_waiter_timeouts() {
 async fn a_fair_lock_is_reentrant_without_queueing() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
-    let (client, other) = (
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-    );
+    let [client, other] = fair_clients(&server, NO_HEARTBEAT).await;
     let lock = client.fair_lock("nested");
     let outer = lock.lock().await.unwrap();
     let inner = lock.lock().await.unwrap();
@@ -585,10 +561,7 @@ async fn a_fair_lock_is_reentrant_without_queueing() {
     );
     let released = Instant::now();
     outer.unlock().await.unwrap();
-    let (acquired, guard) = tokio::time::timeout(GENEROUS, waiter.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (acquired, guard) = waiter.finish_within(GENEROUS).await;
     assert!(acquired - released < Duration::from_millis(500));
     guard.unlock().await.unwrap();
 }
@@ -597,20 +570,13 @@ async fn a_fair_lock_is_reentrant_without_queueing() {
 async fn force_unlock_wakes_the_head_of_the_queue() {
     let server = RedisServer::start();
     let raw = server.raw().await;
-    let (holder_client, waiter_client, admin) = (
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-    );
+    let [holder_client, waiter_client, admin] = fair_clients(&server, NO_HEARTBEAT).await;
     let held = holder_client.fair_lock("stuck").lock().await.unwrap();
     let waiter = queue_holder(&waiter_client, &raw, "stuck").await;
 
     let forced = Instant::now();
     assert!(admin.fair_lock("stuck").force_unlock().await.unwrap());
-    let (acquired, guard) = tokio::time::timeout(GENEROUS, waiter.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (acquired, guard) = waiter.finish_within(GENEROUS).await;
     assert!(
         acquired - forced < Duration::from_millis(500),
         "woken by its message"
@@ -627,10 +593,7 @@ async fn force_unlock_wakes_the_head_of_the_queue() {
 async fn waiters_keep_their_order_through_a_killed_pubsub_connection() {
     let server = RedisServer::start();
     let raw = server.raw().await;
-    let (holder_client, waiters) = (
-        fair_client(&server, Duration::from_secs(5)).await,
-        fair_client(&server, Duration::from_secs(5)).await,
-    );
+    let [holder_client, waiters] = fair_clients(&server, Duration::from_secs(5)).await;
     let holder = holder_client.fair_lock("resub").lock().await.unwrap();
     let first = queue_holder(&waiters, &raw, "resub").await;
     let second = queue_holder(&waiters, &raw, "resub").await;
@@ -647,10 +610,7 @@ async fn waiters_keep_their_order_through_a_killed_pubsub_connection() {
         "the second waiter stays behind the first"
     );
     guard.unlock().await.unwrap();
-    let (second_at, guard) = tokio::time::timeout(GENEROUS, second.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (second_at, guard) = second.finish_within(GENEROUS).await;
     assert!(second_at > first_at);
     guard.unlock().await.unwrap();
 }
@@ -659,10 +619,7 @@ async fn waiters_keep_their_order_through_a_killed_pubsub_connection() {
 async fn many_consumers_under_load_are_all_served_in_queue_order() {
     let server = RedisServer::start();
     let raw = server.raw().await;
-    let mut clients = Vec::new();
-    for _ in 0..3 {
-        clients.push(fair_client(&server, Duration::from_secs(5)).await);
-    }
+    let clients: [Client; 3] = fair_clients(&server, Duration::from_secs(5)).await;
     const TASKS: usize = 12;
     const ROUNDS: usize = 6;
     // Each acquisition: who took the lock, how long it waited, and the queue it saw while
@@ -719,10 +676,7 @@ async fn twenty_consumers_one_crashed_one_gave_up_the_rest_served_in_order() {
     let server = RedisServer::start();
     let raw = server.raw().await;
     let timeout = Duration::from_secs(2);
-    let mut clients = Vec::new();
-    for _ in 0..3 {
-        clients.push(fair_client(&server, timeout).await);
-    }
+    let clients: [Client; 3] = fair_clients(&server, timeout).await;
     let holder = clients[0].fair_lock("consumers").lock().await.unwrap();
     const CRASHES: usize = 5;
     const GIVES_UP: usize = 11;
@@ -773,10 +727,7 @@ async fn twenty_consumers_one_crashed_one_gave_up_the_rest_served_in_order() {
     let released = Instant::now();
     holder.unlock().await.unwrap();
     for consumer in consumers {
-        tokio::time::timeout(GENEROUS, consumer.task)
-            .await
-            .unwrap()
-            .unwrap();
+        consumer.finish_within(GENEROUS).await;
     }
     let served = served.lock().unwrap();
     let order: Vec<usize> = served.iter().map(|(i, _)| *i).collect();
@@ -800,10 +751,7 @@ async fn a_crashed_process_with_many_waiters_is_passed_over_at_once() {
     let server = RedisServer::start();
     let raw = server.raw().await;
     let timeout = Duration::from_secs(5);
-    let (holder_client, live_client) = (
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-    );
+    let [holder_client, live_client] = fair_clients(&server, timeout).await;
     let holder = holder_client.fair_lock("many-dead").lock().await.unwrap();
     let doomed = doomed_waiters(&server, "many-dead", timeout, 20).await;
     let live = queue_holder(&live_client, &raw, "many-dead").await;
@@ -811,10 +759,7 @@ async fn a_crashed_process_with_many_waiters_is_passed_over_at_once() {
 
     let released = Instant::now();
     holder.unlock().await.unwrap();
-    let (acquired, guard) = tokio::time::timeout(GENEROUS, live.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (acquired, guard) = live.finish_within(GENEROUS).await;
     let handover = acquired - released;
     assert!(
         handover < Duration::from_millis(500),
@@ -831,11 +776,7 @@ async fn a_head_that_never_takes_its_turn_is_passed_over_within_the_timeout() {
     let server = RedisServer::start();
     let raw = server.raw().await;
     let timeout = Duration::from_secs(1);
-    let (holder_client, idle_client, next_client) = (
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-        fair_client(&server, timeout).await,
-    );
+    let [holder_client, idle_client, next_client] = fair_clients(&server, timeout).await;
     let holder = holder_client.fair_lock("idle").lock().await.unwrap();
     // A wait that is queued, and then never polled again while its client lives on: it
     // hears its turn and does nothing with it.
@@ -872,11 +813,7 @@ async fn a_head_that_never_takes_its_turn_is_passed_over_within_the_timeout() {
 async fn two_waits_of_one_task_share_one_place() {
     let server = RedisServer::start();
     let mut raw = server.raw().await;
-    let (holder_client, client, other) = (
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-        fair_client(&server, NO_HEARTBEAT).await,
-    );
+    let [holder_client, client, other] = fair_clients(&server, NO_HEARTBEAT).await;
     let holder = holder_client.fair_lock("two-waits").lock().await.unwrap();
     let (gave_up_tx, gave_up_rx) = tokio::sync::oneshot::channel();
     let both = queue_up(&client, &raw, "two-waits", |lock| async move {
@@ -896,15 +833,9 @@ async fn two_waits_of_one_task_share_one_place() {
         [both.owner.as_str(), behind.owner.as_str()]
     );
     holder.unlock().await.unwrap();
-    let guard = tokio::time::timeout(GENEROUS, both.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let guard = both.finish_within(GENEROUS).await;
     assert!(!behind.task.is_finished());
     guard.unlock().await.unwrap();
-    let (_, guard) = tokio::time::timeout(GENEROUS, behind.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, guard) = behind.finish_within(GENEROUS).await;
     guard.unlock().await.unwrap();
 }
