@@ -839,3 +839,48 @@ async fn two_waits_of_one_task_share_one_place() {
     let (_, guard) = behind.finish_within(GENEROUS).await;
     guard.unlock().await.unwrap();
 }
+
+#[tokio::test]
+async fn fair_calls_on_a_frozen_server_end_in_bounded_time() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    let holder_client = fair_client(&server, Duration::from_secs(5)).await;
+    // Each try on a frozen server costs at most a reconnect and a reply: 0.8 s.
+    let client = Client::builder(server.url())
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_millis(300))
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .await
+        .unwrap();
+    let holder = holder_client.fair_lock("ice").lock().await.unwrap();
+    let waiter = queue_up(&client, &raw, "ice", |lock| async move {
+        lock.try_lock_for(Duration::from_secs(2)).await
+    })
+    .await;
+
+    // Frozen while a waiter is queued: its wait still ends, by its own bound.
+    server.freeze();
+    let frozen = Instant::now();
+    let outcome = waiter.finish_within(Duration::from_secs(10)).await;
+    assert!(
+        matches!(&outcome, Ok(None)) || outcome.as_ref().is_err_and(|e| e.is_connection_error()),
+        "{outcome:?}"
+    );
+    assert!(
+        frozen.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        frozen.elapsed()
+    );
+
+    // A new waiting call on the frozen server fails within its retries.
+    let started = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(10), client.fair_lock("ice").lock())
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert!(err.is_connection_error(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    server.thaw();
+    drop(holder);
+}
