@@ -30,7 +30,7 @@ use crate::scripts::AcquireCall;
 const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
 
 /// What one run of the acquire script found.
-enum Attempt {
+pub(crate) enum Attempt {
     Acquired(LockGuard),
     /// Not taken; try again within this long at the latest (`None`: no bound known).
     RetryWithin(Option<Duration>),
@@ -168,7 +168,7 @@ async fn sleep_within(pause: Duration, deadline: Option<Instant>) -> bool {
 /// # Cancel safety
 /// The script call finishes even if this future is dropped; a lock it took for a caller who
 /// left is released again at once, and a place it took in the queue is left.
-async fn attempt(
+pub(crate) async fn attempt(
     client: &Client,
     names: &Arc<LockNames>,
     owner: &Arc<str>,

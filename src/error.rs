@@ -21,6 +21,8 @@ pub enum LostReason {
     Released,
     /// The watchdog could not reach Redis before the lease ran out.
     ConnectionLost,
+    /// Fewer than a quorum of a [`RedLock`](crate::RedLock)'s nodes still hold it.
+    QuorumLost,
 }
 
 impl fmt::Display for LostReason {
@@ -29,6 +31,7 @@ impl fmt::Display for LostReason {
             LostReason::Expired => "the lease expired before it was renewed",
             LostReason::Released => "the lock was released by someone else",
             LostReason::ConnectionLost => "Redis could not be reached to renew the lease",
+            LostReason::QuorumLost => "fewer than a quorum of the RedLock's nodes still hold it",
         })
     }
 }
@@ -61,6 +64,20 @@ pub enum Error {
     /// No connection could be taken from, or made by, the connection pool.
     #[error("connection pool error: {0}")]
     Pool(String),
+
+    /// Too few of a lock group's nodes could be reached to take the lock: a
+    /// [`RedLock`](crate::RedLock) needs a majority, a [`MultiLock`](crate::MultiLock) all.
+    #[error("{reachable} of {total} nodes reachable, {needed} needed: {last_error}")]
+    QuorumUnreachable {
+        /// Nodes that answered in the last attempt.
+        reachable: usize,
+        /// Nodes the lock must be held on.
+        needed: usize,
+        /// Nodes in the group.
+        total: usize,
+        /// What the last unreachable node failed with.
+        last_error: String,
+    },
 
     /// An operation did not complete within its time bound.
     #[error("timed out after {after:?} while {during}")]
@@ -97,7 +114,7 @@ impl Error {
     pub fn is_connection_error(&self) -> bool {
         match self {
             Error::Redis(e) => crate::connection::is_transient(e),
-            Error::Pool(_) | Error::Timeout { .. } => true,
+            Error::Pool(_) | Error::Timeout { .. } | Error::QuorumUnreachable { .. } => true,
             _ => false,
         }
     }

@@ -94,6 +94,11 @@ impl LockGuard {
         self.state().hold.lost_reason().is_some()
     }
 
+    /// Why the lock is lost, if it is.
+    pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        self.state().hold.lost_reason()
+    }
+
     /// Resolves when the lock is lost, with the reason: at the latest when
     /// [`valid_until`](LockGuard::valid_until) passes, and as soon as a renewal finds the
     /// lock gone. Never resolves for a lock that stays held.

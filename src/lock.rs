@@ -132,6 +132,11 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
+    /// The client and names a call on this lock uses; an invalid name is the error.
+    pub(crate) fn parts(&self) -> Result<(&Client, &Arc<LockNames>)> {
+        Ok((&self.client, self.names()?))
+    }
+
     fn watchdog_lease(&self) -> Lease {
         Lease::Watchdog(self.client.inner.watchdog.lease_ms())
     }

@@ -1,0 +1,256 @@
+//! [`GroupGuard`]: a lock held on a quorum of nodes ([`RedLock`](crate::RedLock)) or on all
+//! of a group's locks ([`MultiLock`](crate::MultiLock)).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::{join_all, select_all};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::detach::FinishOnDrop;
+use crate::error::{Error, LostReason, Result};
+use crate::guard::LockGuard;
+
+/// Proof that a lock group is held: one [`LockGuard`] per node (or lock) that took it.
+///
+/// The group is held while at least its quorum of those holds is: a majority of the nodes
+/// for a [`RedLock`](crate::RedLock), every lock for a [`MultiLock`](crate::MultiLock).
+/// Each hold is renewed by its own client's watchdog (or runs out with its fixed lease);
+/// [`lost`](GroupGuard::lost) resolves once fewer than the quorum remain.
+///
+/// Release it with [`unlock`](GroupGuard::unlock); dropping it releases every hold in the
+/// background.
+#[must_use = "if unused the lock is released immediately"]
+#[clippy::has_significant_drop]
+pub struct GroupGuard {
+    state: Arc<GroupState>,
+}
+
+struct GroupState {
+    /// The group's first lock name, for errors and logs.
+    name: String,
+    owner: Arc<str>,
+    quorum: usize,
+    /// Nodes (or locks) in the group.
+    total: usize,
+    holds: Mutex<Vec<LockGuard>>,
+    /// Set when the guard is released: a hold that arrives later releases itself.
+    released: AtomicBool,
+    /// Told when a hold joins, so that `lost()` counts it.
+    joined: Notify,
+}
+
+impl std::fmt::Debug for GroupGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupGuard")
+            .field("name", &self.state.name)
+            .field("owner", &self.state.owner)
+            .field("held_on", &self.held_on())
+            .field("quorum", &self.state.quorum)
+            .field("total", &self.state.total)
+            .finish()
+    }
+}
+
+impl GroupGuard {
+    pub(crate) fn new(
+        name: &str,
+        owner: Arc<str>,
+        quorum: usize,
+        total: usize,
+        holds: Vec<LockGuard>,
+    ) -> Self {
+        GroupGuard {
+            state: Arc::new(GroupState {
+                name: name.to_string(),
+                owner,
+                quorum,
+                total,
+                holds: Mutex::new(holds),
+                released: AtomicBool::new(false),
+                joined: Notify::new(),
+            }),
+        }
+    }
+
+    /// A handle through which a node's late answer can join the guard.
+    pub(crate) fn joiner(&self) -> Joiner {
+        Joiner {
+            state: Arc::downgrade(&self.state),
+        }
+    }
+
+    /// The hash field held on every node: `<client-uuid>:<task-id>`, with the first
+    /// lock's client id.
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+
+    /// On how many nodes (or locks) the group is held now, lost holds left out.
+    pub fn held_on(&self) -> usize {
+        self.state.live_holds()
+    }
+
+    /// The instant until which the group is certainly held, on this process's monotonic
+    /// clock: the quorum-th latest validity deadline of its holds (for a `MultiLock`, the
+    /// earliest). Each hold's deadline is the start of its last confirmed acquire or renewal
+    /// plus its lease, minus 1 % of the lease and 2 ms for clock drift.
+    pub fn valid_until(&self) -> std::time::Instant {
+        self.state.valid_until().into_std()
+    }
+
+    /// Whether fewer than the quorum of holds remain.
+    pub fn is_lost(&self) -> bool {
+        self.state.live_holds() < self.state.quorum
+    }
+
+    /// Resolves once fewer than the quorum of holds remain: [`LostReason::QuorumLost`] for a
+    /// `RedLock`; for a `MultiLock`, the reason its first lost lock gave. Never resolves
+    /// for a group that stays held or was released.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes.
+    pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        let state = self.state.clone();
+        async move { state.lost().await }
+    }
+
+    /// Releases the group on every node at once. A minority of nodes that cannot be
+    /// reached does not fail an unlock that a quorum confirmed: each is logged with
+    /// `warn!`, and its hold expires with its lease.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`](crate::Error::LockLost) when the group was lost before this call
+    /// (no other owner's lock is touched); the error of a node when fewer than the quorum
+    /// confirmed the release.
+    ///
+    /// # Cancel safety
+    /// The release runs to completion in the background if this future is dropped.
+    pub async fn unlock(self) -> Result<()> {
+        let state = self.state.clone();
+        FinishOnDrop::new(async move { state.unlock().await }, |_| {}).await
+    }
+}
+
+impl GroupState {
+    fn live_holds(&self) -> usize {
+        let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        holds.iter().filter(|hold| !hold.is_lost()).count()
+    }
+
+    fn valid_until(&self) -> Instant {
+        let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut deadlines: Vec<Instant> = holds
+            .iter()
+            .filter(|hold| !hold.is_lost())
+            .map(|hold| Instant::from_std(hold.valid_until()))
+            .collect();
+        deadlines.sort_unstable_by(|a, b| b.cmp(a));
+        match deadlines.get(self.quorum - 1) {
+            Some(deadline) => *deadline,
+            None => Instant::now(),
+        }
+    }
+
+    async fn lost(&self) -> LostReason {
+        type Lost = Pin<Box<dyn Future<Output = LostReason> + Send>>;
+        loop {
+            let joined = self.joined.notified();
+            tokio::pin!(joined);
+            joined.as_mut().enable();
+            let (live, first_reason): (Vec<Lost>, Option<LostReason>) = {
+                let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+                let live = holds
+                    .iter()
+                    .filter(|hold| !hold.is_lost())
+                    .map(|hold| Box::pin(hold.lost()) as Lost)
+                    .collect();
+                let first_reason = holds.iter().find_map(LockGuard::lost_reason);
+                (live, first_reason)
+            };
+            if self.released.load(Ordering::Acquire) {
+                std::future::pending::<()>().await;
+            }
+            if live.len() < self.quorum {
+                return match first_reason {
+                    Some(reason) if self.quorum == self.total => reason,
+                    _ => LostReason::QuorumLost,
+                };
+            }
+            tokio::select! {
+                _ = select_all(live) => {}
+                _ = joined => {}
+            }
+        }
+    }
+
+    async fn unlock(&self) -> Result<()> {
+        let was_lost = self.live_holds() < self.quorum;
+        let expired_at = self.valid_until();
+        let holds = self.take_holds();
+        let outcomes = join_all(holds.into_iter().map(LockGuard::unlock)).await;
+        let confirmed = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+        if !was_lost && confirmed >= self.quorum {
+            for e in outcomes.iter().filter_map(|outcome| outcome.as_ref().err()) {
+                tracing::warn!(lock = %self.name, error = %e, "a node did not confirm the release; its hold expires with its lease");
+            }
+            return Ok(());
+        }
+        let lost = outcomes
+            .iter()
+            .filter_map(|outcome| outcome.as_ref().err())
+            .find_map(Error::lost_reason);
+        if was_lost || lost.is_some() {
+            let reason = match lost {
+                Some(reason) if self.quorum == self.total => reason,
+                _ => LostReason::QuorumLost,
+            };
+            let expired_ago = Instant::now().checked_duration_since(expired_at);
+            return Err(Error::LockLost {
+                name: self.name.clone(),
+                reason,
+                expired_ago: expired_ago.filter(|ago| *ago > Duration::ZERO),
+            });
+        }
+        let failed = outcomes.into_iter().find_map(|outcome| outcome.err());
+        Err(failed.expect("fewer confirmations than holds means a failure"))
+    }
+
+    fn take_holds(&self) -> Vec<LockGuard> {
+        let mut holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        self.released.store(true, Ordering::Release);
+        std::mem::take(&mut *holds)
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        // Each hold releases itself in the background as it drops.
+        drop(self.state.take_holds());
+    }
+}
+
+/// Where a node's answer that came after the quorum goes: into the guard while it is held,
+/// released at once otherwise.
+pub(crate) struct Joiner {
+    state: std::sync::Weak<GroupState>,
+}
+
+impl Joiner {
+    pub(crate) fn join(&self, hold: LockGuard) {
+        let Some(state) = self.state.upgrade() else {
+            return; // the guard is gone: dropping the hold releases it
+        };
+        let mut holds = state.holds.lock().unwrap_or_else(|p| p.into_inner());
+        if state.released.load(Ordering::Acquire) {
+            return;
+        }
+        holds.push(hold);
+        drop(holds);
+        state.joined.notify_waiters();
+    }
+}

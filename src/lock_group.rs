@@ -1,0 +1,437 @@
+//! [`LockGroup`]: one lock taken on several nodes, or several locks taken together, held
+//! while a quorum of them is: [`RedLock`](crate::RedLock) needs a majority of independent
+//! masters, [`MultiLock`](crate::MultiLock) every lock.
+//!
+//! Each node is asked with the reentrant lock's own acquire attempt (its script, its hold
+//! in that client's registry, renewal by that client's watchdog, and its undo when an
+//! answer comes after the caller left), all at once and with one owner field, so that a
+//! re-entry is a re-entry on every node.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{join_all, select_all};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use rand::Rng;
+use tokio::time::Instant;
+use tracing::instrument;
+
+use crate::acquire::{attempt, Attempt};
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::group_guard::GroupGuard;
+use crate::guard::LockGuard;
+use crate::hold::Lease;
+use crate::lock::RLock;
+use crate::names::LockNames;
+use crate::owner::current_owner_field;
+use crate::pubsub::Subscription;
+use crate::validate;
+
+/// How long one node may take to answer an acquire before it counts as failed, unless set
+/// with [`LockGroup::with_node_timeout`]: small next to any lease, large next to a round
+/// trip to a healthy node.
+const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The longest random pause before retrying after a split vote (some nodes granted the
+/// lock, too few): competing groups that split the nodes between them then retry at
+/// different moments instead of splitting again.
+const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
+
+/// How long to wait between rounds when no holder's TTL bounds the wait (nodes are down).
+const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+
+/// How many of a group's locks must be held for the group to be held. Sealed: the policies
+/// are [`Majority`](crate::Majority) and [`All`](crate::All).
+pub trait GroupPolicy: sealed::Sealed + Send + Sync + 'static {}
+
+pub(crate) mod sealed {
+    pub trait Sealed {
+        /// The type name shown by `Debug`.
+        const TYPE_NAME: &'static str;
+        /// How many of `total` locks make the group held.
+        fn quorum(total: usize) -> usize;
+    }
+}
+
+/// Several [`RLock`]s taken as one: use it as [`RedLock`](crate::RedLock) or
+/// [`MultiLock`](crate::MultiLock).
+///
+/// The same owner field (`<client-uuid>:<task-id>`, with the first lock's client id) and
+/// the same lease go to every lock, all at once. The group is acquired as soon as its
+/// quorum of locks is, and only if time is left of the lease once the drift allowance is
+/// taken off; otherwise whatever was taken is released on every lock and the call waits
+/// for an unlock message from any of them (bounded by the holders' TTLs and the caller's
+/// wait), then tries again. A lock that answers after the quorum joins the guard.
+pub struct LockGroup<P: GroupPolicy> {
+    locks: Arc<[RLock]>,
+    node_timeout: Duration,
+    policy: PhantomData<fn() -> P>,
+}
+
+impl<P: GroupPolicy> Clone for LockGroup<P> {
+    fn clone(&self) -> Self {
+        LockGroup {
+            locks: self.locks.clone(),
+            node_timeout: self.node_timeout,
+            policy: PhantomData,
+        }
+    }
+}
+
+impl<P: GroupPolicy> std::fmt::Debug for LockGroup<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(P::TYPE_NAME)
+            .field("locks", &self.locks)
+            .field("quorum", &self.quorum())
+            .field("node_timeout", &self.node_timeout)
+            .finish()
+    }
+}
+
+/// What one round of attempts on every lock came to.
+enum Round {
+    Acquired(GroupGuard),
+    /// Held elsewhere: try again within this long at the latest. `split` when some locks
+    /// were granted, but too few.
+    Busy {
+        retry_within: Option<Duration>,
+        split: bool,
+    },
+    /// Too many locks could not be reached.
+    Unreachable(Error),
+}
+
+impl<P: GroupPolicy> LockGroup<P> {
+    pub(crate) fn from_locks(locks: Vec<RLock>) -> Self {
+        LockGroup {
+            locks: locks.into(),
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            policy: PhantomData,
+        }
+    }
+
+    /// How long one lock's node may take to answer an acquire before it counts as failed
+    /// (its answer, if it comes later, is undone). Keep it small next to the lease: the
+    /// time to reach the quorum is taken off the lock's validity.
+    ///
+    /// Default: 100 ms.
+    #[must_use]
+    pub fn with_node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// The locks of the group, in the order given.
+    pub fn locks(&self) -> &[RLock] {
+        &self.locks
+    }
+
+    /// How many of the locks must be held for the group to be held.
+    pub fn quorum(&self) -> usize {
+        P::quorum(self.locks.len())
+    }
+
+    /// Takes the group, waiting as long as it takes; each lock's client's watchdog keeps
+    /// its hold alive.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty group, an
+    /// empty lock name or a zero node timeout (nothing is sent);
+    /// [`Error::QuorumUnreachable`](crate::Error::QuorumUnreachable) when too many nodes
+    /// cannot be reached in `retry_attempts` rounds in a row (the first lock's client's
+    /// setting); [`Error::Timeout`](crate::Error::Timeout) when no unlock subscription could
+    /// be made.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call leaves no subscription, and every hold it took, or that
+    /// an answer still on its way takes, is released.
+    #[instrument(level = "debug", skip(self), fields(lock = %self.first_name()))]
+    pub async fn lock(&self) -> Result<GroupGuard> {
+        let guard = self.acquire(None, None).await?;
+        Ok(guard.expect("an unbounded wait ends with the lock or an error"))
+    }
+
+    /// Takes the group with a fixed lease on every lock, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// As [`lock`](LockGroup::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for a lease under 1 ms or over ten years.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](LockGroup::lock).
+    #[instrument(level = "debug", skip(self), fields(lock = %self.first_name()))]
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<GroupGuard> {
+        let lease = validate::lease_millis("lease", lease)?;
+        let guard = self.acquire(Some(lease), None).await?;
+        Ok(guard.expect("an unbounded wait ends with the lock or an error"))
+    }
+
+    /// One round, no waiting: `Ok(None)` when the group is held elsewhere.
+    ///
+    /// # Errors
+    /// As [`lock`](LockGroup::lock), after one round.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](LockGroup::lock).
+    #[instrument(level = "debug", skip(self), fields(lock = %self.first_name()))]
+    pub async fn try_lock(&self) -> Result<Option<GroupGuard>> {
+        self.acquire(None, Some(Duration::ZERO)).await
+    }
+
+    /// Waits up to `wait` for the group: `Ok(None)` if it stayed held elsewhere that long.
+    ///
+    /// # Errors
+    /// As [`lock`](LockGroup::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](LockGroup::lock).
+    #[instrument(level = "debug", skip(self), fields(lock = %self.first_name()))]
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<GroupGuard>> {
+        self.acquire(None, Some(wait)).await
+    }
+
+    /// Waits up to `wait` for the group and takes it with a fixed `lease` on every lock.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](LockGroup::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](LockGroup::lock).
+    #[instrument(level = "debug", skip(self), fields(lock = %self.first_name()))]
+    pub async fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<GroupGuard>> {
+        let lease = validate::lease_millis("lease", lease)?;
+        self.acquire(Some(lease), Some(wait)).await
+    }
+
+    fn first_name(&self) -> &str {
+        self.locks.first().map_or("", |lock| lock.name())
+    }
+
+    /// The client and names of every lock, checked before anything is sent.
+    fn nodes(&self) -> Result<Vec<(Client, Arc<LockNames>)>> {
+        if self.locks.is_empty() {
+            return Err(Error::invalid("a lock group needs at least one lock"));
+        }
+        validate::positive("node_timeout", self.node_timeout)?;
+        self.locks
+            .iter()
+            .map(|lock| {
+                let (client, names) = lock.parts()?;
+                Ok((client.clone(), names.clone()))
+            })
+            .collect()
+    }
+
+    async fn acquire(
+        &self,
+        fixed_lease_ms: Option<u64>,
+        wait: Option<Duration>,
+    ) -> Result<Option<GroupGuard>> {
+        let nodes = self.nodes()?;
+        let first = nodes[0].0.clone();
+        let owner = current_owner_field(&first.inner.id_text);
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+        let retry_attempts = first.inner.connections.retry_attempts();
+        let mut unreachable_rounds = 0;
+        let mut subscriptions: Option<Vec<Subscription>> = None;
+        loop {
+            let round = self.round(&nodes, &owner, fixed_lease_ms).await;
+            let (retry_within, split) = match round {
+                Round::Acquired(guard) => {
+                    subscriptions
+                        .iter_mut()
+                        .flatten()
+                        .for_each(Subscription::wakeup_used);
+                    return Ok(Some(guard));
+                }
+                Round::Busy {
+                    retry_within,
+                    split,
+                } => {
+                    unreachable_rounds = 0;
+                    (retry_within, split)
+                }
+                Round::Unreachable(e) => {
+                    unreachable_rounds += 1;
+                    if unreachable_rounds >= retry_attempts || remaining(deadline).is_zero() {
+                        return Err(e);
+                    }
+                    (Some(first.inner.connections.backoff()), false)
+                }
+            };
+            subscriptions
+                .iter_mut()
+                .flatten()
+                .for_each(Subscription::wakeup_used);
+            if remaining(deadline).is_zero() {
+                return Ok(None);
+            }
+            let Some(subscriptions) = subscriptions.as_mut() else {
+                let limit = self.node_timeout.min(remaining(deadline));
+                subscriptions = Some(subscribe_all(&nodes, &owner, limit).await);
+                // Try again now that unlocks are heard.
+                continue;
+            };
+            let bound = retry_within
+                .unwrap_or(NO_TTL_RECHECK)
+                .max(Duration::from_millis(1))
+                .min(remaining(deadline));
+            wait_for_any(subscriptions, bound).await;
+            if split {
+                let jitter = rand::rng().random_range(Duration::ZERO..=MAX_SPLIT_JITTER);
+                tokio::time::sleep(jitter.min(remaining(deadline))).await;
+            }
+        }
+    }
+
+    /// Asks every lock at once and stops as soon as the outcome is decided.
+    async fn round(
+        &self,
+        nodes: &[(Client, Arc<LockNames>)],
+        owner: &Arc<str>,
+        fixed_lease_ms: Option<u64>,
+    ) -> Round {
+        let total = nodes.len();
+        let quorum = P::quorum(total);
+        let node_timeout = self.node_timeout;
+        let mut pending: FuturesUnordered<_> = nodes
+            .iter()
+            .map(|(client, names)| {
+                let (client, names, owner) = (client.clone(), names.clone(), owner.clone());
+                let lease = match fixed_lease_ms {
+                    Some(ms) => Lease::Fixed(ms),
+                    None => Lease::Watchdog(client.inner.watchdog.lease_ms()),
+                };
+                async move {
+                    // A node that does not answer in time is dropped from this round; the
+                    // attempt finishes in the background and undoes what it took.
+                    let asked = attempt(&client, &names, &owner, lease, false);
+                    match tokio::time::timeout(node_timeout, asked).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(Error::Timeout {
+                            during: "a node's acquire",
+                            after: node_timeout,
+                        }),
+                    }
+                }
+            })
+            .collect();
+        let mut held = Vec::with_capacity(total);
+        let (mut busy, mut unreachable) = (0, 0);
+        let mut retry_within: Option<Duration> = None;
+        let mut last_error = None;
+        while let Some(outcome) = pending.next().await {
+            match outcome {
+                Ok(Attempt::Acquired(guard)) => held.push(guard),
+                Ok(Attempt::RetryWithin(bound)) => {
+                    busy += 1;
+                    retry_within = match (retry_within, bound) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a node of the group failed to answer");
+                    unreachable += 1;
+                    last_error = Some(e);
+                }
+            }
+            if held.len() >= quorum || busy + unreachable > total - quorum {
+                break;
+            }
+        }
+        if held.len() >= quorum {
+            let guard = GroupGuard::new(self.first_name(), owner.clone(), quorum, total, held);
+            if guard.valid_until() <= std::time::Instant::now() {
+                // Reaching the quorum took the whole lease: no time is left to use it.
+                tracing::debug!(lock = %self.first_name(), "quorum reached too late");
+                return Round::Busy {
+                    retry_within: None,
+                    split: true,
+                };
+            }
+            if !pending.is_empty() {
+                // Late answers join the guard, keeping the lock on every node that can.
+                let joiner = guard.joiner();
+                tokio::spawn(async move {
+                    while let Some(outcome) = pending.next().await {
+                        if let Ok(Attempt::Acquired(hold)) = outcome {
+                            joiner.join(hold);
+                        }
+                    }
+                });
+            }
+            return Round::Acquired(guard);
+        }
+        // Not acquired: the attempts still out are dropped, and each undoes what it took
+        // when its answer comes; what was taken is released on every node at once, and
+        // awaited, so that a waiting group never sits on part of what it wants. (A release
+        // that fails leaves that hold to expire with its lease.)
+        let split = !held.is_empty();
+        drop(pending);
+        join_all(held.into_iter().map(LockGuard::unlock)).await;
+        if unreachable > total - quorum {
+            let last_error = last_error.map_or_else(String::new, |e| e.to_string());
+            return Round::Unreachable(Error::QuorumUnreachable {
+                reachable: total - unreachable,
+                needed: quorum,
+                total,
+                last_error,
+            });
+        }
+        Round::Busy {
+            retry_within,
+            split,
+        }
+    }
+}
+
+fn remaining(deadline: Option<Instant>) -> Duration {
+    match deadline {
+        Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+        None => Duration::MAX,
+    }
+}
+
+/// Subscribes to every lock's unlock channel at once, each bounded like a node's acquire:
+/// a node that cannot confirm a subscription in that time (it is down or frozen) could not
+/// announce an unlock either, and the waits stay bounded by the holders' TTLs.
+async fn subscribe_all(
+    nodes: &[(Client, Arc<LockNames>)],
+    owner: &str,
+    limit: Duration,
+) -> Vec<Subscription> {
+    let subscribing = nodes.iter().map(|(client, names)| {
+        let limit = client.inner.settings.subscribe_timeout.min(limit);
+        let channel = names.wait_channel(owner);
+        async move { client.inner.listener.subscribe(&channel, limit).await }
+    });
+    join_all(subscribing)
+        .await
+        .into_iter()
+        .filter_map(|outcome| {
+            if let Err(e) = &outcome {
+                tracing::debug!(error = %e, "a node of the group cannot announce unlocks");
+            }
+            outcome.ok()
+        })
+        .collect()
+}
+
+/// Waits for an unlock message from any node, at most `bound`.
+async fn wait_for_any(subscriptions: &mut [Subscription], bound: Duration) {
+    if subscriptions.is_empty() {
+        tokio::time::sleep(bound).await;
+        return;
+    }
+    let waits = subscriptions
+        .iter_mut()
+        .map(|subscription| Box::pin(subscription.wait(bound)));
+    select_all(waits).await;
+}

@@ -1,0 +1,371 @@
+//! RedLock over five independent masters, and MultiLock: exclusion, a minority of nodes
+//! killed, frozen or restarted empty, a majority down, the watchdog, the quorum lost,
+//! reentrancy, waking on unlock, and all-or-nothing rollback.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis_rlock::{Client, LostReason, MultiLock, RedLock};
+use support::{client_with_watchdog, lock_hash, pttl, settles_to, RedisGroup, RedisServer};
+
+const GENEROUS: Duration = Duration::from_secs(5);
+/// Per-node timeout for tests that are not about it: roomy on a loaded 2-core machine.
+const NODE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// One client per master.
+async fn clients(group: &RedisGroup, watchdog: Duration) -> Vec<Client> {
+    let mut clients = Vec::new();
+    for server in &group.servers {
+        clients.push(client_with_watchdog(server, watchdog).await);
+    }
+    clients
+}
+
+fn redlock(clients: &[Client], name: &str) -> RedLock {
+    RedLock::new(clients.iter().map(|c| c.lock(name)).collect()).with_node_timeout(NODE_TIMEOUT)
+}
+
+/// Whether each server holds `key`, read until it settles to `expected` (background
+/// releases land shortly after the call that started them).
+async fn held_on(group: &RedisGroup, key: &str, expected: &[bool]) -> Vec<bool> {
+    let mut held = Vec::new();
+    for (server, expected) in group.servers.iter().zip(expected) {
+        if !server.is_running() {
+            held.push(*expected);
+            continue;
+        }
+        let raw = server.raw().await;
+        let exists = settles_to(*expected, GENEROUS, || {
+            let mut raw = raw.clone();
+            async move {
+                redis::cmd("EXISTS")
+                    .arg(key)
+                    .query_async::<i64>(&mut raw)
+                    .await
+                    .unwrap()
+                    == 1
+            }
+        })
+        .await;
+        held.push(exists);
+    }
+    held
+}
+
+#[tokio::test]
+async fn two_redlock_groups_exclude_each_other_and_release_everywhere() {
+    let group = RedisGroup::start(5);
+    let (a, b) = (
+        clients(&group, Duration::from_secs(30)).await,
+        clients(&group, Duration::from_secs(30)).await,
+    );
+    let (first, second) = (redlock(&a, "shared"), redlock(&b, "shared"));
+    assert_eq!(first.quorum(), 3);
+
+    let guard = first.lock().await.unwrap();
+    assert_eq!(held_on(&group, "shared", &[true; 5]).await, [true; 5]);
+    assert_eq!(guard.held_on(), 5);
+    // The same owner field on every master.
+    for server in &group.servers {
+        let hash = lock_hash(&mut server.raw().await, "shared").await;
+        assert_eq!(hash.get(guard.owner()), Some(&1), "{hash:?}");
+    }
+    assert!(second.try_lock().await.unwrap().is_none());
+    assert!(second
+        .try_lock_for(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+
+    guard.unlock().await.unwrap();
+    assert_eq!(held_on(&group, "shared", &[false; 5]).await, [false; 5]);
+    let guard = second.lock().await.unwrap();
+    assert!(first.try_lock().await.unwrap().is_none());
+    guard.unlock().await.unwrap();
+    assert_eq!(held_on(&group, "shared", &[false; 5]).await, [false; 5]);
+}
+
+#[tokio::test]
+async fn a_waiting_group_is_woken_by_the_unlock() {
+    let group = RedisGroup::start(5);
+    let (a, b) = (
+        clients(&group, Duration::from_secs(30)).await,
+        clients(&group, Duration::from_secs(30)).await,
+    );
+    let held = redlock(&a, "wake").lock().await.unwrap();
+    let waiting = redlock(&b, "wake");
+    let waiter = tokio::spawn(async move {
+        let guard = waiting.lock().await.unwrap();
+        (Instant::now(), guard)
+    });
+    let subscribed = settles_to(true, GENEROUS, || {
+        let b = b.clone();
+        async move { b.iter().all(|c| c.subscribed_channel_count() == 1) }
+    })
+    .await;
+    assert!(subscribed);
+
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (acquired, guard) = tokio::time::timeout(GENEROUS, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    // The lease is 30 s: only the unlock messages explain this.
+    assert!(acquired - released < Duration::from_millis(500));
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_two_masters_killed_the_lock_is_still_acquired() {
+    let mut group = RedisGroup::start(5);
+    let (a, b) = (
+        clients(&group, Duration::from_secs(30)).await,
+        clients(&group, Duration::from_secs(30)).await,
+    );
+    group.servers[0].kill();
+    group.servers[3].kill();
+    let guard = redlock(&a, "two-down").lock().await.unwrap();
+    assert_eq!(guard.held_on(), 3);
+    assert!(redlock(&b, "two-down").try_lock().await.unwrap().is_none());
+    // Two masters cannot confirm the release; the majority did.
+    guard.unlock().await.unwrap();
+    let expected = [false; 5];
+    assert_eq!(held_on(&group, "two-down", &expected).await, expected);
+}
+
+#[tokio::test]
+async fn a_frozen_master_does_not_stall_acquisition() {
+    let group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(30)).await;
+    let lock = redlock(&a, "frozen").with_node_timeout(Duration::from_millis(300));
+    group.servers[2].freeze();
+    let started = Instant::now();
+    let guard = lock.lock().await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(300),
+        "acquired in {took:?}: a majority answered without the frozen master"
+    );
+    assert!(guard.held_on() >= 3);
+    // The fourth live master's answer, if it came after the quorum, joins the guard.
+    let joined = settles_to(4, GENEROUS, || async { guard.held_on() }).await;
+    assert_eq!(joined, 4);
+    guard.unlock().await.unwrap();
+    group.servers[2].thaw();
+}
+
+#[tokio::test]
+async fn with_three_masters_down_acquisition_fails_in_bounded_time_and_leaves_nothing() {
+    let mut group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(30)).await;
+    for i in [0, 2, 4] {
+        group.servers[i].kill();
+    }
+    let started = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(10), redlock(&a, "majority-down").lock())
+        .await
+        .expect("bounded")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            redis_rlock::Error::QuorumUnreachable {
+                needed: 3,
+                total: 5,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_connection_error());
+    assert!(started.elapsed() < GENEROUS, "{:?}", started.elapsed());
+    // What the two live masters granted along the way was released.
+    let expected = [false; 5];
+    assert_eq!(held_on(&group, "majority-down", &expected).await, expected);
+}
+
+#[tokio::test]
+async fn a_master_restarted_empty_does_not_let_a_second_group_in() {
+    let mut group = RedisGroup::start(5);
+    let (a, b) = (
+        clients(&group, Duration::from_secs(3)).await,
+        clients(&group, Duration::from_secs(3)).await,
+    );
+    let guard = redlock(&a, "amnesia").lock().await.unwrap();
+    group.servers[1].restart();
+    let rival = redlock(&b, "amnesia");
+    assert!(rival
+        .try_lock_for(Duration::from_millis(1_500))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(!guard.is_lost(), "four of five still hold it");
+    // The restarted master forgot the lock and the rival's grant there was taken back.
+    let expected = [true, false, true, true, true];
+    assert_eq!(held_on(&group, "amnesia", &expected).await, expected);
+    guard.unlock().await.unwrap();
+    assert!(rival.try_lock().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_watchdog_keeps_a_redlock_for_several_leases() {
+    let group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(1)).await;
+    let guard = redlock(&a, "long").lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    for server in &group.servers {
+        let ttl = pttl(&mut server.raw().await, "long").await;
+        assert!(ttl > 0 && ttl <= 1_000, "renewed lease, got pttl {ttl}");
+    }
+    assert!(!guard.is_lost());
+    assert!(guard.valid_until() > std::time::Instant::now());
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_redlock_whose_majority_is_gone_reports_the_quorum_lost() {
+    let group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(1)).await;
+    let guard = redlock(&a, "gone").lock().await.unwrap();
+    let lost = guard.lost();
+    // Deleted behind its back on three masters: the renewals find the owner gone.
+    for server in &group.servers[..3] {
+        let _: i64 = redis::cmd("DEL")
+            .arg("gone")
+            .query_async(&mut server.raw().await)
+            .await
+            .unwrap();
+    }
+    let reason = tokio::time::timeout(GENEROUS, lost).await.unwrap();
+    assert_eq!(reason, LostReason::QuorumLost);
+    assert!(guard.is_lost());
+    let err = guard.unlock().await.unwrap_err();
+    assert_eq!(err.lost_reason(), Some(LostReason::QuorumLost), "{err}");
+    // The two masters that still held it were released all the same.
+    let expected = [false; 5];
+    assert_eq!(held_on(&group, "gone", &expected).await, expected);
+}
+
+#[tokio::test]
+async fn a_redlock_is_reentrant_on_every_master() {
+    let group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(30)).await;
+    let lock = redlock(&a, "nested");
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    for server in &group.servers {
+        let hash = lock_hash(&mut server.raw().await, "nested").await;
+        assert_eq!(hash.get(outer.owner()), Some(&2), "{hash:?}");
+    }
+    inner.unlock().await.unwrap();
+    assert_eq!(held_on(&group, "nested", &[true; 5]).await, [true; 5]);
+    outer.unlock().await.unwrap();
+    assert_eq!(held_on(&group, "nested", &[false; 5]).await, [false; 5]);
+}
+
+#[tokio::test]
+async fn a_multilock_rolls_back_while_one_lock_is_held_elsewhere() {
+    let group = RedisGroup::start(2);
+    let (one, two) = (
+        support::client(&group.servers[0]).await,
+        support::client(&group.servers[1]).await,
+    );
+    let other = support::client(&group.servers[1]).await;
+    let multi = MultiLock::new(vec![one.lock("a"), two.lock("b"), one.lock("c")])
+        .with_node_timeout(NODE_TIMEOUT);
+    assert_eq!(multi.quorum(), 3);
+    let blocker = other.lock("b").lock().await.unwrap();
+
+    assert!(multi
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+    let (mut first, mut second) = (group.servers[0].raw().await, group.servers[1].raw().await);
+    assert!(lock_hash(&mut first, "a").await.is_empty());
+    assert!(lock_hash(&mut first, "c").await.is_empty());
+
+    let waiting = multi.clone();
+    let waiter = tokio::spawn(async move { waiting.lock().await.unwrap() });
+    let subscribed = settles_to(true, GENEROUS, || {
+        let (one, two) = (one.clone(), two.clone());
+        async move { one.subscribed_channel_count() == 2 && two.subscribed_channel_count() == 1 }
+    })
+    .await;
+    assert!(subscribed);
+    // Waiting, it holds none of its locks (its last round may still be rolling back).
+    for key in ["a", "c"] {
+        let held = settles_to(false, GENEROUS, || {
+            let mut raw = first.clone();
+            async move { !lock_hash(&mut raw, key).await.is_empty() }
+        })
+        .await;
+        assert!(!held, "{key} held while waiting");
+    }
+
+    let released = Instant::now();
+    blocker.unlock().await.unwrap();
+    let guard = tokio::time::timeout(GENEROUS, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        released.elapsed() < Duration::from_millis(500),
+        "woken by b's unlock"
+    );
+    assert_eq!(guard.held_on(), 3);
+    for (conn, key) in [(&first, "a"), (&second, "b"), (&first, "c")] {
+        let hash = lock_hash(&mut conn.clone(), key).await;
+        assert_eq!(hash.get(guard.owner()), Some(&1), "{key}: {hash:?}");
+    }
+    guard.unlock().await.unwrap();
+    assert!(lock_hash(&mut second, "b").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_multilock_is_lost_when_any_lock_is() {
+    let server = RedisServer::start();
+    let client = client_with_watchdog(&server, Duration::from_secs(1)).await;
+    let multi = MultiLock::new(vec![client.lock("x"), client.lock("y")]);
+    let guard = multi.lock().await.unwrap();
+    let lost = guard.lost();
+    assert!(client.lock("y").force_unlock().await.unwrap());
+    let reason = tokio::time::timeout(GENEROUS, lost).await.unwrap();
+    assert_eq!(reason, LostReason::Released);
+    let err = guard.unlock().await.unwrap_err();
+    assert_eq!(err.lost_reason(), Some(LostReason::Released));
+    assert!(!client.lock("x").is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn bad_group_input_is_refused_before_anything_is_sent() {
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    let empty = RedLock::new(Vec::new());
+    assert!(empty.lock().await.unwrap_err().is_invalid_argument());
+    let unnamed = MultiLock::new(vec![client.lock("fine"), client.lock("")]);
+    assert!(unnamed.try_lock().await.unwrap_err().is_invalid_argument());
+    let lock = RedLock::new(vec![client.lock("fine")]);
+    assert!(lock
+        .clone()
+        .with_node_timeout(Duration::ZERO)
+        .lock()
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(lock
+        .lock_with_lease(Duration::ZERO)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(lock
+        .try_lock_with(Duration::from_secs(1), Duration::MAX)
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    let mut raw = server.raw().await;
+    let keys: i64 = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
+    assert_eq!(keys, 0, "nothing written");
+}
