@@ -5,7 +5,8 @@
 //! `taskset` is available, and prints one JSON line per workload and a table of ratios to
 //! the floor. Workloads are those of the project's BENCHMARKS.md; this program runs W1 (one
 //! task, lock + unlock on one key), W3 (8 tasks contending for one key, `RLock` and
-//! `FairLock`) and W4 (one client holding many watchdog locks) so far.
+//! `FairLock`), W4 (one client holding many watchdog locks) and W5 (W1 and W3 with a
+//! `RedLock` over five local masters) so far.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -15,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::Script;
-use redis_rlock::{Client, DistributedLock};
+use std::future::Future;
+use std::pin::Pin;
+
+use redis_rlock::{Client, DistributedLock, GroupGuard, LockGuard, RedLock};
 use support::RedisServer;
 
 struct Figures {
@@ -139,9 +143,45 @@ fn rss_bytes() -> i64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// A held lock of any kind, released after the hold.
+enum Held {
+    One(LockGuard),
+    Group(GroupGuard),
+}
+
+impl Held {
+    async fn unlock(self) {
+        match self {
+            Held::One(guard) => guard.unlock().await.unwrap(),
+            Held::Group(guard) => guard.unlock().await.unwrap(),
+        }
+    }
+}
+
+/// Something that waits for its lock and returns it held.
+trait Contender: Clone + Send + Sync + 'static {
+    fn take(&self) -> Pin<Box<dyn Future<Output = Held> + Send + '_>>;
+}
+
+/// Any single-node lock kind.
+#[derive(Clone)]
+struct Single<L>(L);
+
+impl<L: DistributedLock> Contender for Single<L> {
+    fn take(&self) -> Pin<Box<dyn Future<Output = Held> + Send + '_>> {
+        Box::pin(async move { Held::One(self.0.lock().await.unwrap()) })
+    }
+}
+
+impl Contender for RedLock {
+    fn take(&self) -> Pin<Box<dyn Future<Output = Held> + Send + '_>> {
+        Box::pin(async move { Held::Group(self.lock().await.unwrap()) })
+    }
+}
+
 /// W3: 8 tasks of one client contend for one lock for `run`: lock (defaults), hold 1 ms (a
 /// thread sleep on the blocking pool: tokio's timer rounds 1 ms up to ~2 ms), unlock.
-async fn w3(contender: &'static str, lock: impl DistributedLock, run: Duration) -> String {
+async fn w3(contender: &'static str, lock: impl Contender, run: Duration) -> String {
     const TASKS: usize = 8;
     let started = Instant::now();
     let deadline = started + run;
@@ -152,12 +192,12 @@ async fn w3(contender: &'static str, lock: impl DistributedLock, run: Duration) 
                 let mut waits = Vec::new();
                 while Instant::now() < deadline {
                     let asked = Instant::now();
-                    let guard = lock.lock().await.unwrap();
+                    let guard = lock.take().await;
                     waits.push(asked.elapsed().as_secs_f64() * 1e3);
                     tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(1)))
                         .await
                         .unwrap();
-                    guard.unlock().await.unwrap();
+                    guard.unlock().await;
                 }
                 waits
             })
@@ -351,8 +391,8 @@ fn main() {
     let w3_rows = runtime.block_on(async {
         let client = Client::connect(server.url()).await.unwrap();
         vec![
-            w3("RLock", client.lock("w3:rlock"), contention).await,
-            w3("FairLock", client.fair_lock("w3:fair"), contention).await,
+            w3("RLock", Single(client.lock("w3:rlock")), contention).await,
+            w3("FairLock", Single(client.fair_lock("w3:fair")), contention).await,
         ]
     });
     println!();
@@ -364,6 +404,48 @@ fn main() {
     for row in w3_rows {
         println!("{row}");
     }
+
+    // W5: a RedLock over five masters, this server and four more, all pinned to CPU 1.
+    let others: Vec<RedisServer> = (0..4).map(|_| RedisServer::start()).collect();
+    let pinned_all = pinned && others.iter().all(|other| pin(other.pid(), "1"));
+    let single = results[2].percentile(0.5);
+    let (w5_w1, w5_w3) = runtime.block_on(async {
+        let mut clients = vec![Client::connect(server.url()).await.unwrap()];
+        for other in &others {
+            clients.push(Client::connect(other.url()).await.unwrap());
+        }
+        let redlock = RedLock::new(clients.iter().map(|c| c.lock("w5:w1")).collect());
+        let w1 = timed("RedLock lock() (5 masters)", warmup, pairs, || async {
+            redlock.lock().await.unwrap().unlock().await.unwrap();
+        })
+        .await;
+        let contended = RedLock::new(clients.iter().map(|c| c.lock("w5:w3")).collect());
+        (w1, w3("RedLock", contended, contention).await)
+    });
+    println!(
+        "{{\"workload\":\"W5\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_single_node\":{:.3},\"pinned\":{pinned_all}}}",
+        w5_w1.name,
+        w5_w1.micros.len(),
+        w5_w1.percentile(0.5),
+        w5_w1.percentile(0.99),
+        w5_w1.ops_per_sec(),
+        w5_w1.percentile(0.5) / single,
+    );
+    println!();
+    println!("W5: RedLock over 5 masters (all servers pinned: {pinned_all})");
+    println!(
+        "W1: p50 {:.1} µs, p99 {:.1} µs, {:.0} pairs/s, {:.2}× single-node RLock p50",
+        w5_w1.percentile(0.5),
+        w5_w1.percentile(0.99),
+        w5_w1.ops_per_sec(),
+        w5_w1.percentile(0.5) / single
+    );
+    println!(
+        "W3: {:<10} {:>8} {:>9} {:>9} {:>9} {:>13}",
+        "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task"
+    );
+    println!("    {w5_w3}");
+    drop(others);
 
     let (sizes, hold): (&[usize], _) = if quick {
         (&[1_000, 10_000], Duration::from_secs(6))
