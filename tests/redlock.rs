@@ -369,3 +369,38 @@ async fn bad_group_input_is_refused_before_anything_is_sent() {
     let keys: i64 = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
     assert_eq!(keys, 0, "nothing written");
 }
+
+#[tokio::test]
+async fn group_calls_cancelled_at_any_point_never_leave_a_lock_held() {
+    let group = RedisGroup::start(5);
+    let (a, b) = (
+        clients(&group, Duration::from_secs(30)).await,
+        clients(&group, Duration::from_secs(30)).await,
+    );
+    let (lock, rival) = (redlock(&a, "racy"), redlock(&b, "racy"));
+    // Cancel after every delay from 0 to ~3 ms (a round is ~0.5 ms here), on a free lock
+    // and while a rival holds it and releases it: calls are dropped in the fan-out, with
+    // stragglers out, in the rollback and in the wait.
+    for round in 0..150u64 {
+        let held = if round % 2 == 0 {
+            Some(rival.lock().await.unwrap())
+        } else {
+            None
+        };
+        let releaser = held.map(|guard| tokio::spawn(async move { guard.unlock().await }));
+        let cancel_after = Duration::from_micros(round * 20);
+        if let Ok(guard) = tokio::time::timeout(cancel_after, lock.lock()).await {
+            guard.unwrap().unlock().await.unwrap();
+        }
+        if let Some(releaser) = releaser {
+            releaser.await.unwrap().unwrap();
+        }
+    }
+    // Anything a cancelled call took is released in the background right away; the lease
+    // (30 s) would be far slower.
+    let expected = [false; 5];
+    assert_eq!(held_on(&group, "racy", &expected).await, expected);
+    for client in &a {
+        assert_eq!(client.subscribed_channel_count(), 0);
+    }
+}
