@@ -3,7 +3,8 @@
 -- KEYS[2] unlock channel, told "0" when the lock becomes free
 -- KEYS[3] unlock latch for this request: a retried call returns the first call's result
 -- ARGV[1] unlock message ("0")
--- ARGV[2] lease in milliseconds, re-applied while holds remain
+-- ARGV[2] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
+--         (undoing an acquire for a caller who left must not shorten another hold's lease)
 -- ARGV[3] owner field "<client-uuid>:<task-id>"
 -- ARGV[4] latch time-to-live in milliseconds
 -- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
@@ -16,7 +17,9 @@ if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
 end
 local remaining = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if remaining > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+    if tonumber(ARGV[2]) > 0 then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+    end
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
     return 0
 end

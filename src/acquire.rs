@@ -16,13 +16,13 @@ use crate::client::Client;
 use crate::detach::FinishOnDrop;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::hold::Lease;
+use crate::hold::{Hold, Lease};
 use crate::names::LockNames;
 use crate::owner::current_owner_field;
 use crate::pubsub::Subscription;
 use crate::queue::{leave_in_background, QueuePlace};
-use crate::release::{release_in_background, Release};
-use crate::scripts::AcquireCall;
+use crate::release::Release;
+use crate::scripts::{AcquireCall, UnlockOutcome};
 
 /// How long to wait between re-checks when the lock key has no expiry at all, which this
 /// crate never writes but a foreign client might: without a TTL there is no other bound
@@ -210,7 +210,7 @@ pub(crate) async fn attempt(
             leave_in_background(client.clone(), names.clone(), owner.clone());
         }
         if took_lock {
-            release_in_background(Release::new(client, names, owner, lease.millis()));
+            undo_in_background(client, names, owner, lease, started);
         }
     })
     .await;
@@ -240,8 +240,9 @@ pub(crate) async fn attempt(
             // A re-entry cannot be undone blindly, since it may not have run; at worst its
             // extra count keeps the lock until the lease runs out after the last unlock.
             if may_have_run(&e) && !inner.holds.is_held(&names.key, owner) {
-                let undo =
-                    Release::new(client.clone(), names.clone(), owner.clone(), lease.millis());
+                // No other hold of this owner to keep: take the count back, and leave the
+                // TTL alone should another call of the owner hold it meanwhile.
+                let undo = Release::new(client.clone(), names.clone(), owner.clone(), 0);
                 // Awaited, so that it reaches Redis before any retry of the acquire; finished
                 // in the background if the caller leaves meanwhile.
                 FinishOnDrop::new(undo.run_once(), |()| {}).await;
@@ -249,4 +250,44 @@ pub(crate) async fn attempt(
             Err(e.into())
         }
     }
+}
+
+/// Undoes, in the background, an acquire that ran for a caller who left.
+///
+/// If the owner holds the lock through another guard, the abandoned call was a re-entry and
+/// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
+/// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
+/// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
+fn undo_in_background(
+    client: Client,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    lease: Lease,
+    started: Instant,
+) {
+    let live: Option<Arc<Hold>> = client.inner.holds.live(&names.key, &owner);
+    let lease_ms = match &live {
+        Some(hold) => {
+            hold.cap_validity(started, lease.millis());
+            hold.lease_ms()
+        }
+        None => 0,
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(lock = %names.key, "an acquire was abandoned outside any runtime; the lock expires with its lease");
+        return;
+    };
+    let key = names.key.clone();
+    runtime.spawn(async move {
+        let undo_started = Instant::now();
+        match Release::new(client, names, owner, lease_ms).run().await {
+            Ok(UnlockOutcome::StillHeld) => {
+                if let Some(hold) = live {
+                    hold.lease_applied(undo_started);
+                }
+            }
+            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "abandoned acquire undone"),
+            Err(e) => tracing::warn!(lock = %key, error = %e, "could not undo an abandoned acquire; it expires with its lease"),
+        }
+    });
 }

@@ -103,6 +103,11 @@ impl GroupGuard {
         self.state.valid_until().into_std()
     }
 
+    /// [`valid_until`](GroupGuard::valid_until) on tokio's clock.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.state.valid_until()
+    }
+
     /// Whether fewer than the quorum of holds remain.
     pub fn is_lost(&self) -> bool {
         self.state.live_holds() < self.state.quorum

@@ -116,6 +116,15 @@ impl Hold {
             .fetch_max(to_nanos(until), Ordering::AcqRel);
     }
 
+    /// Brings the validity deadline forward to what a lease of `lease_ms` applied at
+    /// `started` allows, if that is sooner: an acquire of the same owner that the hold did
+    /// not ask for (one abandoned by its caller) reset the key's TTL to its own lease.
+    pub(crate) fn cap_validity(&self, started: Instant, lease_ms: u64) {
+        let until = started + Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
+        self.valid_until
+            .fetch_min(to_nanos(until), Ordering::AcqRel);
+    }
+
     /// True once every guard of the hold was released or dropped.
     pub(crate) fn is_released(&self) -> bool {
         self.guards.load(Ordering::Acquire) == 0
@@ -230,6 +239,14 @@ impl Holds {
             }
             _ => requested,
         }
+    }
+
+    /// `owner`'s live (not lost, not released) hold on `key`.
+    pub(crate) fn live(&self, key: &Arc<str>, owner: &Arc<str>) -> Option<Arc<Hold>> {
+        self.map
+            .get(&(key.clone(), owner.clone()))
+            .filter(|hold| hold.lost_reason().is_none() && !hold.is_released())
+            .map(|hold| hold.clone())
     }
 
     /// Whether `owner` has a live (not lost) hold on `key`.

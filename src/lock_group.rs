@@ -2,6 +2,9 @@
 //! while a quorum of them is: [`RedLock`](crate::RedLock) needs a majority of independent
 //! masters, [`MultiLock`](crate::MultiLock) every lock.
 //!
+//! While it waits, a group listens only on the nodes that answered it busy: its own rollback
+//! publishes on the others, and only the holder's unlock can let it in.
+//!
 //! Each node is asked with the reentrant lock's own acquire attempt (its script, its hold
 //! in that client's registry, renewal by that client's watchdog, and its undo when an
 //! answer comes after the caller left), all at once and with one owner field, so that a
@@ -22,7 +25,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::group_guard::GroupGuard;
 use crate::guard::LockGuard;
-use crate::hold::Lease;
+use crate::hold::{drift, Lease};
 use crate::lock::RLock;
 use crate::names::LockNames;
 use crate::owner::current_owner_field;
@@ -50,6 +53,9 @@ pub(crate) mod sealed {
     pub trait Sealed {
         /// The type name shown by `Debug`.
         const TYPE_NAME: &'static str;
+        /// Whether every lock must be on a master of its own (a majority is only worth
+        /// something over independent masters).
+        const DISTINCT_NODES: bool;
         /// How many of `total` locks make the group held.
         fn quorum(total: usize) -> usize;
     }
@@ -93,14 +99,21 @@ impl<P: GroupPolicy> std::fmt::Debug for LockGroup<P> {
 /// What one round of attempts on every lock came to.
 enum Round {
     Acquired(GroupGuard),
-    /// Held elsewhere: try again within this long at the latest. `split` when some locks
-    /// were granted, but too few.
-    Busy {
-        retry_within: Option<Duration>,
-        split: bool,
-    },
-    /// Too many locks could not be reached.
-    Unreachable(Error),
+    /// Not acquired.
+    Failed(Failure),
+}
+
+struct Failure {
+    /// Too many locks could not be reached: the error to return if it lasts.
+    unreachable: Option<Error>,
+    /// Try again within this long at the latest: the shortest TTL the holders reported.
+    retry_within: Option<Duration>,
+    /// Some locks were granted, but too few: rivals may have split the nodes.
+    split: bool,
+    /// The nodes that answered (granted or busy): they can announce unlocks.
+    answered: Vec<usize>,
+    /// The nodes held by someone else: only their unlocks can let the group in.
+    busy: Vec<usize>,
 }
 
 impl<P: GroupPolicy> LockGroup<P> {
@@ -137,12 +150,13 @@ impl<P: GroupPolicy> LockGroup<P> {
     /// its hold alive.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty group, an
-    /// empty lock name or a zero node timeout (nothing is sent);
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent, for an
+    /// empty group, an empty lock name, a zero node timeout, a lease (a client's watchdog
+    /// timeout, here) that leaves no time after the node timeout and the drift allowance,
+    /// or a `RedLock` given two locks on one master;
     /// [`Error::QuorumUnreachable`](crate::Error::QuorumUnreachable) when too many nodes
     /// cannot be reached in `retry_attempts` rounds in a row (the first lock's client's
-    /// setting); [`Error::Timeout`](crate::Error::Timeout) when no unlock subscription could
-    /// be made.
+    /// setting).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves no subscription, and every hold it took, or that
@@ -214,18 +228,43 @@ impl<P: GroupPolicy> LockGroup<P> {
     }
 
     /// The client and names of every lock, checked before anything is sent.
-    fn nodes(&self) -> Result<Vec<(Client, Arc<LockNames>)>> {
+    fn nodes(&self, fixed_lease_ms: Option<u64>) -> Result<Vec<(Client, Arc<LockNames>)>> {
         if self.locks.is_empty() {
             return Err(Error::invalid("a lock group needs at least one lock"));
         }
         validate::positive("node_timeout", self.node_timeout)?;
-        self.locks
+        let nodes: Vec<(Client, Arc<LockNames>)> = self
+            .locks
             .iter()
             .map(|lock| {
                 let (client, names) = lock.parts()?;
                 Ok((client.clone(), names.clone()))
             })
-            .collect()
+            .collect::<Result<_>>()?;
+        for (client, _) in &nodes {
+            let lease_ms = fixed_lease_ms.unwrap_or_else(|| client.inner.watchdog.lease_ms());
+            let usable = Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
+            if usable <= self.node_timeout {
+                return Err(Error::invalid(format!(
+                    "a lease of {lease_ms} ms leaves no time to use the lock after the node \
+                     timeout ({:?}) and the drift allowance",
+                    self.node_timeout
+                )));
+            }
+        }
+        if P::DISTINCT_NODES {
+            let mut seen = std::collections::HashSet::new();
+            for (client, _) in &nodes {
+                if !seen.insert(client.inner.settings.url.as_str()) {
+                    return Err(Error::invalid(format!(
+                        "a {} needs one lock per independent master; `{}` is given twice",
+                        P::TYPE_NAME,
+                        client.inner.settings.url
+                    )));
+                }
+            }
+        }
+        Ok(nodes)
     }
 
     async fn acquire(
@@ -233,36 +272,31 @@ impl<P: GroupPolicy> LockGroup<P> {
         fixed_lease_ms: Option<u64>,
         wait: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
-        let nodes = self.nodes()?;
+        let nodes = self.nodes(fixed_lease_ms)?;
         let first = nodes[0].0.clone();
         let owner = current_owner_field(&first.inner.id_text);
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let retry_attempts = first.inner.connections.retry_attempts();
         let mut unreachable_rounds = 0;
-        let mut subscriptions: Option<Vec<Subscription>> = None;
+        // One per node, made once the node has answered, so that a node that is down costs
+        // no subscribe timeout; retried each round until it is made.
+        let mut subscriptions: Vec<Option<Subscription>> = nodes.iter().map(|_| None).collect();
         loop {
-            let round = self.round(&nodes, &owner, fixed_lease_ms).await;
-            let (retry_within, split) = match round {
-                Round::Acquired(guard) => {
-                    subscriptions
-                        .iter_mut()
-                        .flatten()
-                        .for_each(Subscription::wakeup_used);
-                    return Ok(Some(guard));
-                }
-                Round::Busy {
-                    retry_within,
-                    split,
-                } => {
-                    unreachable_rounds = 0;
-                    (retry_within, split)
-                }
-                Round::Unreachable(e) => {
+            let failure = match self.round(&nodes, &owner, fixed_lease_ms).await {
+                Round::Acquired(guard) => return Ok(Some(guard)),
+                Round::Failed(failure) => failure,
+            };
+            let retry_within = match failure.unreachable {
+                Some(e) => {
                     unreachable_rounds += 1;
                     if unreachable_rounds >= retry_attempts || remaining(deadline).is_zero() {
                         return Err(e);
                     }
-                    (Some(first.inner.connections.backoff()), false)
+                    Some(first.inner.connections.backoff())
+                }
+                None => {
+                    unreachable_rounds = 0;
+                    failure.retry_within
                 }
             };
             subscriptions
@@ -272,18 +306,26 @@ impl<P: GroupPolicy> LockGroup<P> {
             if remaining(deadline).is_zero() {
                 return Ok(None);
             }
-            let Some(subscriptions) = subscriptions.as_mut() else {
-                let limit = self.node_timeout.min(remaining(deadline));
-                subscriptions = Some(subscribe_all(&nodes, &owner, limit).await);
-                // Try again now that unlocks are heard.
+            let subscribed = subscribe_missing(
+                &nodes,
+                &owner,
+                &failure.answered,
+                &mut subscriptions,
+                remaining(deadline),
+            )
+            .await;
+            if subscribed {
+                // Try again now that these nodes' unlocks are heard.
                 continue;
-            };
+            }
             let bound = retry_within
                 .unwrap_or(NO_TTL_RECHECK)
                 .max(Duration::from_millis(1))
                 .min(remaining(deadline));
-            wait_for_any(subscriptions, bound).await;
-            if split {
+            // Only an unlock on a node held elsewhere can let the group in; the group's own
+            // rollback published on the others.
+            wait_for_any(&mut subscriptions, &failure.busy, bound).await;
+            if failure.split {
                 let jitter = rand::rng().random_range(Duration::ZERO..=MAX_SPLIT_JITTER);
                 tokio::time::sleep(jitter.min(remaining(deadline))).await;
             }
@@ -302,7 +344,8 @@ impl<P: GroupPolicy> LockGroup<P> {
         let node_timeout = self.node_timeout;
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
-            .map(|(client, names)| {
+            .enumerate()
+            .map(|(index, (client, names))| {
                 let (client, names, owner) = (client.clone(), names.clone(), owner.clone());
                 let lease = match fixed_lease_ms {
                     Some(ms) => Lease::Fixed(ms),
@@ -312,25 +355,31 @@ impl<P: GroupPolicy> LockGroup<P> {
                     // A node that does not answer in time is dropped from this round; the
                     // attempt finishes in the background and undoes what it took.
                     let asked = attempt(&client, &names, &owner, lease, false);
-                    match tokio::time::timeout(node_timeout, asked).await {
+                    let outcome = match tokio::time::timeout(node_timeout, asked).await {
                         Ok(outcome) => outcome,
                         Err(_) => Err(Error::Timeout {
                             during: "a node's acquire",
                             after: node_timeout,
                         }),
-                    }
+                    };
+                    (index, outcome)
                 }
             })
             .collect();
         let mut held = Vec::with_capacity(total);
-        let (mut busy, mut unreachable) = (0, 0);
+        let (mut answered, mut busy) = (Vec::new(), Vec::new());
+        let mut unreachable = 0;
         let mut retry_within: Option<Duration> = None;
         let mut last_error = None;
-        while let Some(outcome) = pending.next().await {
+        while let Some((index, outcome)) = pending.next().await {
             match outcome {
-                Ok(Attempt::Acquired(guard)) => held.push(guard),
+                Ok(Attempt::Acquired(guard)) => {
+                    held.push(guard);
+                    answered.push(index);
+                }
                 Ok(Attempt::RetryWithin(bound)) => {
-                    busy += 1;
+                    busy.push(index);
+                    answered.push(index);
                     retry_within = match (retry_within, bound) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -342,53 +391,58 @@ impl<P: GroupPolicy> LockGroup<P> {
                     last_error = Some(e);
                 }
             }
-            if held.len() >= quorum || busy + unreachable > total - quorum {
+            if held.len() >= quorum || busy.len() + unreachable > total - quorum {
                 break;
             }
         }
         if held.len() >= quorum {
             let guard = GroupGuard::new(self.first_name(), owner.clone(), quorum, total, held);
-            if guard.valid_until() <= std::time::Instant::now() {
-                // Reaching the quorum took the whole lease: no time is left to use it.
-                tracing::debug!(lock = %self.first_name(), "quorum reached too late");
-                return Round::Busy {
-                    retry_within: None,
-                    split: true,
-                };
-            }
-            if !pending.is_empty() {
-                // Late answers join the guard, keeping the lock on every node that can.
-                let joiner = guard.joiner();
-                tokio::spawn(async move {
-                    while let Some(outcome) = pending.next().await {
-                        if let Ok(Attempt::Acquired(hold)) = outcome {
-                            joiner.join(hold);
+            if guard.deadline() > Instant::now() {
+                if !pending.is_empty() {
+                    // Late answers join the guard, keeping the lock on every node that can.
+                    let joiner = guard.joiner();
+                    tokio::spawn(async move {
+                        while let Some((_, outcome)) = pending.next().await {
+                            if let Ok(Attempt::Acquired(hold)) = outcome {
+                                joiner.join(hold);
+                            }
                         }
-                    }
-                });
+                    });
+                }
+                return Round::Acquired(guard);
             }
-            return Round::Acquired(guard);
-        }
-        // Not acquired: the attempts still out are dropped, and each undoes what it took
-        // when its answer comes; what was taken is released on every node at once, and
-        // awaited, so that a waiting group never sits on part of what it wants. (A release
-        // that fails leaves that hold to expire with its lease.)
-        let split = !held.is_empty();
-        drop(pending);
-        join_all(held.into_iter().map(LockGuard::unlock)).await;
-        if unreachable > total - quorum {
-            let last_error = last_error.map_or_else(String::new, |e| e.to_string());
-            return Round::Unreachable(Error::QuorumUnreachable {
-                reachable: total - unreachable,
-                needed: quorum,
-                total,
-                last_error,
+            // Reaching the quorum took what the lease left after the node timeout (a stalled
+            // process): no time is left to use it. Dropping the guard releases it.
+            tracing::debug!(lock = %self.first_name(), "quorum reached too late");
+            return Round::Failed(Failure {
+                unreachable: None,
+                retry_within: None,
+                split: true,
+                answered,
+                busy,
             });
         }
-        Round::Busy {
+        // Not acquired: the attempts still out are dropped, and each undoes what it took
+        // when its answer comes; what was taken is released on every node at once, awaited
+        // up to the node timeout so that a waiting group does not sit on part of what it
+        // wants (a release still running then finishes in the background).
+        let split = !held.is_empty();
+        drop(pending);
+        let rollback = join_all(held.into_iter().map(LockGuard::unlock));
+        let _ = tokio::time::timeout(node_timeout, rollback).await;
+        let unreachable = (unreachable > total - quorum).then(|| Error::QuorumUnreachable {
+            reachable: total - unreachable,
+            needed: quorum,
+            total,
+            last_error: last_error.map_or_else(String::new, |e| e.to_string()),
+        });
+        Round::Failed(Failure {
+            unreachable,
             retry_within,
             split,
-        }
+            answered,
+            busy,
+        })
     }
 }
 
@@ -399,39 +453,57 @@ fn remaining(deadline: Option<Instant>) -> Duration {
     }
 }
 
-/// Subscribes to every lock's unlock channel at once, each bounded like a node's acquire:
-/// a node that cannot confirm a subscription in that time (it is down or frozen) could not
-/// announce an unlock either, and the waits stay bounded by the holders' TTLs.
-async fn subscribe_all(
+/// Subscribes to the unlock channel of every node in `answered` that has no subscription
+/// yet, all at once; returns whether any was made. A node that cannot confirm in time keeps
+/// none, and is asked again after the next round.
+async fn subscribe_missing(
     nodes: &[(Client, Arc<LockNames>)],
     owner: &str,
-    limit: Duration,
-) -> Vec<Subscription> {
-    let subscribing = nodes.iter().map(|(client, names)| {
-        let limit = client.inner.settings.subscribe_timeout.min(limit);
+    answered: &[usize],
+    subscriptions: &mut [Option<Subscription>],
+    remaining: Duration,
+) -> bool {
+    let missing: Vec<usize> = answered
+        .iter()
+        .copied()
+        .filter(|&index| subscriptions[index].is_none())
+        .collect();
+    let subscribing = missing.iter().map(|&index| {
+        let (client, names) = &nodes[index];
+        let limit = client.inner.settings.subscribe_timeout.min(remaining);
         let channel = names.wait_channel(owner);
-        async move { client.inner.listener.subscribe(&channel, limit).await }
+        async move {
+            (
+                index,
+                client.inner.listener.subscribe(&channel, limit).await,
+            )
+        }
     });
-    join_all(subscribing)
-        .await
-        .into_iter()
-        .filter_map(|outcome| {
-            if let Err(e) = &outcome {
-                tracing::debug!(error = %e, "a node of the group cannot announce unlocks");
+    let mut made = false;
+    for (index, outcome) in join_all(subscribing).await {
+        match outcome {
+            Ok(subscription) => {
+                subscriptions[index] = Some(subscription);
+                made = true;
             }
-            outcome.ok()
-        })
-        .collect()
+            Err(e) => tracing::debug!(error = %e, "cannot hear a node's unlocks yet"),
+        }
+    }
+    made
 }
 
-/// Waits for an unlock message from any node, at most `bound`.
-async fn wait_for_any(subscriptions: &mut [Subscription], bound: Duration) {
-    if subscriptions.is_empty() {
-        tokio::time::sleep(bound).await;
-        return;
-    }
-    let waits = subscriptions
+/// Waits for an unlock message from any of the `busy` nodes, at most `bound`.
+async fn wait_for_any(subscriptions: &mut [Option<Subscription>], busy: &[usize], bound: Duration) {
+    let waits: Vec<_> = subscriptions
         .iter_mut()
-        .map(|subscription| Box::pin(subscription.wait(bound)));
-    select_all(waits).await;
+        .enumerate()
+        .filter(|(index, _)| busy.contains(index))
+        .filter_map(|(_, subscription)| subscription.as_mut())
+        .map(|subscription| Box::pin(subscription.wait(bound)))
+        .collect();
+    if waits.is_empty() {
+        tokio::time::sleep(bound).await;
+    } else {
+        select_all(waits).await;
+    }
 }

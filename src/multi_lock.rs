@@ -33,6 +33,8 @@ impl GroupPolicy for All {}
 impl sealed::Sealed for All {
     const TYPE_NAME: &'static str = "MultiLock";
 
+    const DISTINCT_NODES: bool = false;
+
     fn quorum(total: usize) -> usize {
         total
     }

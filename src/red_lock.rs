@@ -18,8 +18,9 @@ use crate::lock_group::{sealed, GroupPolicy, LockGroup};
 /// - the group is acquired only if time is left of the lease after the time it took and
 ///   a drift allowance (1 % of the lease + 2 ms): [`GroupGuard::valid_until`](crate::GroupGuard::valid_until);
 /// - otherwise it is released on every master, including those that did not answer, and
-///   the call waits for an unlock message from any master, or the holders' TTL, before
-///   trying again (after a short random pause when the masters were split between rivals);
+///   the call waits for an unlock message from a master that said it was held elsewhere,
+///   or the holders' TTL, before trying again (after a short random pause when the
+///   masters were split between rivals);
 /// - each master's hold is renewed by its own client's watchdog; once fewer than a
 ///   majority are held, the guard is lost with [`LostReason::QuorumLost`](crate::LostReason::QuorumLost);
 /// - reentrancy works as for `RLock`: every master has the same owner field.
@@ -54,6 +55,8 @@ impl GroupPolicy for Majority {}
 impl sealed::Sealed for Majority {
     const TYPE_NAME: &'static str = "RedLock";
 
+    const DISTINCT_NODES: bool = true;
+
     fn quorum(total: usize) -> usize {
         total / 2 + 1
     }
@@ -61,7 +64,8 @@ impl sealed::Sealed for Majority {
 
 impl LockGroup<Majority> {
     /// A RedLock over `locks`, one per independent master. Nothing is sent until a method
-    /// is called; an empty list is reported by the first call.
+    /// is called; an empty list, or two locks whose clients have the same URL (a majority
+    /// must be of distinct masters), is reported by the first call.
     pub fn new(locks: Vec<RLock>) -> Self {
         LockGroup::from_locks(locks)
     }

@@ -22,7 +22,8 @@ pub(crate) struct Release {
 }
 
 impl Release {
-    /// `lease_ms` is re-applied to the lock if holds remain after this one.
+    /// `lease_ms` is re-applied to the lock if holds remain after this one; 0 leaves its
+    /// TTL as it is.
     pub(crate) fn new(
         client: Client,
         names: Arc<LockNames>,
