@@ -22,7 +22,7 @@ use crate::owner::current_owner_field;
 use crate::pubsub::Subscription;
 use crate::queue::{leave_in_background, QueuePlace};
 use crate::release::Release;
-use crate::scripts::{AcquireCall, UnlockOutcome};
+use crate::scripts::{AcquireCall, AcquireReply, UnlockOutcome};
 
 /// How long to wait between re-checks when the lock key has no expiry at all, which this
 /// crate never writes but a foreign client might: without a TTL there is no other bound
@@ -198,8 +198,8 @@ pub(crate) async fn attempt(
         let (client, names, owner) = orphaned;
         // The caller left: undo what the attempt took, or may have taken.
         let (took_lock, may_be_queued) = match &outcome {
-            Ok(None) => (true, false),
-            Ok(Some(_)) => (false, join_queue),
+            Ok(AcquireReply::Acquired { .. }) => (true, false),
+            Ok(AcquireReply::RetryWithin(_)) => (false, join_queue),
             Err(e) => (
                 may_have_run(e) && !client.inner.holds.is_held(&names.key, &owner),
                 join_queue && may_have_run(e),
@@ -218,7 +218,7 @@ pub(crate) async fn attempt(
         inner.connections.report_success();
     }
     match outcome {
-        Ok(None) => {
+        Ok(AcquireReply::Acquired { token }) => {
             let hold = inner.holds.add(&names.key, owner, lease, started);
             if hold.is_watchdog() {
                 inner.watchdog.ensure_running();
@@ -228,9 +228,10 @@ pub(crate) async fn attempt(
                 client.clone(),
                 names.clone(),
                 hold,
+                token,
             )))
         }
-        Ok(Some(wait_ms)) => Ok(Attempt::RetryWithin(
+        Ok(AcquireReply::RetryWithin(wait_ms)) => Ok(Attempt::RetryWithin(
             u64::try_from(wait_ms).ok().map(Duration::from_millis),
         )),
         Err(e) => {

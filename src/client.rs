@@ -9,6 +9,7 @@ use crate::config::{ClientBuilder, Settings};
 use crate::connection::Connections;
 use crate::error::{Error, Result};
 use crate::fair_lock::FairLock;
+use crate::fenced_lock::FencedLock;
 use crate::hold::Holds;
 use crate::latches::LatchReaper;
 use crate::lock::{Lock, RLock};
@@ -167,6 +168,16 @@ impl Client {
     /// Whether the watchdog task is running; it runs while a watchdog lock is held.
     pub fn is_watchdog_running(&self) -> bool {
         self.inner.watchdog.is_running()
+    }
+
+    /// A handle on the fenced lock `name`: reentrant like [`lock`](Client::lock), and every
+    /// acquire draws a fencing token (see [`FencedLock`]). Cheap; nothing is sent until a
+    /// method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fenced_lock(&self, name: impl AsRef<str>) -> FencedLock {
+        Lock::new(self.clone(), name.as_ref())
     }
 
     /// How many fair-lock queue places this client keeps alive for its waiting tasks.

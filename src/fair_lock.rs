@@ -46,4 +46,5 @@ impl LockKind for Fair {}
 impl sealed::Sealed for Fair {
     const TYPE_NAME: &'static str = "FairLock";
     const FAIR: bool = true;
+    const FENCED: bool = false;
 }

@@ -34,6 +34,7 @@ struct GuardState {
     client: Client,
     names: Arc<LockNames>,
     hold: Arc<Hold>,
+    token: Option<u64>,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -50,12 +51,18 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(client: Client, names: Arc<LockNames>, hold: Arc<Hold>) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        names: Arc<LockNames>,
+        hold: Arc<Hold>,
+        token: Option<u64>,
+    ) -> Self {
         LockGuard {
             state: Some(GuardState {
                 client,
                 names,
                 hold,
+                token,
             }),
         }
     }
@@ -74,6 +81,16 @@ impl LockGuard {
     /// The hash field this guard's owner holds: `<client-uuid>:<task-id>`.
     pub fn owner(&self) -> &str {
         &self.state().hold.owner
+    }
+
+    /// The fencing token of this acquire, for a guard of a
+    /// [`FencedLock`](crate::FencedLock) (always `Some` there; `None` for other kinds):
+    /// strictly greater than every token handed out before for the same lock name. Pass it
+    /// with every write to the protected resource, and have the resource refuse a token
+    /// lower than one it has seen (see [`Client::fenced_set`](crate::Client::fenced_set)):
+    /// a holder that lost the lock while paused cannot then overwrite a later holder's work.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state().token
     }
 
     /// Whether the watchdog renews this lock (it was taken without a fixed lease).
@@ -146,6 +163,7 @@ async fn release(state: GuardState) -> Result<()> {
         client,
         names,
         hold,
+        ..
     } = state;
     // Whether it was lost is decided before the release retires the hold.
     let lost = hold.lost_reason();
@@ -194,6 +212,7 @@ impl Drop for LockGuard {
             client,
             names,
             hold,
+            ..
         }) = self.state.take()
         else {
             return;

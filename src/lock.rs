@@ -58,6 +58,8 @@ pub(crate) mod sealed {
         const TYPE_NAME: &'static str;
         /// Whether waiters queue in arrival order (the fair lock's scripts and keys).
         const FAIR: bool;
+        /// Whether every acquire draws a fencing token (the fenced lock's script and key).
+        const FENCED: bool;
     }
 }
 
@@ -66,6 +68,7 @@ impl LockKind for Reentrant {}
 impl sealed::Sealed for Reentrant {
     const TYPE_NAME: &'static str = "RLock";
     const FAIR: bool = false;
+    const FENCED: bool = false;
 }
 
 /// A distributed lock of kind `K`; use it as [`RLock`] or [`FairLock`](crate::FairLock).
@@ -106,6 +109,8 @@ impl<K: LockKind> Lock<K> {
             let prefix = &client.inner.settings.key_prefix;
             Arc::new(if K::FAIR {
                 LockNames::fair(prefix, name)
+            } else if K::FENCED {
+                LockNames::fenced(prefix, name)
             } else {
                 LockNames::new(prefix, name)
             })

@@ -26,8 +26,11 @@ pub(crate) struct LockNames {
     pub(crate) channel: Arc<str>,
     /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per unlock request.
     latch_prefix: String,
-    /// The waiting queue of a fair lock; `None` for a plain reentrant lock.
+    /// The waiting queue of a fair lock; `None` for other kinds.
     pub(crate) queue: Option<QueueNames>,
+    /// `redisson_lock_token:{key}`: the fencing token counter of a fenced lock; `None` for
+    /// other kinds.
+    pub(crate) token: Option<Arc<str>>,
 }
 
 /// The keys of a fair lock's waiting queue (Redisson's `RFairLock`).
@@ -48,6 +51,7 @@ impl LockNames {
             channel: prefixed("redisson_lock__channel", &key).into(),
             latch_prefix: prefixed("redisson_unlock_latch", &key),
             queue: None,
+            token: None,
             key: key.into(),
         }
     }
@@ -60,6 +64,19 @@ impl LockNames {
             deadlines: prefixed("redisson_lock_timeout", &names.key).into(),
         });
         names
+    }
+
+    /// The names of the fenced lock `name`: the reentrant lock's, plus its token counter.
+    pub(crate) fn fenced(key_prefix: &str, name: &str) -> Self {
+        let mut names = Self::new(key_prefix, name);
+        names.token = Some(prefixed("redisson_lock_token", &names.key).into());
+        names
+    }
+
+    /// The key that remembers the highest fencing token a fenced write to `key` accepted,
+    /// in `key`'s cluster slot.
+    pub(crate) fn fence_of(key: &str) -> String {
+        prefixed("redis_rlock_fence", key)
     }
 
     /// The channel on which `owner` hears that it may take the lock: the lock's channel,

@@ -36,6 +36,8 @@ static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
 static UNLOCK: LazyLock<Script> = script!("unlock.lua");
 static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua");
 static RENEW: LazyLock<Script> = script!("renew.lua");
+static FENCED_ACQUIRE: LazyLock<Script> = script!("fenced_acquire.lua");
+static FENCED_SET: LazyLock<Script> = script!("fenced_set.lua");
 static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("fair_acquire.lua");
 static FAIR_UNLOCK: LazyLock<Script> = fair_script!("fair_unlock.lua");
 static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("fair_force_unlock.lua");
@@ -49,6 +51,8 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()
         &UNLOCK,
         &FORCE_UNLOCK,
         &RENEW,
+        &FENCED_ACQUIRE,
+        &FENCED_SET,
         &FAIR_ACQUIRE,
         &FAIR_UNLOCK,
         &FAIR_FORCE_UNLOCK,
@@ -92,17 +96,50 @@ pub(crate) struct AcquireCall<'a> {
     pub(crate) place_ms: u64,
 }
 
+/// What an acquire script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// Acquired (or re-entered); a fenced lock's new fencing token.
+    Acquired { token: Option<u64> },
+    /// Not acquired: try again within this many ms at the latest (-1: no bound known).
+    RetryWithin(i64),
+}
+
+impl From<Option<i64>> for AcquireReply {
+    fn from(reply: Option<i64>) -> Self {
+        match reply {
+            None => AcquireReply::Acquired { token: None },
+            Some(wait_ms) => AcquireReply::RetryWithin(wait_ms),
+        }
+    }
+}
+
 impl AcquireCall<'_> {
-    /// `lua/acquire.lua` or `lua/fair_acquire.lua`: `None` when acquired (or re-entered),
-    /// else how long to wait at most before trying again, in ms (-1: no bound known).
-    pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<Option<i64>> {
+    /// `lua/acquire.lua`, `lua/fenced_acquire.lua` or `lua/fair_acquire.lua`.
+    pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<AcquireReply> {
+        if let Some(token) = &self.names.token {
+            let (acquired, value): (i64, i64) = FENCED_ACQUIRE
+                .key(&*self.names.key)
+                .key(&**token)
+                .arg(self.lease_ms)
+                .arg(self.owner)
+                .invoke_async(&mut conn)
+                .await?;
+            return Ok(match acquired {
+                1 => AcquireReply::Acquired {
+                    token: u64::try_from(value).ok(),
+                },
+                _ => AcquireReply::RetryWithin(value),
+            });
+        }
         let Some(queue) = &self.names.queue else {
-            return ACQUIRE
+            let reply: Option<i64> = ACQUIRE
                 .key(&*self.names.key)
                 .arg(self.lease_ms)
                 .arg(self.owner)
                 .invoke_async(&mut conn)
-                .await;
+                .await?;
+            return Ok(reply.into());
         };
         let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue);
         call.arg(self.lease_ms)
@@ -110,7 +147,8 @@ impl AcquireCall<'_> {
             .arg(self.place_ms)
             .arg(if self.join_queue { "queue" } else { "try" })
             .arg(UNLOCK_MESSAGE);
-        call.invoke_async(&mut conn).await
+        let reply: Option<i64> = call.invoke_async(&mut conn).await?;
+        Ok(reply.into())
     }
 }
 
@@ -241,4 +279,22 @@ pub(crate) async fn refresh_places<'a>(
             _ => Place::Gone,
         })
         .collect())
+}
+
+/// `lua/fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
+/// than `token` was accepted before. True when written.
+pub(crate) async fn fenced_set(
+    mut conn: MultiplexedConnection,
+    key: &str,
+    fence: &str,
+    token: u64,
+    value: &[u8],
+) -> RedisResult<bool> {
+    FENCED_SET
+        .key(key)
+        .key(fence)
+        .arg(token)
+        .arg(value)
+        .invoke_async(&mut conn)
+        .await
 }

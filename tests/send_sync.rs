@@ -1,6 +1,6 @@
 //! Compile-time checks: the types and futures users move between tasks are Send + Sync.
 
-use redis_rlock::{Client, DistributedLock, FairLock, LockGuard, RLock};
+use redis_rlock::{Client, DistributedLock, FairLock, FencedLock, LockGuard, RLock, RedLock};
 
 fn is_send_sync<T: Send + Sync>(_: &T) {}
 fn is_send<T: Send>(_: &T) {}
@@ -25,6 +25,16 @@ fn fair_lock_futures_are_send(lock: FairLock) {
     is_send(&lock.lock());
     is_send(&lock.try_lock_for(std::time::Duration::from_secs(1)));
     is_send(&lock.force_unlock());
+}
+
+#[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+fn fenced_and_group_futures_are_send(fenced: FencedLock, group: RedLock, client: Client) {
+    is_send_sync(&fenced);
+    is_send(&fenced.lock());
+    is_send(&client.fenced_set("k", 1, b"v"));
+    is_send_sync(&group);
+    is_send(&group.lock());
+    is_send(&group.try_lock_for(std::time::Duration::from_secs(1)));
 }
 
 #[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
