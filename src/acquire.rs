@@ -24,10 +24,10 @@ use crate::queue::{leave_in_background, QueuePlace};
 use crate::release::Release;
 use crate::scripts::{AcquireCall, AcquireReply, UnlockOutcome};
 
-/// How long to wait between re-checks when the lock key has no expiry at all, which this
-/// crate never writes but a foreign client might: without a TTL there is no other bound
-/// on a wait whose wake-up message was lost.
-const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+/// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
+/// (which this crate never writes but a foreign client might), or, for a lock group, the
+/// nodes that could report one are down. Without it, a lost wake-up would wait forever.
+pub(crate) const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
 
 /// What one run of the acquire script found.
 pub(crate) enum Attempt {
@@ -146,7 +146,8 @@ fn may_have_run(error: &redis::RedisError) -> bool {
     crate::connection::is_transient(error) && !error.is_connection_refusal()
 }
 
-fn remaining(deadline: Option<Instant>) -> Duration {
+/// Time left until `deadline` (`None`: no deadline, so without end).
+pub(crate) fn remaining(deadline: Option<Instant>) -> Duration {
     match deadline {
         Some(deadline) => deadline.saturating_duration_since(Instant::now()),
         None => Duration::MAX,

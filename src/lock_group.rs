@@ -20,7 +20,7 @@ use rand::Rng;
 use tokio::time::Instant;
 use tracing::instrument;
 
-use crate::acquire::{attempt, Attempt};
+use crate::acquire::{attempt, remaining, Attempt, NO_TTL_RECHECK};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::group_guard::GroupGuard;
@@ -41,9 +41,6 @@ const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// lock, too few): competing groups that split the nodes between them then retry at
 /// different moments instead of splitting again.
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
-
-/// How long to wait between rounds when no holder's TTL bounds the wait (nodes are down).
-const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
 
 /// How many of a group's locks must be held for the group to be held. Sealed: the policies
 /// are [`Majority`](crate::Majority) and [`All`](crate::All).
@@ -443,13 +440,6 @@ impl<P: GroupPolicy> LockGroup<P> {
             answered,
             busy,
         })
-    }
-}
-
-fn remaining(deadline: Option<Instant>) -> Duration {
-    match deadline {
-        Some(deadline) => deadline.saturating_duration_since(Instant::now()),
-        None => Duration::MAX,
     }
 }
 
