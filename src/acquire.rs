@@ -16,7 +16,7 @@ use crate::client::Client;
 use crate::detach::FinishOnDrop;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::hold::{Hold, Lease};
+use crate::hold::{Applied, Hold, Lease, Terms};
 use crate::names::LockNames;
 use crate::owner::current_owner_field;
 use crate::pubsub::Subscription;
@@ -44,18 +44,36 @@ struct Waiting {
     place: Option<QueuePlace>,
 }
 
+/// What an acquire asks for: its lease, and how long the hold may last at most, counted
+/// from the acquire that takes the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Request {
+    pub(crate) lease: Lease,
+    pub(crate) max_hold: Option<Duration>,
+}
+
+impl Request {
+    /// The terms of an acquire sent at `started`.
+    fn terms(self, started: Instant) -> Terms {
+        Terms {
+            lease: self.lease,
+            max_until: self.max_hold.and_then(|hold| started.checked_add(hold)),
+        }
+    }
+}
+
 /// Takes the lock for the task calling this, waiting up to `wait` (`None`: for as long as
 /// it takes). `Ok(None)` means the wait ran out while someone else held the lock.
 pub(crate) async fn acquire(
     client: &Client,
     names: &Arc<LockNames>,
-    lease: Lease,
+    request: Request,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let owner = current_owner_field(&client.inner.id_text);
     let deadline = wait.and_then(|w| Instant::now().checked_add(w));
     let mut waiting = Waiting::default();
-    let outcome = wait_for_lock(client, names, &owner, lease, deadline, &mut waiting).await;
+    let outcome = wait_for_lock(client, names, &owner, request, deadline, &mut waiting).await;
     if let Some(place) = waiting.place.take() {
         match &outcome {
             Ok(Some(_)) => place.taken(),
@@ -73,7 +91,7 @@ async fn wait_for_lock(
     client: &Client,
     names: &Arc<LockNames>,
     owner: &Arc<str>,
-    lease: Lease,
+    request: Request,
     deadline: Option<Instant>,
     waiting: &mut Waiting,
 ) -> Result<Option<LockGuard>> {
@@ -81,7 +99,7 @@ async fn wait_for_lock(
     let mut failures = 0;
     loop {
         let join_queue = waiting.place.is_some();
-        let retry_within = match attempt(client, names, owner, lease, join_queue).await {
+        let retry_within = match attempt(client, names, owner, request, join_queue).await {
             Ok(Attempt::Acquired(guard)) => {
                 // The wake-up, if any, was used: do not hand it on from `Drop`.
                 if let Some(subscription) = waiting.subscription.as_mut() {
@@ -173,20 +191,23 @@ pub(crate) async fn attempt(
     client: &Client,
     names: &Arc<LockNames>,
     owner: &Arc<str>,
-    requested: Lease,
+    request: Request,
     join_queue: bool,
 ) -> Result<Attempt> {
     let inner = &client.inner;
-    let lease = inner.holds.lease_for(&names.key, owner, requested);
     let shared = inner.connections.shared().await?;
     let started = Instant::now();
+    let terms = inner
+        .holds
+        .terms_for(&names.key, owner, request.terms(started));
+    let applied = Applied::within(terms.lease.millis(), terms.max_until, started);
     let call = {
         let (conn, names, owner) = (shared.conn.clone(), names.clone(), owner.clone());
         let place_ms = inner.heartbeat.place_ms();
         async move {
             let call = AcquireCall {
                 names: &names,
-                lease_ms: lease.millis(),
+                lease_ms: applied.ms,
                 owner: &owner,
                 join_queue,
                 place_ms,
@@ -211,7 +232,7 @@ pub(crate) async fn attempt(
             leave_in_background(client.clone(), names.clone(), owner.clone());
         }
         if took_lock {
-            undo_in_background(client, names, owner, lease, started);
+            undo_in_background(client, names, owner, applied, started);
         }
     })
     .await;
@@ -220,7 +241,7 @@ pub(crate) async fn attempt(
     }
     match outcome {
         Ok(AcquireReply::Acquired { token }) => {
-            let hold = inner.holds.add(&names.key, owner, lease, started);
+            let hold = inner.holds.add(&names.key, owner, terms, started, applied);
             if hold.is_watchdog() {
                 inner.watchdog.ensure_running();
             }
@@ -264,28 +285,26 @@ fn undo_in_background(
     client: Client,
     names: Arc<LockNames>,
     owner: Arc<str>,
-    lease: Lease,
+    abandoned: Applied,
     started: Instant,
 ) {
     let live: Option<Arc<Hold>> = client.inner.holds.live(&names.key, &owner);
-    let lease_ms = match &live {
-        Some(hold) => {
-            hold.cap_validity(started, lease.millis());
-            hold.lease_ms()
-        }
-        None => 0,
-    };
+    let undo_started = Instant::now();
+    let restore = live.as_ref().map(|hold| {
+        hold.cap_validity(started, abandoned.ms);
+        hold.lease_at(undo_started)
+    });
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::warn!(lock = %names.key, "an acquire was abandoned outside any runtime; the lock expires with its lease");
         return;
     };
     let key = names.key.clone();
+    let lease_ms = restore.map_or(0, |applied| applied.ms);
     runtime.spawn(async move {
-        let undo_started = Instant::now();
         match Release::new(client, names, owner, lease_ms).run().await {
             Ok(UnlockOutcome::StillHeld) => {
-                if let Some(hold) = live {
-                    hold.lease_applied(undo_started);
+                if let (Some(hold), Some(applied)) = (live, restore) {
+                    hold.lease_applied(undo_started, applied);
                 }
             }
             Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "abandoned acquire undone"),

@@ -23,6 +23,9 @@ pub enum LostReason {
     ConnectionLost,
     /// Fewer than a quorum of a [`RedLock`](crate::RedLock)'s nodes still hold it.
     QuorumLost,
+    /// The hold reached the cap set with [`Lock::with_max_hold`](crate::Lock::with_max_hold):
+    /// the watchdog stopped renewing it, and its last lease ran out.
+    MaxHoldReached,
 }
 
 impl fmt::Display for LostReason {
@@ -32,6 +35,7 @@ impl fmt::Display for LostReason {
             LostReason::Released => "the lock was released by someone else",
             LostReason::ConnectionLost => "Redis could not be reached to renew the lease",
             LostReason::QuorumLost => "fewer than a quorum of the RedLock's nodes still hold it",
+            LostReason::MaxHoldReached => "it was held for the longest time allowed",
         })
     }
 }

@@ -37,6 +37,8 @@ struct GroupState {
     quorum: usize,
     /// Nodes (or locks) in the group.
     total: usize,
+    /// A fenced `RedLock`'s token, agreed by its majority.
+    token: Option<u64>,
     holds: Mutex<Vec<LockGuard>>,
     /// Set when the guard is released: a hold that arrives later releases itself.
     released: AtomicBool,
@@ -63,6 +65,7 @@ impl GroupGuard {
         quorum: usize,
         total: usize,
         holds: Vec<LockGuard>,
+        token: Option<u64>,
     ) -> Self {
         GroupGuard {
             state: Arc::new(GroupState {
@@ -70,6 +73,7 @@ impl GroupGuard {
                 owner,
                 quorum,
                 total,
+                token,
                 holds: Mutex::new(holds),
                 released: AtomicBool::new(false),
                 joined: Notify::new(),
@@ -90,6 +94,20 @@ impl GroupGuard {
         &self.state.owner
     }
 
+    /// The fencing token of this acquire, for a [`RedLock`](crate::RedLock) of
+    /// [`FencedLock`](crate::FencedLock)s (always `Some` there; `None` otherwise): strictly
+    /// greater than the token of every earlier holder of the group, whichever majority of
+    /// masters each held. Pass it with every write to the protected resource, which refuses
+    /// a token lower than one it has seen (see
+    /// [`Client::fenced_set`](crate::Client::fenced_set)).
+    ///
+    /// It is the greatest token the majority drew, raised on every master that holds the
+    /// lock before the guard was returned; see the README's "Fencing tokens" for why that
+    /// keeps tokens growing across majorities, and what it assumes.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state.token
+    }
+
     /// On how many nodes (or locks) the group is held now, lost holds left out.
     pub fn held_on(&self) -> usize {
         self.state.live_holds()
@@ -98,7 +116,8 @@ impl GroupGuard {
     /// The instant until which the group is certainly held, on this process's monotonic
     /// clock: the quorum-th latest validity deadline of its holds (for a `MultiLock`, the
     /// earliest). Each hold's deadline is the start of its last confirmed acquire or renewal
-    /// plus its lease, minus 1 % of the lease and 2 ms for clock drift.
+    /// plus its lease, minus 1 % of the lease and 2 ms for clock drift, or the moment it was
+    /// found lost if that came first. Once the group is lost, this is when it was.
     pub fn valid_until(&self) -> std::time::Instant {
         self.state.valid_until().into_std()
     }
@@ -149,9 +168,10 @@ impl GroupState {
 
     fn valid_until(&self) -> Instant {
         let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        // A lost hold's deadline is when it was lost at the latest, so lost holds count too:
+        // once fewer than the quorum are live, this is when the group was lost.
         let mut deadlines: Vec<Instant> = holds
             .iter()
-            .filter(|hold| !hold.is_lost())
             .map(|hold| Instant::from_std(hold.valid_until()))
             .collect();
         deadlines.sort_unstable_by(|a, b| b.cmp(a));
@@ -167,24 +187,21 @@ impl GroupState {
             let joined = self.joined.notified();
             tokio::pin!(joined);
             joined.as_mut().enable();
-            let (live, first_reason): (Vec<Lost>, Option<LostReason>) = {
+            let (live, reasons): (Vec<Lost>, Vec<LostReason>) = {
                 let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
                 let live = holds
                     .iter()
                     .filter(|hold| !hold.is_lost())
                     .map(|hold| Box::pin(hold.lost()) as Lost)
                     .collect();
-                let first_reason = holds.iter().find_map(LockGuard::lost_reason);
-                (live, first_reason)
+                let reasons = holds.iter().filter_map(LockGuard::lost_reason).collect();
+                (live, reasons)
             };
             if self.released.load(Ordering::Acquire) {
                 std::future::pending::<()>().await;
             }
             if live.len() < self.quorum {
-                return match first_reason {
-                    Some(reason) if self.quorum == self.total => reason,
-                    _ => LostReason::QuorumLost,
-                };
+                return self.reason(&reasons);
             }
             tokio::select! {
                 _ = select_all(live) => {}
@@ -205,15 +222,13 @@ impl GroupState {
             }
             return Ok(());
         }
-        let lost = outcomes
+        let reasons: Vec<LostReason> = outcomes
             .iter()
             .filter_map(|outcome| outcome.as_ref().err())
-            .find_map(Error::lost_reason);
-        if was_lost || lost.is_some() {
-            let reason = match lost {
-                Some(reason) if self.quorum == self.total => reason,
-                _ => LostReason::QuorumLost,
-            };
+            .filter_map(Error::lost_reason)
+            .collect();
+        if was_lost || !reasons.is_empty() {
+            let reason = self.reason(&reasons);
             let expired_ago = Instant::now().checked_duration_since(expired_at);
             return Err(Error::LockLost {
                 name: self.name.clone(),
@@ -223,6 +238,19 @@ impl GroupState {
         }
         let failed = outcomes.into_iter().find_map(|outcome| outcome.err());
         Err(failed.expect("fewer confirmations than holds means a failure"))
+    }
+
+    /// Why the group is lost, from the reasons its lost holds gave: a `MultiLock`'s first;
+    /// for a `RedLock`, the reason all of them share if they do (every hold reaching the
+    /// maximum hold time), else [`LostReason::QuorumLost`].
+    fn reason(&self, reasons: &[LostReason]) -> LostReason {
+        match reasons.first() {
+            Some(&first) if self.quorum == self.total => first,
+            Some(_) if reasons.iter().all(|&r| r == LostReason::MaxHoldReached) => {
+                LostReason::MaxHoldReached
+            }
+            _ => LostReason::QuorumLost,
+        }
     }
 
     fn take_holds(&self) -> Vec<LockGuard> {

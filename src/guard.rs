@@ -172,7 +172,8 @@ async fn release(state: GuardState) -> Result<()> {
         return Err(lost_error(&hold, reason));
     }
     let started = Instant::now();
-    let request = Release::new(client.clone(), names, hold.owner.clone(), hold.lease_ms());
+    let applied = hold.lease_at(started);
+    let request = Release::new(client.clone(), names, hold.owner.clone(), applied.ms);
     match request.run().await? {
         UnlockOutcome::Freed => Ok(()),
         UnlockOutcome::StillHeld => {
@@ -181,7 +182,7 @@ async fn release(state: GuardState) -> Result<()> {
                 // reply was lost ran after all. The lease, no longer renewed, frees it.
                 tracing::debug!(lock = %hold.key, "holds remain after the last guard");
             } else {
-                hold.lease_applied(started);
+                hold.lease_applied(started, applied);
             }
             Ok(())
         }
@@ -222,7 +223,8 @@ impl Drop for LockGuard {
         client.inner.holds.release(&hold);
         if lost.is_none() {
             let owner = hold.owner.clone();
-            release_in_background(Release::new(client, names, owner, hold.lease_ms()));
+            let lease_ms = hold.lease_at(Instant::now()).ms;
+            release_in_background(Release::new(client, names, owner, lease_ms));
         }
     }
 }

@@ -33,6 +33,51 @@ pub(crate) fn drift(lease_ms: u64) -> Duration {
     Duration::from_millis(lease_ms / 100 + 2)
 }
 
+/// The lease one request applies to a hold's key: the hold's own, shortened where the
+/// hold's maximum hold time ends sooner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Applied {
+    pub(crate) ms: u64,
+    /// The maximum hold time shortened it: once this lease runs out, the hold ends for good.
+    pub(crate) capped: bool,
+}
+
+impl Applied {
+    /// `lease_ms`, cut short so that, applied at `at`, it ends by `cap` at the latest.
+    pub(crate) fn within(lease_ms: u64, cap: Option<Instant>, at: Instant) -> Applied {
+        let Some(cap) = cap else {
+            return Applied {
+                ms: lease_ms,
+                capped: false,
+            };
+        };
+        let left = u64::try_from(cap.saturating_duration_since(at).as_millis()).unwrap_or(u64::MAX);
+        if left < lease_ms {
+            // At least 1 ms: PEXPIRE 0 would delete the key, which is the unlock's job.
+            Applied {
+                ms: left.max(1),
+                capped: true,
+            }
+        } else {
+            Applied {
+                ms: lease_ms,
+                capped: false,
+            }
+        }
+    }
+
+    /// Whether a renewal with this lease would end before the drift allowance: nothing is
+    /// left to renew.
+    pub(crate) fn is_spent(self) -> bool {
+        Duration::from_millis(self.ms) <= drift(self.ms)
+    }
+
+    /// The local validity deadline of this lease applied by a request sent at `started`.
+    fn deadline(self, started: Instant) -> Instant {
+        started + Duration::from_millis(self.ms).saturating_sub(drift(self.ms))
+    }
+}
+
 /// How a hold's lease is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lease {
@@ -60,6 +105,12 @@ pub(crate) struct Hold {
     lease_ms: AtomicU64,
     watchdog: AtomicBool,
     valid_until: AtomicU64,
+    /// The end of the maximum hold time (nanoseconds since [`EPOCH`]; `u64::MAX`: none):
+    /// no lease applied to the key reaches past it.
+    max_until: AtomicU64,
+    /// The last lease applied was cut short by the maximum hold time, so the validity
+    /// deadline is the end of the hold, not a renewal that failed to come.
+    capped: AtomicBool,
     /// Set while a renewal was sent and not confirmed, to name the reason if the deadline
     /// passes meanwhile: Redis did not answer in time, rather than nobody asked it (a
     /// paused process).
@@ -71,19 +122,27 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    fn new(key: Arc<str>, owner: Arc<str>, lease: Lease, started: Instant) -> Self {
+    fn new(
+        key: Arc<str>,
+        owner: Arc<str>,
+        terms: Terms,
+        started: Instant,
+        applied: Applied,
+    ) -> Self {
         let hold = Hold {
             key,
             owner,
             guards: AtomicU32::new(1),
-            lease_ms: AtomicU64::new(lease.millis()),
-            watchdog: AtomicBool::new(matches!(lease, Lease::Watchdog(_))),
+            lease_ms: AtomicU64::new(terms.lease.millis()),
+            watchdog: AtomicBool::new(matches!(terms.lease, Lease::Watchdog(_))),
             valid_until: AtomicU64::new(0),
+            max_until: AtomicU64::new(terms.max_until.map_or(u64::MAX, to_nanos)),
+            capped: AtomicBool::new(false),
             renewal_unconfirmed: AtomicBool::new(false),
             lost: watch::Sender::new(None),
             retired: AtomicBool::new(false),
         };
-        hold.reset_validity(started, lease.millis());
+        hold.reset_validity(started, applied);
         hold
     }
 
@@ -98,22 +157,42 @@ impl Hold {
         self.watchdog.load(Ordering::Relaxed)
     }
 
-    /// Local validity after an acquire or unlock that set the lease to `lease_ms`, sent at
-    /// `started`.
-    pub(crate) fn reset_validity(&self, started: Instant, lease_ms: u64) {
-        let until = started + Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
-        self.valid_until.store(to_nanos(until), Ordering::Release);
+    /// The end of the maximum hold time, if one was set.
+    fn max_until(&self) -> Option<Instant> {
+        let nanos = self.max_until.load(Ordering::Relaxed);
+        (nanos != u64::MAX).then(|| from_nanos(nanos))
     }
 
-    /// Local validity after a renewal sent at `started` was confirmed. Renewals and
-    /// reentrant calls of a watchdog hold all apply the same lease, so the latest start
-    /// bounds the expiry in Redis from below whatever order they ran in.
-    pub(crate) fn renewed(&self, started: Instant) {
-        self.renewal_unconfirmed.store(false, Ordering::Relaxed);
-        let lease_ms = self.lease_ms();
-        let until = started + Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
+    /// The lease a request sent at `at` should apply: the hold's own, cut short by the
+    /// maximum hold time.
+    pub(crate) fn lease_at(&self, at: Instant) -> Applied {
+        Applied::within(self.lease_ms(), self.max_until(), at)
+    }
+
+    /// Local validity after an acquire or unlock that applied `applied`, sent at `started`.
+    fn reset_validity(&self, started: Instant, applied: Applied) {
+        self.capped.store(applied.capped, Ordering::Relaxed);
         self.valid_until
-            .fetch_max(to_nanos(until), Ordering::AcqRel);
+            .store(to_nanos(applied.deadline(started)), Ordering::Release);
+    }
+
+    /// Local validity after a renewal sent at `started`, applying `applied`, was confirmed.
+    /// Renewals and reentrant calls of a watchdog hold all apply the same lease (or, near
+    /// the maximum hold time, leases that end at that same moment), so the latest start
+    /// bounds the expiry in Redis from below whatever order they ran in.
+    pub(crate) fn renewed(&self, started: Instant, applied: Applied) {
+        self.renewal_unconfirmed.store(false, Ordering::Relaxed);
+        if applied.capped {
+            self.capped.store(true, Ordering::Relaxed);
+        }
+        self.valid_until
+            .fetch_max(to_nanos(applied.deadline(started)), Ordering::AcqRel);
+    }
+
+    /// The watchdog found nothing left of the maximum hold time to renew: the hold ends
+    /// when its last lease runs out.
+    pub(crate) fn max_hold_reached(&self) {
+        self.capped.store(true, Ordering::Relaxed);
     }
 
     /// Brings the validity deadline forward to what a lease of `lease_ms` applied at
@@ -141,7 +220,8 @@ impl Hold {
         from_nanos(self.valid_until.load(Ordering::Acquire))
     }
 
-    /// Marks the hold lost, once; returns whether this call did it.
+    /// Marks the hold lost, once; returns whether this call did it. The validity deadline
+    /// ends then at the latest: a lock known lost is not valid until a later deadline.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
         if self.retired.load(Ordering::Acquire) {
             return false;
@@ -154,6 +234,8 @@ impl Hold {
             true
         });
         if marked {
+            self.valid_until
+                .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
         }
         marked
@@ -171,7 +253,9 @@ impl Hold {
     }
 
     fn reason_for_deadline(&self) -> LostReason {
-        if self.renewal_unconfirmed.load(Ordering::Relaxed) {
+        if self.capped.load(Ordering::Relaxed) {
+            LostReason::MaxHoldReached
+        } else if self.renewal_unconfirmed.load(Ordering::Relaxed) {
             LostReason::ConnectionLost
         } else {
             LostReason::Expired
@@ -197,28 +281,39 @@ impl Hold {
         }
     }
 
-    fn add_guard(&self, lease: Lease, started: Instant) {
+    fn add_guard(&self, terms: Terms, started: Instant, applied: Applied) {
         self.guards.fetch_add(1, Ordering::AcqRel);
-        if let Lease::Watchdog(ms) = lease {
+        if let Lease::Watchdog(ms) = terms.lease {
             self.lease_ms.store(ms, Ordering::Relaxed);
             self.watchdog.store(true, Ordering::Relaxed);
         } else if !self.is_watchdog() {
-            self.lease_ms.store(lease.millis(), Ordering::Relaxed);
+            self.lease_ms.store(terms.lease.millis(), Ordering::Relaxed);
+        }
+        if let Some(cap) = terms.max_until {
+            self.max_until.fetch_min(to_nanos(cap), Ordering::Relaxed);
         }
         // Stored, not maxed: the script just set the key's expiry to this lease, which may be
         // shorter than what an earlier fixed lease promised.
-        self.reset_validity(started, self.lease_ms());
+        self.reset_validity(started, applied);
     }
 
-    /// Local validity after an acquire or a reentrant unlock, sent at `started`, applied this
-    /// hold's lease.
-    pub(crate) fn lease_applied(&self, started: Instant) {
+    /// Local validity after an acquire or a reentrant unlock, sent at `started`, applied
+    /// `applied` (from [`lease_at`](Hold::lease_at)).
+    pub(crate) fn lease_applied(&self, started: Instant, applied: Applied) {
         if self.is_watchdog() {
-            self.renewed(started);
+            self.renewed(started, applied);
         } else {
-            self.reset_validity(started, self.lease_ms());
+            self.reset_validity(started, applied);
         }
     }
+}
+
+/// What an acquire asks of the hold it joins or starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Terms {
+    pub(crate) lease: Lease,
+    /// When the hold must end, whatever the watchdog: acquire start + the maximum hold time.
+    pub(crate) max_until: Option<Instant>,
 }
 
 type HoldKey = (Arc<str>, Arc<str>);
@@ -230,15 +325,26 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    /// The lease a new acquire by `owner` should apply: the live hold's watchdog lease when
-    /// the call re-enters a watchdog hold (see [`Hold::lease_ms`]), else `requested`.
-    pub(crate) fn lease_for(&self, key: &Arc<str>, owner: &Arc<str>, requested: Lease) -> Lease {
-        match self.map.get(&(key.clone(), owner.clone())) {
-            Some(hold) if hold.is_watchdog() && hold.lost_reason().is_none() => {
-                Lease::Watchdog(hold.lease_ms())
-            }
-            _ => requested,
+    /// What a new acquire by `owner` asks for: the live hold's watchdog lease when the call
+    /// re-enters a watchdog hold (see [`Hold::lease_ms`]), else `requested`; and the
+    /// earlier of the live hold's end of maximum hold time and the requested one.
+    pub(crate) fn terms_for(&self, key: &Arc<str>, owner: &Arc<str>, requested: Terms) -> Terms {
+        let Some(hold) = self.map.get(&(key.clone(), owner.clone())) else {
+            return requested;
+        };
+        if hold.lost_reason().is_some() {
+            return requested;
         }
+        let lease = if hold.is_watchdog() {
+            Lease::Watchdog(hold.lease_ms())
+        } else {
+            requested.lease
+        };
+        let max_until = match (hold.max_until(), requested.max_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Terms { lease, max_until }
     }
 
     /// `owner`'s live (not lost, not released) hold on `key`.
@@ -262,26 +368,32 @@ impl Holds {
         &self,
         key: &Arc<str>,
         owner: &Arc<str>,
-        lease: Lease,
+        terms: Terms,
         started: Instant,
+        applied: Applied,
     ) -> Arc<Hold> {
+        let fresh = || {
+            Arc::new(Hold::new(
+                key.clone(),
+                owner.clone(),
+                terms,
+                started,
+                applied,
+            ))
+        };
         match self.map.entry((key.clone(), owner.clone())) {
             Entry::Occupied(mut entry) => {
                 let hold = entry.get();
                 if hold.lost_reason().is_none() && !hold.is_released() {
-                    hold.add_guard(lease, started);
+                    hold.add_guard(terms, started, applied);
                     hold.clone()
                 } else {
-                    let fresh = Arc::new(Hold::new(key.clone(), owner.clone(), lease, started));
-                    entry.insert(fresh.clone());
-                    fresh
+                    let hold = fresh();
+                    entry.insert(hold.clone());
+                    hold
                 }
             }
-            Entry::Vacant(entry) => {
-                let fresh = Arc::new(Hold::new(key.clone(), owner.clone(), lease, started));
-                entry.insert(fresh.clone());
-                fresh
-            }
+            Entry::Vacant(entry) => entry.insert(fresh()).clone(),
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use tracing::instrument;
 
-use crate::acquire::acquire;
+use crate::acquire::{acquire, Request};
 use crate::client::Client;
 use crate::error::{LostReason, Result};
 use crate::guard::LockGuard;
@@ -81,6 +81,8 @@ pub struct Lock<K: LockKind = Reentrant> {
     name: Arc<str>,
     /// `None` for an invalid name, reported by the first call.
     names: Option<Arc<LockNames>>,
+    /// How long a hold taken through this handle may last at most; checked by each call.
+    max_hold: Option<Duration>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -90,6 +92,7 @@ impl<K: LockKind> Clone for Lock<K> {
             client: self.client.clone(),
             name: self.name.clone(),
             names: self.names.clone(),
+            max_hold: self.max_hold,
             kind: PhantomData,
         }
     }
@@ -99,6 +102,7 @@ impl<K: LockKind> std::fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(K::TYPE_NAME)
             .field("name", &self.name)
+            .field("max_hold", &self.max_hold)
             .finish()
     }
 }
@@ -119,8 +123,47 @@ impl<K: LockKind> Lock<K> {
             client,
             name: name.into(),
             names,
+            max_hold: None,
             kind: PhantomData,
         }
+    }
+
+    /// This handle, with a cap on how long any hold taken through it may last: counted from
+    /// the acquire that takes the lock, the watchdog renews it until the cap and no
+    /// further, and every lease applied to the key (a fixed lease, a re-entry's, an
+    /// unlock's) is cut short so as to end by the cap. The lock then frees itself, and the
+    /// guard's [`lost`](LockGuard::lost) resolves with [`LostReason::MaxHoldReached`]
+    /// just before, by its [`valid_until`](LockGuard::valid_until).
+    ///
+    /// For work that must never keep a lock forever, even when the process is alive and
+    /// its watchdog healthy but the work itself is stuck. A re-entry keeps the earlier of
+    /// its own cap and the one the hold already has: a nested call cannot lift the cap
+    /// of the outer one.
+    ///
+    /// The cap is checked by each call: under 1 ms or over ten years is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.lock("nightly-report").with_max_hold(Duration::from_secs(3600));
+    /// let guard = lock.lock().await?;
+    /// tokio::select! {
+    ///     _ = build_the_report() => guard.unlock().await?,
+    ///     reason = guard.lost() => eprintln!("gave up the report: {reason}"),
+    /// }
+    /// # Ok(()) }
+    /// # async fn build_the_report() {}
+    /// ```
+    #[must_use]
+    pub fn with_max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
+    /// The cap set by [`with_max_hold`](Lock::with_max_hold), if any.
+    pub fn max_hold(&self) -> Option<Duration> {
+        self.max_hold
     }
 
     /// The lock's name, as given to [`Client::lock`] or [`Client::fair_lock`] (without the
@@ -142,12 +185,25 @@ impl<K: LockKind> Lock<K> {
         Ok((&self.client, self.names()?))
     }
 
-    fn watchdog_lease(&self) -> Lease {
-        Lease::Watchdog(self.client.inner.watchdog.lease_ms())
+    /// What an acquire under the watchdog asks for.
+    pub(crate) fn watchdog_request(&self) -> Result<Request> {
+        let lease = Lease::Watchdog(self.client.inner.watchdog.lease_ms());
+        self.request(lease)
     }
 
-    fn fixed_lease(lease: Duration) -> Result<Lease> {
-        validate::lease_millis("lease", lease).map(Lease::Fixed)
+    /// What an acquire with a fixed lease asks for.
+    pub(crate) fn fixed_request(&self, lease_ms: u64) -> Result<Request> {
+        self.request(Lease::Fixed(lease_ms))
+    }
+
+    fn request(&self, lease: Lease) -> Result<Request> {
+        if let Some(cap) = self.max_hold {
+            validate::lease_millis("max_hold", cap)?;
+        }
+        Ok(Request {
+            lease,
+            max_hold: self.max_hold,
+        })
     }
 
     /// Takes the lock, waiting as long as it takes. The watchdog keeps it alive (lease:
@@ -165,7 +221,7 @@ impl<K: LockKind> Lock<K> {
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn lock(&self) -> Result<LockGuard> {
         let names = self.names()?;
-        let guard = acquire(&self.client, names, self.watchdog_lease(), None).await?;
+        let guard = acquire(&self.client, names, self.watchdog_request()?, None).await?;
         Ok(guard.expect("an unbounded wait ends with the lock or an error"))
     }
 
@@ -183,9 +239,9 @@ impl<K: LockKind> Lock<K> {
     /// As [`lock`](Lock::lock).
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let lease = Self::fixed_lease(lease)?;
+        let request = self.fixed_request(validate::lease_millis("lease", lease)?)?;
         let names = self.names()?;
-        let guard = acquire(&self.client, names, lease, None).await?;
+        let guard = acquire(&self.client, names, request, None).await?;
         Ok(guard.expect("an unbounded wait ends with the lock or an error"))
     }
 
@@ -204,7 +260,7 @@ impl<K: LockKind> Lock<K> {
         acquire(
             &self.client,
             names,
-            self.watchdog_lease(),
+            self.watchdog_request()?,
             Some(Duration::ZERO),
         )
         .await
@@ -224,7 +280,7 @@ impl<K: LockKind> Lock<K> {
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
         let names = self.names()?;
-        acquire(&self.client, names, self.watchdog_lease(), Some(wait)).await
+        acquire(&self.client, names, self.watchdog_request()?, Some(wait)).await
     }
 
     /// Waits up to `wait` for the lock and takes it with a fixed `lease` (no watchdog).
@@ -240,9 +296,9 @@ impl<K: LockKind> Lock<K> {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard>> {
-        let lease = Self::fixed_lease(lease)?;
+        let request = self.fixed_request(validate::lease_millis("lease", lease)?)?;
         let names = self.names()?;
-        acquire(&self.client, names, lease, Some(wait)).await
+        acquire(&self.client, names, request, Some(wait)).await
     }
 
     /// Deletes the lock whoever holds it and wakes one waiter (for a fair lock, the head of

@@ -8,7 +8,8 @@
 //! Each node is asked with the reentrant lock's own acquire attempt (its script, its hold
 //! in that client's registry, renewal by that client's watchdog, and its undo when an
 //! answer comes after the caller left), all at once and with one owner field, so that a
-//! re-entry is a re-entry on every node.
+//! re-entry is a re-entry on every node. A group of fenced locks also makes its token
+//! agree across majorities ([`crate::group_fence`]) before it returns.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -20,13 +21,13 @@ use rand::Rng;
 use tokio::time::Instant;
 use tracing::instrument;
 
-use crate::acquire::{attempt, remaining, Attempt, NO_TTL_RECHECK};
+use crate::acquire::{attempt, remaining, Attempt, Request, NO_TTL_RECHECK};
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::group_fence;
 use crate::group_guard::GroupGuard;
-use crate::guard::LockGuard;
 use crate::hold::{drift, Lease};
-use crate::lock::RLock;
+use crate::lock::{Lock, LockKind, Reentrant};
 use crate::names::LockNames;
 use crate::owner::current_owner_field;
 use crate::pubsub::Subscription;
@@ -56,9 +57,23 @@ pub(crate) mod sealed {
         /// How many of `total` locks make the group held.
         fn quorum(total: usize) -> usize;
     }
+
+    /// The lock kinds a group can be made of: those whose waiters all hear one unlock
+    /// channel (a fair lock's waiters wait on channels of their own, in a queue a group
+    /// never joins).
+    pub trait GroupableKind {}
 }
 
-/// Several [`RLock`]s taken as one: use it as [`RedLock`](crate::RedLock) or
+/// The kinds of lock a [`LockGroup`] can be made of: [`Reentrant`] and
+/// [`Fenced`](crate::Fenced). Sealed.
+pub trait GroupKind: LockKind + sealed::GroupableKind {}
+
+impl sealed::GroupableKind for Reentrant {}
+impl GroupKind for Reentrant {}
+impl sealed::GroupableKind for crate::fenced_lock::Fenced {}
+impl GroupKind for crate::fenced_lock::Fenced {}
+
+/// Several locks taken as one: use it as [`RedLock`](crate::RedLock) or
 /// [`MultiLock`](crate::MultiLock).
 ///
 /// The same owner field (`<client-uuid>:<task-id>`, with the first lock's client id) and
@@ -67,30 +82,41 @@ pub(crate) mod sealed {
 /// taken off; otherwise whatever was taken is released on every lock and the call waits
 /// for an unlock message from any of them (bounded by the holders' TTLs and the caller's
 /// wait), then tries again. A lock that answers after the quorum joins the guard.
-pub struct LockGroup<P: GroupPolicy> {
-    locks: Arc<[RLock]>,
+pub struct LockGroup<P: GroupPolicy, K: GroupKind = Reentrant> {
+    locks: Arc<[Lock<K>]>,
     node_timeout: Duration,
+    max_hold: Option<Duration>,
     policy: PhantomData<fn() -> P>,
 }
 
-impl<P: GroupPolicy> Clone for LockGroup<P> {
+impl<P: GroupPolicy, K: GroupKind> Clone for LockGroup<P, K> {
     fn clone(&self) -> Self {
         LockGroup {
             locks: self.locks.clone(),
             node_timeout: self.node_timeout,
+            max_hold: self.max_hold,
             policy: PhantomData,
         }
     }
 }
 
-impl<P: GroupPolicy> std::fmt::Debug for LockGroup<P> {
+impl<P: GroupPolicy, K: GroupKind> std::fmt::Debug for LockGroup<P, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct(P::TYPE_NAME)
             .field("locks", &self.locks)
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.node_timeout)
+            .field("max_hold", &self.max_hold)
             .finish()
     }
+}
+
+/// One lock of a group, checked and ready to be asked.
+#[derive(Clone)]
+pub(crate) struct Node {
+    pub(crate) client: Client,
+    pub(crate) names: Arc<LockNames>,
+    request: Request,
 }
 
 /// What one round of attempts on every lock came to.
@@ -113,11 +139,26 @@ struct Failure {
     busy: Vec<usize>,
 }
 
-impl<P: GroupPolicy> LockGroup<P> {
-    pub(crate) fn from_locks(locks: Vec<RLock>) -> Self {
+impl Failure {
+    /// The quorum was reached, but nothing usable was left of the lease by the time the
+    /// group could be returned: try again at once (after the split-vote pause).
+    fn no_time_left(answered: Vec<usize>, busy: Vec<usize>) -> Self {
+        Failure {
+            unreachable: None,
+            retry_within: None,
+            split: true,
+            answered,
+            busy,
+        }
+    }
+}
+
+impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
+    pub(crate) fn from_locks(locks: Vec<Lock<K>>) -> Self {
         LockGroup {
             locks: locks.into(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
+            max_hold: None,
             policy: PhantomData,
         }
     }
@@ -133,8 +174,22 @@ impl<P: GroupPolicy> LockGroup<P> {
         self
     }
 
+    /// A cap on how long the group may be held, as
+    /// [`Lock::with_max_hold`](crate::Lock::with_max_hold) sets for one lock: every node's
+    /// hold ends by it, and the guard's [`lost`](GroupGuard::lost) then resolves with
+    /// [`LostReason::MaxHoldReached`](crate::LostReason::MaxHoldReached). Without it, each
+    /// lock's own cap, if any, applies.
+    ///
+    /// Checked by each call: under 1 ms or over ten years is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent.
+    #[must_use]
+    pub fn with_max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
     /// The locks of the group, in the order given.
-    pub fn locks(&self) -> &[RLock] {
+    pub fn locks(&self) -> &[Lock<K>] {
         &self.locks
     }
 
@@ -224,22 +279,34 @@ impl<P: GroupPolicy> LockGroup<P> {
         self.locks.first().map_or("", |lock| lock.name())
     }
 
-    /// The client and names of every lock, checked before anything is sent.
-    fn nodes(&self, fixed_lease_ms: Option<u64>) -> Result<Vec<(Client, Arc<LockNames>)>> {
+    /// Every lock, checked before anything is sent.
+    fn nodes(&self, fixed_lease_ms: Option<u64>) -> Result<Vec<Node>> {
         if self.locks.is_empty() {
             return Err(Error::invalid("a lock group needs at least one lock"));
         }
         validate::positive("node_timeout", self.node_timeout)?;
-        let nodes: Vec<(Client, Arc<LockNames>)> = self
+        let nodes: Vec<Node> = self
             .locks
             .iter()
             .map(|lock| {
                 let (client, names) = lock.parts()?;
-                Ok((client.clone(), names.clone()))
+                let max_hold = self.max_hold.or(lock.max_hold());
+                if let Some(cap) = max_hold {
+                    validate::lease_millis("max_hold", cap)?;
+                }
+                let lease = match fixed_lease_ms {
+                    Some(ms) => Lease::Fixed(ms),
+                    None => Lease::Watchdog(client.inner.watchdog.lease_ms()),
+                };
+                Ok(Node {
+                    client: client.clone(),
+                    names: names.clone(),
+                    request: Request { lease, max_hold },
+                })
             })
             .collect::<Result<_>>()?;
-        for (client, _) in &nodes {
-            let lease_ms = fixed_lease_ms.unwrap_or_else(|| client.inner.watchdog.lease_ms());
+        for node in &nodes {
+            let lease_ms = node.request.lease.millis();
             let usable = Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
             if usable <= self.node_timeout {
                 return Err(Error::invalid(format!(
@@ -251,12 +318,12 @@ impl<P: GroupPolicy> LockGroup<P> {
         }
         if P::DISTINCT_NODES {
             let mut seen = std::collections::HashSet::new();
-            for (client, _) in &nodes {
-                if !seen.insert(client.inner.settings.url.as_str()) {
+            for node in &nodes {
+                if !seen.insert(node.client.inner.settings.url.as_str()) {
                     return Err(Error::invalid(format!(
                         "a {} needs one lock per independent master; `{}` is given twice",
                         P::TYPE_NAME,
-                        client.inner.settings.url
+                        node.client.inner.settings.url
                     )));
                 }
             }
@@ -270,7 +337,7 @@ impl<P: GroupPolicy> LockGroup<P> {
         wait: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
         let nodes = self.nodes(fixed_lease_ms)?;
-        let first = nodes[0].0.clone();
+        let first = nodes[0].client.clone();
         let owner = current_owner_field(&first.inner.id_text);
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let retry_attempts = first.inner.connections.retry_attempts();
@@ -279,7 +346,7 @@ impl<P: GroupPolicy> LockGroup<P> {
         // no subscribe timeout; retried each round until it is made.
         let mut subscriptions: Vec<Option<Subscription>> = nodes.iter().map(|_| None).collect();
         loop {
-            let failure = match self.round(&nodes, &owner, fixed_lease_ms).await {
+            let failure = match self.round(&nodes, &owner).await {
                 Round::Acquired(guard) => return Ok(Some(guard)),
                 Round::Failed(failure) => failure,
             };
@@ -330,28 +397,19 @@ impl<P: GroupPolicy> LockGroup<P> {
     }
 
     /// Asks every lock at once and stops as soon as the outcome is decided.
-    async fn round(
-        &self,
-        nodes: &[(Client, Arc<LockNames>)],
-        owner: &Arc<str>,
-        fixed_lease_ms: Option<u64>,
-    ) -> Round {
+    async fn round(&self, nodes: &[Node], owner: &Arc<str>) -> Round {
         let total = nodes.len();
         let quorum = P::quorum(total);
         let node_timeout = self.node_timeout;
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
             .enumerate()
-            .map(|(index, (client, names))| {
-                let (client, names, owner) = (client.clone(), names.clone(), owner.clone());
-                let lease = match fixed_lease_ms {
-                    Some(ms) => Lease::Fixed(ms),
-                    None => Lease::Watchdog(client.inner.watchdog.lease_ms()),
-                };
+            .map(|(index, node)| {
+                let (node, owner) = (node.clone(), owner.clone());
                 async move {
                     // A node that does not answer in time is dropped from this round; the
                     // attempt finishes in the background and undoes what it took.
-                    let asked = attempt(&client, &names, &owner, lease, false);
+                    let asked = attempt(&node.client, &node.names, &owner, node.request, false);
                     let outcome = match tokio::time::timeout(node_timeout, asked).await {
                         Ok(outcome) => outcome,
                         Err(_) => Err(Error::Timeout {
@@ -371,7 +429,7 @@ impl<P: GroupPolicy> LockGroup<P> {
         while let Some((index, outcome)) = pending.next().await {
             match outcome {
                 Ok(Attempt::Acquired(guard)) => {
-                    held.push(guard);
+                    held.push((index, guard));
                     answered.push(index);
                 }
                 Ok(Attempt::RetryWithin(bound)) => {
@@ -393,14 +451,40 @@ impl<P: GroupPolicy> LockGroup<P> {
             }
         }
         if held.len() >= quorum {
-            let guard = GroupGuard::new(self.first_name(), owner.clone(), quorum, total, held);
+            let token = if K::FENCED {
+                let agreed = group_fence::agree(nodes, &held, owner, quorum, node_timeout).await;
+                if agreed.is_none() {
+                    // Too few masters still held the lock to vouch for the token: as if the
+                    // quorum were never reached. Dropping the holds releases them.
+                    tracing::debug!(lock = %self.first_name(), "fencing token not agreed");
+                    return Round::Failed(Failure::no_time_left(answered, busy));
+                }
+                agreed
+            } else {
+                None
+            };
+            let holds = held.into_iter().map(|(_, hold)| hold).collect();
+            let guard = GroupGuard::new(
+                self.first_name(),
+                owner.clone(),
+                quorum,
+                total,
+                holds,
+                token,
+            );
             if guard.deadline() > Instant::now() {
                 if !pending.is_empty() {
-                    // Late answers join the guard, keeping the lock on every node that can.
+                    // Late answers join the guard, keeping the lock on every node that can
+                    // (and, fenced, vouching for its token there too).
                     let joiner = guard.joiner();
+                    let (nodes, owner) = (token.map(|_| nodes.to_vec()), owner.clone());
                     tokio::spawn(async move {
-                        while let Some((_, outcome)) = pending.next().await {
+                        while let Some((index, outcome)) = pending.next().await {
                             if let Ok(Attempt::Acquired(hold)) = outcome {
+                                if let (Some(nodes), Some(token)) = (&nodes, token) {
+                                    group_fence::raise(&nodes[index], &owner, token, node_timeout)
+                                        .await;
+                                }
                                 joiner.join(hold);
                             }
                         }
@@ -411,13 +495,7 @@ impl<P: GroupPolicy> LockGroup<P> {
             // Reaching the quorum took what the lease left after the node timeout (a stalled
             // process): no time is left to use it. Dropping the guard releases it.
             tracing::debug!(lock = %self.first_name(), "quorum reached too late");
-            return Round::Failed(Failure {
-                unreachable: None,
-                retry_within: None,
-                split: true,
-                answered,
-                busy,
-            });
+            return Round::Failed(Failure::no_time_left(answered, busy));
         }
         // Not acquired: the attempts still out are dropped, and each undoes what it took
         // when its answer comes; what was taken is released on every node at once, awaited
@@ -425,7 +503,7 @@ impl<P: GroupPolicy> LockGroup<P> {
         // wants (a release still running then finishes in the background).
         let split = !held.is_empty();
         drop(pending);
-        let rollback = join_all(held.into_iter().map(LockGuard::unlock));
+        let rollback = join_all(held.into_iter().map(|(_, hold)| hold.unlock()));
         let _ = tokio::time::timeout(node_timeout, rollback).await;
         let unreachable = (unreachable > total - quorum).then(|| Error::QuorumUnreachable {
             reachable: total - unreachable,
@@ -447,7 +525,7 @@ impl<P: GroupPolicy> LockGroup<P> {
 /// yet, all at once; returns whether any was made. A node that cannot confirm in time keeps
 /// none, and is asked again after the next round.
 async fn subscribe_missing(
-    nodes: &[(Client, Arc<LockNames>)],
+    nodes: &[Node],
     owner: &str,
     answered: &[usize],
     subscriptions: &mut [Option<Subscription>],
@@ -459,7 +537,7 @@ async fn subscribe_missing(
         .filter(|&index| subscriptions[index].is_none())
         .collect();
     let subscribing = missing.iter().map(|&index| {
-        let (client, names) = &nodes[index];
+        let Node { client, names, .. } = &nodes[index];
         let limit = client.inner.settings.subscribe_timeout.min(remaining);
         let channel = names.wait_channel(owner);
         async move {

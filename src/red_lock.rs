@@ -1,14 +1,17 @@
 //! [`RedLock`]: a lock held on a majority of independent Redis masters (the Redlock
 //! algorithm).
 
-use crate::lock::RLock;
-use crate::lock_group::{sealed, GroupPolicy, LockGroup};
+use crate::lock::{Lock, Reentrant};
+use crate::lock_group::{sealed, GroupKind, GroupPolicy, LockGroup};
 
 /// A lock held on a majority of N independent Redis masters, for deployments where one
 /// Redis (and its asynchronous failover) is not trusted to keep a lock.
 ///
-/// Give it one [`RLock`] per master, each from a [`Client`](crate::Client) connected to
-/// that master, usually with the same name. The group is held while a majority of
+/// Give it one [`RLock`](crate::RLock) per master, each from a [`Client`](crate::Client)
+/// connected to that master, usually with the same name; or one
+/// [`FencedLock`](crate::FencedLock) per master for a `RedLock<Fenced>`, whose guard
+/// carries a [fencing token](crate::GroupGuard::fencing_token) that grows across holders
+/// whatever majority each of them held. The group is held while a majority of
 /// `N / 2 + 1` masters hold it:
 ///
 /// - every master is asked at once, each with a per-node timeout
@@ -44,7 +47,20 @@ use crate::lock_group::{sealed, GroupPolicy, LockGroup};
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
-pub type RedLock = LockGroup<Majority>;
+///
+/// With fencing tokens:
+///
+/// ```no_run
+/// # async fn demo(masters: Vec<redis_rlock::Client>) -> redis_rlock::Result<()> {
+/// use redis_rlock::RedLock;
+/// let redlock = RedLock::new(masters.iter().map(|m| m.fenced_lock("ledger")).collect());
+/// let guard = redlock.lock().await?;
+/// let token = guard.fencing_token().expect("a fenced RedLock's guard has a token");
+/// // ... pass `token` with every write to the ledger ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type RedLock<K = Reentrant> = LockGroup<Majority, K>;
 
 /// The policy of a [`RedLock`]: a majority of its locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,11 +78,12 @@ impl sealed::Sealed for Majority {
     }
 }
 
-impl LockGroup<Majority> {
-    /// A RedLock over `locks`, one per independent master. Nothing is sent until a method
-    /// is called; an empty list, or two locks whose clients have the same URL (a majority
-    /// must be of distinct masters), is reported by the first call.
-    pub fn new(locks: Vec<RLock>) -> Self {
+impl<K: GroupKind> LockGroup<Majority, K> {
+    /// A RedLock over `locks`, one per independent master: [`RLock`](crate::RLock)s, or
+    /// [`FencedLock`](crate::FencedLock)s for fencing tokens. Nothing is sent until a
+    /// method is called; an empty list, or two locks whose clients have the same URL (a
+    /// majority must be of distinct masters), is reported by the first call.
+    pub fn new(locks: Vec<Lock<K>>) -> Self {
         LockGroup::from_locks(locks)
     }
 }

@@ -38,6 +38,7 @@ static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua");
 static RENEW: LazyLock<Script> = script!("renew.lua");
 static FENCED_ACQUIRE: LazyLock<Script> = script!("fenced_acquire.lua");
 static FENCED_SET: LazyLock<Script> = script!("fenced_set.lua");
+static FENCED_RAISE: LazyLock<Script> = script!("fenced_raise.lua");
 static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("fair_acquire.lua");
 static FAIR_UNLOCK: LazyLock<Script> = fair_script!("fair_unlock.lua");
 static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("fair_force_unlock.lua");
@@ -53,6 +54,7 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()
         &RENEW,
         &FENCED_ACQUIRE,
         &FENCED_SET,
+        &FENCED_RAISE,
         &FAIR_ACQUIRE,
         &FAIR_UNLOCK,
         &FAIR_FORCE_UNLOCK,
@@ -241,17 +243,23 @@ pub(crate) enum Place {
     Gone,
 }
 
-/// `lua/renew.lua` over one batch: for each `(key, owner)` whether the owner still held it
-/// (and its lease was reset).
+/// `lua/renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
+/// still held it (and its lease was reset). Leases that differ from `lease_ms` (near a
+/// maximum hold time) are sent one per key.
 pub(crate) async fn renew<'a>(
     conn: &mut MultiplexedConnection,
     lease_ms: u64,
-    batch: impl Iterator<Item = (&'a str, &'a str)>,
+    batch: impl Iterator<Item = (&'a str, &'a str, u64)> + Clone,
 ) -> RedisResult<Vec<bool>> {
     let mut call = RENEW.prepare_invoke();
     call.arg(lease_ms);
-    for (key, owner) in batch {
+    for (key, owner, _) in batch.clone() {
         call.key(key).arg(owner);
+    }
+    if batch.clone().any(|(_, _, lease)| lease != lease_ms) {
+        for (_, _, lease) in batch {
+            call.arg(lease);
+        }
     }
     let renewed: Vec<i64> = call.invoke_async(conn).await?;
     Ok(renewed.into_iter().map(|r| r == 1).collect())
@@ -295,6 +303,26 @@ pub(crate) async fn fenced_set(
         .key(fence)
         .arg(token)
         .arg(value)
+        .invoke_async(&mut conn)
+        .await
+}
+
+/// `lua/fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
+/// at least `token`. False when `owner` no longer holds the lock (nothing written).
+pub(crate) async fn fenced_raise(
+    mut conn: MultiplexedConnection,
+    names: &LockNames,
+    owner: &str,
+    token: u64,
+) -> RedisResult<bool> {
+    let Some(counter) = &names.token else {
+        return Ok(false);
+    };
+    FENCED_RAISE
+        .key(&*names.key)
+        .key(&**counter)
+        .arg(owner)
+        .arg(token)
         .invoke_async(&mut conn)
         .await
 }

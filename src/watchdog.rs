@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::connection::Connections;
 use crate::error::LostReason;
-use crate::hold::{Hold, Holds};
+use crate::hold::{Applied, Hold, Holds};
 use crate::periodic::{Periodic, Rounds};
 use crate::scripts;
 
@@ -103,10 +103,14 @@ impl Rounds for Renewals {
 /// One renewal round over every watchdog hold. Returns false if any batch failed to reach
 /// Redis.
 async fn renew_all(renewals: &Renewals) -> bool {
-    let holds = renewals.holds.to_renew();
+    let mut holds = renewals.holds.to_renew();
     if holds.is_empty() {
         return true;
     }
+    // Holds near the end of their maximum hold time get shorter leases, one per key: they
+    // go last, in batches of their own, so that the other batches stay one lease each.
+    let now = Instant::now();
+    holds.sort_by_cached_key(|hold| hold.lease_at(now).capped);
     holds.iter().for_each(|hold| hold.renewal_sent());
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
@@ -136,11 +140,31 @@ async fn renew_batch(
     batch: Vec<Arc<Hold>>,
 ) -> bool {
     let started = Instant::now();
-    let keys = batch.iter().map(|h| (&*h.key, &*h.owner));
+    // Leases are reckoned from when the batch goes out, so that none reaches past a
+    // maximum hold time however long the batch queued.
+    let (batch, leases): (Vec<Arc<Hold>>, Vec<Applied>) = batch
+        .into_iter()
+        .filter_map(|hold| {
+            let applied = hold.lease_at(started);
+            if applied.is_spent() {
+                // Nothing left of the maximum hold time: the last lease runs out.
+                hold.max_hold_reached();
+                return None;
+            }
+            Some((hold, applied))
+        })
+        .unzip();
+    if batch.is_empty() {
+        return true;
+    }
+    let keys = batch
+        .iter()
+        .zip(&leases)
+        .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
     match scripts::renew(&mut conn, lease_ms, keys).await {
         Ok(renewed) => {
-            for (hold, renewed) in batch.iter().zip(renewed) {
-                settle(hold, renewed, started);
+            for ((hold, applied), renewed) in batch.iter().zip(leases).zip(renewed) {
+                settle(hold, renewed, started, applied);
             }
             true
         }
@@ -151,9 +175,9 @@ async fn renew_batch(
     }
 }
 
-fn settle(hold: &Arc<Hold>, renewed: bool, started: Instant) {
+fn settle(hold: &Arc<Hold>, renewed: bool, started: Instant, applied: Applied) {
     if renewed {
-        hold.renewed(started);
+        hold.renewed(started, applied);
     } else if !hold.is_released() {
         // The owner's field is gone. If the lease had run out locally too, it expired;
         // otherwise somebody removed it.

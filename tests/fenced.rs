@@ -1,13 +1,14 @@
 //! FencedLock: every acquire draws a token greater than all before it, and a fenced write
-//! refuses a holder whose lock expired while it was paused.
+//! refuses a holder whose lock expired while it was paused. A RedLock of fenced locks keeps
+//! its tokens growing across holders that each held a different majority.
 
 mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis_rlock::LostReason;
-use support::{client, lock_hash, RedisServer};
+use redis_rlock::{Fenced, LostReason, RedLock};
+use support::{client, lock_hash, RedisGroup, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -172,4 +173,98 @@ async fn a_holder_whose_lease_ran_out_cannot_overwrite_a_later_holders_write() {
         .await
         .unwrap_err()
         .is_invalid_argument());
+}
+
+/// One client per server of `group`.
+async fn clients_of(group: &RedisGroup) -> Vec<redis_rlock::Client> {
+    let mut clients = Vec::new();
+    for server in &group.servers {
+        clients.push(client(server).await);
+    }
+    clients
+}
+
+fn fenced_redlock(clients: &[redis_rlock::Client], name: &str) -> RedLock<Fenced> {
+    RedLock::new(clients.iter().map(|c| c.fenced_lock(name)).collect())
+        .with_node_timeout(Duration::from_millis(500))
+}
+
+#[tokio::test]
+async fn a_fenced_redlock_token_grows_across_holders_that_share_one_master() {
+    let mut group = RedisGroup::start(5);
+    let (a, b) = (clients_of(&group).await, clients_of(&group).await);
+    // Counters that disagree: master 0 has handed out many more tokens than the others.
+    redis::cmd("SET")
+        .arg("redisson_lock_token:{payout}")
+        .arg(100)
+        .query_async::<()>(&mut group.servers[0].raw().await)
+        .await
+        .unwrap();
+
+    // A holds masters 0, 1 and 2 (3 and 4 are down).
+    group.servers[3].kill();
+    group.servers[4].kill();
+    let first = fenced_redlock(&a, "payout").lock().await.unwrap();
+    let first_token = first.fencing_token().unwrap();
+    assert_eq!(first_token, 101, "the greatest the majority drew");
+    // Written back to every master that holds it, before the guard was returned.
+    for server in &group.servers[..3] {
+        assert_eq!(counter(server, "payout").await, Some(101));
+    }
+    first.unlock().await.unwrap();
+
+    // B holds masters 2, 3 and 4 (3 and 4 back, empty; 0 and 1 down): only master 2 is
+    // shared with A's majority, and its counter is what keeps B's token above A's.
+    group.servers[3].restart();
+    group.servers[4].restart();
+    group.servers[0].kill();
+    group.servers[1].kill();
+    let second = fenced_redlock(&b, "payout").lock().await.unwrap();
+    let second_token = second.fencing_token().unwrap();
+    assert!(
+        second_token > first_token,
+        "{second_token} after {first_token}"
+    );
+    for server in &group.servers[2..] {
+        assert_eq!(counter(server, "payout").await, Some(second_token));
+    }
+    second.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn fenced_redlock_tokens_follow_the_order_in_which_contending_tasks_got_it() {
+    let group = RedisGroup::start(5);
+    let (a, b) = (clients_of(&group).await, clients_of(&group).await);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let (redlock, order) = (
+            fenced_redlock(if i % 2 == 0 { &a } else { &b }, "contended"),
+            order.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                let guard = redlock.lock().await.unwrap();
+                order.lock().unwrap().push(guard.fencing_token().unwrap());
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order.len(), 20);
+    assert!(
+        order.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens in acquisition order: {order:?}"
+    );
+    // A RedLock of plain locks has no token.
+    let plain = RedLock::new(a.iter().map(|c| c.lock("plain")).collect());
+    let guard = plain.lock().await.unwrap();
+    assert_eq!(guard.fencing_token(), None);
+    guard.unlock().await.unwrap();
 }

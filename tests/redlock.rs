@@ -350,7 +350,7 @@ async fn a_multilock_is_lost_when_any_lock_is() {
 async fn bad_group_input_is_refused_before_anything_is_sent() {
     let server = RedisServer::start();
     let client = support::client(&server).await;
-    let empty = RedLock::new(Vec::new());
+    let empty = RedLock::new(Vec::<redis_rlock::RLock>::new());
     assert!(empty.lock().await.unwrap_err().is_invalid_argument());
     let unnamed = MultiLock::new(vec![client.lock("fine"), client.lock("")]);
     assert!(unnamed.try_lock().await.unwrap_err().is_invalid_argument());

@@ -1,6 +1,8 @@
 //! Compile-time checks: the types and futures users move between tasks are Send + Sync.
 
-use redis_rlock::{Client, DistributedLock, FairLock, FencedLock, LockGuard, RLock, RedLock};
+use redis_rlock::{
+    Client, DistributedLock, FairLock, Fenced, FencedLock, LockGuard, RLock, RedLock,
+};
 
 fn is_send_sync<T: Send + Sync>(_: &T) {}
 fn is_send<T: Send>(_: &T) {}
@@ -28,13 +30,20 @@ fn fair_lock_futures_are_send(lock: FairLock) {
 }
 
 #[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
-fn fenced_and_group_futures_are_send(fenced: FencedLock, group: RedLock, client: Client) {
+fn fenced_and_group_futures_are_send(
+    fenced: FencedLock,
+    group: RedLock,
+    fenced_group: RedLock<Fenced>,
+    client: Client,
+) {
     is_send_sync(&fenced);
     is_send(&fenced.lock());
     is_send(&client.fenced_set("k", 1, b"v"));
     is_send_sync(&group);
     is_send(&group.lock());
     is_send(&group.try_lock_for(std::time::Duration::from_secs(1)));
+    is_send_sync(&fenced_group);
+    is_send(&fenced_group.lock());
 }
 
 #[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
