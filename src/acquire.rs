@@ -184,6 +184,9 @@ async fn sleep_within(pause: Duration, deadline: Option<Instant>) -> bool {
 /// One run of the acquire script; for a fair lock, `join_queue` also queues the caller
 /// (or refreshes its place) when the lock is not taken.
 ///
+/// With replica sync on, a lock taken counts only once a replica has it: otherwise it is
+/// taken back and the attempt fails with [`Error::NotReplicated`](crate::Error::NotReplicated).
+///
 /// # Cancel safety
 /// The script call finishes even if this future is dropped; a lock it took for a caller who
 /// left is released again at once, and a place it took in the queue is left.
@@ -195,16 +198,29 @@ pub(crate) async fn attempt(
     join_queue: bool,
 ) -> Result<Attempt> {
     let inner = &client.inner;
-    let shared = inner.connections.shared().await?;
+    // A write that waits for replicas blocks its connection meanwhile: it goes out on a
+    // pooled connection of its own, kept checked out until its WAIT is answered.
+    let (conn, shared, checkout) = match &inner.replica_sync {
+        None => {
+            let shared = inner.connections.shared().await?;
+            (shared.conn.clone(), Some(shared), None)
+        }
+        Some(_) => {
+            let pooled = inner.connections.pooled().await?;
+            ((*pooled).clone(), None, Some(pooled))
+        }
+    };
     let started = Instant::now();
     let terms = inner
         .holds
         .terms_for(&names.key, owner, request.terms(started));
     let applied = Applied::within(terms.lease.millis(), terms.max_until, started);
     let call = {
-        let (conn, names, owner) = (shared.conn.clone(), names.clone(), owner.clone());
+        let (mut conn, names, owner) = (conn, names.clone(), owner.clone());
         let place_ms = inner.heartbeat.place_ms();
+        let sync = inner.replica_sync.clone();
         async move {
+            let _checkout = checkout;
             let call = AcquireCall {
                 names: &names,
                 lease_ms: applied.ms,
@@ -212,7 +228,12 @@ pub(crate) async fn attempt(
                 join_queue,
                 place_ms,
             };
-            call.run(conn).await
+            let reply = call.run(conn.clone()).await?;
+            let unreplicated = match (&reply, sync) {
+                (AcquireReply::Acquired { .. }, Some(sync)) => sync.wait(&mut conn).await.err(),
+                _ => None,
+            };
+            Ok((reply, unreplicated))
         }
     };
     let orphaned = (client.clone(), names.clone(), owner.clone());
@@ -220,8 +241,8 @@ pub(crate) async fn attempt(
         let (client, names, owner) = orphaned;
         // The caller left: undo what the attempt took, or may have taken.
         let (took_lock, may_be_queued) = match &outcome {
-            Ok(AcquireReply::Acquired { .. }) => (true, false),
-            Ok(AcquireReply::RetryWithin(_)) => (false, join_queue),
+            Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
+            Ok((AcquireReply::RetryWithin(_), _)) => (false, join_queue),
             Err(e) => (
                 may_have_run(e) && !client.inner.holds.is_held(&names.key, &owner),
                 join_queue && may_have_run(e),
@@ -240,7 +261,20 @@ pub(crate) async fn attempt(
         inner.connections.report_success();
     }
     match outcome {
-        Ok(AcquireReply::Acquired { token }) => {
+        Ok((AcquireReply::Acquired { .. }, Some(unreplicated))) => {
+            // The master has it and no replica does: a failover would forget it while we
+            // counted on it. Taken back, awaited so that it reaches Redis before a retry.
+            let undoing = undo(
+                client.clone(),
+                names.clone(),
+                owner.clone(),
+                applied,
+                started,
+            );
+            FinishOnDrop::new(undoing, |()| {}).await;
+            Err(unreplicated)
+        }
+        Ok((AcquireReply::Acquired { token }, None)) => {
             let hold = inner.holds.add(&names.key, owner, terms, started, applied);
             if hold.is_watchdog() {
                 inner.watchdog.ensure_running();
@@ -253,11 +287,13 @@ pub(crate) async fn attempt(
                 token,
             )))
         }
-        Ok(AcquireReply::RetryWithin(wait_ms)) => Ok(Attempt::RetryWithin(
+        Ok((AcquireReply::RetryWithin(wait_ms), _)) => Ok(Attempt::RetryWithin(
             u64::try_from(wait_ms).ok().map(Duration::from_millis),
         )),
         Err(e) => {
-            inner.connections.report(&shared, &e);
+            if let Some(shared) = &shared {
+                inner.connections.report(shared, &e);
+            }
             // The script may still run (a timed-out command is not withdrawn). If this owner
             // held nothing here, any hold it finds was taken by this very attempt: undo it.
             // A re-entry cannot be undone blindly, since it may not have run; at worst its
@@ -275,12 +311,7 @@ pub(crate) async fn attempt(
     }
 }
 
-/// Undoes, in the background, an acquire that ran for a caller who left.
-///
-/// If the owner holds the lock through another guard, the abandoned call was a re-entry and
-/// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
-/// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
-/// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
+/// Undoes, in the background, an acquire that ran for a caller who left; see [`undo`].
 fn undo_in_background(
     client: Client,
     names: Arc<LockNames>,
@@ -288,27 +319,49 @@ fn undo_in_background(
     abandoned: Applied,
     started: Instant,
 ) {
+    let key = names.key.clone();
+    let undoing = undo(client, names, owner, abandoned, started);
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(undoing)),
+        Err(_) => {
+            tracing::warn!(lock = %key, "an acquire was abandoned outside any runtime; the lock expires with its lease")
+        }
+    }
+}
+
+/// Undoes an acquire, sent at `started` and applying `abandoned`, that took the lock for
+/// nobody: its caller left, or no replica has it.
+///
+/// If the owner holds the lock through another guard, the undone call was a re-entry and
+/// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
+/// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
+/// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
+fn undo(
+    client: Client,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    abandoned: Applied,
+    started: Instant,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     let live: Option<Arc<Hold>> = client.inner.holds.live(&names.key, &owner);
     let undo_started = Instant::now();
     let restore = live.as_ref().map(|hold| {
         hold.cap_validity(started, abandoned.ms);
         hold.lease_at(undo_started)
     });
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(lock = %names.key, "an acquire was abandoned outside any runtime; the lock expires with its lease");
-        return;
-    };
-    let key = names.key.clone();
     let lease_ms = restore.map_or(0, |applied| applied.ms);
-    runtime.spawn(async move {
+    async move {
+        let key = names.key.clone();
         match Release::new(client, names, owner, lease_ms).run().await {
             Ok(UnlockOutcome::StillHeld) => {
                 if let (Some(hold), Some(applied)) = (live, restore) {
                     hold.lease_applied(undo_started, applied);
                 }
             }
-            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "abandoned acquire undone"),
-            Err(e) => tracing::warn!(lock = %key, error = %e, "could not undo an abandoned acquire; it expires with its lease"),
+            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "acquire undone"),
+            Err(e) => {
+                tracing::warn!(lock = %key, error = %e, "could not undo an acquire; it expires with its lease")
+            }
         }
-    });
+    }
 }

@@ -15,6 +15,7 @@ use crate::latches::LatchReaper;
 use crate::lock::{Lock, RLock};
 use crate::pubsub::UnlockListener;
 use crate::queue::Heartbeat;
+use crate::replica_sync::ReplicaSync;
 use crate::scripts;
 use crate::watchdog::Watchdog;
 
@@ -51,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) heartbeat: Heartbeat,
     pub(crate) listener: UnlockListener,
     pub(crate) latches: LatchReaper,
+    /// Set when lock writes must reach a replica before they count.
+    pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -99,11 +102,15 @@ impl Client {
         scripts::load_all(&mut conn).await?;
         let holds = Arc::new(Holds::default());
         let latches = LatchReaper::start(&connections, &runtime);
+        let replica_sync = settings
+            .replica_sync
+            .map(|(replicas, timeout)| Arc::new(ReplicaSync::new(replicas, timeout)));
         let watchdog = Watchdog::new(
             holds.clone(),
             connections.clone(),
             settings.watchdog_timeout,
             settings.watchdog_batch_size,
+            replica_sync.clone(),
             runtime.clone(),
         );
         let heartbeat = Heartbeat::new(
@@ -126,6 +133,7 @@ impl Client {
                 heartbeat,
                 listener,
                 latches,
+                replica_sync,
             }),
         })
     }

@@ -20,6 +20,8 @@ pub(crate) struct Settings {
     pub(crate) subscribe_timeout: Duration,
     pub(crate) pool_size: usize,
     pub(crate) fair_waiter_timeout: Duration,
+    /// Replicas to `WAIT` for after lock writes, and for how long; `None`: no waiting.
+    pub(crate) replica_sync: Option<(usize, Duration)>,
 }
 
 /// Builds a [`Client`]. Start from [`Client::builder`].
@@ -55,6 +57,7 @@ impl ClientBuilder {
                 subscribe_timeout: Duration::from_secs(5),
                 pool_size: 4,
                 fair_waiter_timeout: Duration::from_secs(5),
+                replica_sync: None,
             },
         }
     }
@@ -151,6 +154,33 @@ impl ClientBuilder {
         self
     }
 
+    /// Makes lock writes count only once a replica has them (Redisson's
+    /// `checkLockSyncedSlaves`), so that a failover to a replica keeps the lock: after an
+    /// acquire takes the lock, and after each watchdog renewal, the client sends
+    /// `WAIT <replicas> <timeout>` on the connection that wrote.
+    ///
+    /// - At least one replica acknowledged: the write counts (fewer than `replicas` is
+    ///   accepted, as in Redisson).
+    /// - None acknowledged while replicas are connected: an acquire is rolled back and
+    ///   tried again, up to `retry_attempts` in all, then fails with
+    ///   [`Error::NotReplicated`](crate::Error::NotReplicated); a renewal does not count,
+    ///   so the guard's validity is not pushed forward and, if no later renewal is
+    ///   acknowledged in time, it is lost ([`LostReason::ConnectionLost`](crate::LostReason::ConnectionLost)).
+    /// - No replica connected (`connected_slaves` of `INFO replication`, read at most once
+    ///   a second): nothing to wait for, the write counts.
+    ///
+    /// Unlocks are not waited for: a release a failover forgets only keeps the lock until
+    /// its lease runs out. Synced writes go out on pooled connections (so a lagging replica
+    /// never blocks the connection all lock calls share), one per call in flight: raise
+    /// [`pool_size`](ClientBuilder::pool_size) for many concurrent acquires.
+    ///
+    /// Default: off. `replicas` must be at least 1, and `timeout` at least 1 ms and shorter
+    /// than the [`response_timeout`](ClientBuilder::response_timeout).
+    pub fn replica_sync(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.settings.replica_sync = Some((replicas, timeout));
+        self
+    }
+
     /// Checks the settings, connects, and verifies that Redis answers.
     ///
     /// # Errors
@@ -192,6 +222,19 @@ impl ClientBuilder {
         }
         if s.pool_size < 2 {
             return Err(Error::invalid("pool_size must be at least 2"));
+        }
+        if let Some((replicas, timeout)) = s.replica_sync {
+            if replicas == 0 {
+                return Err(Error::invalid("replica_sync needs at least 1 replica"));
+            }
+            validate::positive("replica_sync timeout", timeout)?;
+            if timeout < Duration::from_millis(1) || timeout >= s.response_timeout {
+                return Err(Error::invalid(format!(
+                    "the replica_sync timeout must be at least 1 ms and shorter than the \
+                     response timeout ({:?}), got {timeout:?}",
+                    s.response_timeout
+                )));
+            }
         }
         Ok(s)
     }

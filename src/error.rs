@@ -19,7 +19,9 @@ pub enum LostReason {
     /// The owner's field is gone from the lock hash while its lease should still run:
     /// someone force-unlocked or deleted the lock.
     Released,
-    /// The watchdog could not reach Redis before the lease ran out.
+    /// The watchdog could not get a renewal confirmed before the lease ran out: Redis could
+    /// not be reached, or, with [replica sync](crate::ClientBuilder::replica_sync), no
+    /// replica acknowledged it.
     ConnectionLost,
     /// Fewer than a quorum of a [`RedLock`](crate::RedLock)'s nodes still hold it.
     QuorumLost,
@@ -83,6 +85,17 @@ pub enum Error {
         last_error: String,
     },
 
+    /// With [replica sync](crate::ClientBuilder::replica_sync) on, no replica acknowledged a
+    /// lock write within the timeout while replicas were connected: the write was rolled
+    /// back (an acquire) or not counted (a renewal).
+    #[error("no replica acknowledged the lock write within {timeout:?} ({connected} connected)")]
+    NotReplicated {
+        /// Replicas connected to the master when the write was given up.
+        connected: usize,
+        /// How long the write waited for them.
+        timeout: Duration,
+    },
+
     /// An operation did not complete within its time bound.
     #[error("timed out after {after:?} while {during}")]
     Timeout {
@@ -113,14 +126,23 @@ impl Error {
         }
     }
 
-    /// True when the failure came from reaching Redis rather than from what was asked:
-    /// a later retry may succeed.
+    /// True when the failure came from reaching Redis (or, with replica sync, its
+    /// replicas) rather than from what was asked: a later retry may succeed.
     pub fn is_connection_error(&self) -> bool {
         match self {
             Error::Redis(e) => crate::connection::is_transient(e),
-            Error::Pool(_) | Error::Timeout { .. } | Error::QuorumUnreachable { .. } => true,
+            Error::Pool(_)
+            | Error::Timeout { .. }
+            | Error::QuorumUnreachable { .. }
+            | Error::NotReplicated { .. } => true,
             _ => false,
         }
+    }
+
+    /// True when, with replica sync on, no connected replica acknowledged a lock write in
+    /// time ([`Error::NotReplicated`](crate::Error::NotReplicated)).
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
     }
 
     /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost).

@@ -31,6 +31,7 @@ mod pubsub;
 mod queue;
 mod red_lock;
 mod release;
+mod replica_sync;
 mod scripts;
 mod validate;
 mod watchdog;

@@ -15,6 +15,7 @@ use crate::connection::Connections;
 use crate::error::LostReason;
 use crate::hold::{Applied, Hold, Holds};
 use crate::periodic::{Periodic, Rounds};
+use crate::replica_sync::ReplicaSync;
 use crate::scripts;
 
 /// Renewal batches in flight at once on the watchdog's connection: enough to hide the round
@@ -34,6 +35,8 @@ struct Renewals {
     connections: Arc<Connections>,
     lease_ms: u64,
     batch_size: usize,
+    /// Set when a renewal counts only once a replica has it.
+    replica_sync: Option<Arc<ReplicaSync>>,
 }
 
 impl Watchdog {
@@ -42,6 +45,7 @@ impl Watchdog {
         connections: Arc<Connections>,
         lease: Duration,
         batch_size: usize,
+        replica_sync: Option<Arc<ReplicaSync>>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
         let renewals = Renewals {
@@ -49,6 +53,7 @@ impl Watchdog {
             connections,
             lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
             batch_size,
+            replica_sync,
         };
         Watchdog {
             task: Periodic::new(renewals, runtime),
@@ -127,8 +132,9 @@ async fn renew_all(renewals: &Renewals) -> bool {
         .chunks(renewals.batch_size)
         .map(<[_]>::to_vec)
         .collect();
+    let sync = renewals.replica_sync.as_deref();
     stream::iter(batches)
-        .map(move |batch| renew_batch(conn.clone(), lease_ms, batch))
+        .map(move |batch| renew_batch(conn.clone(), lease_ms, batch, sync))
         .buffer_unordered(BATCHES_IN_FLIGHT)
         .fold(true, |all, ok| async move { all && ok })
         .await
@@ -138,6 +144,7 @@ async fn renew_batch(
     mut conn: redis::aio::MultiplexedConnection,
     lease_ms: u64,
     batch: Vec<Arc<Hold>>,
+    sync: Option<&ReplicaSync>,
 ) -> bool {
     let started = Instant::now();
     // Leases are reckoned from when the batch goes out, so that none reaches past a
@@ -163,10 +170,25 @@ async fn renew_batch(
         .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
     match scripts::renew(&mut conn, lease_ms, keys).await {
         Ok(renewed) => {
+            // A renewal no replica has would be forgotten by a failover: it must not push
+            // the validity forward. A lock found gone is gone either way.
+            let replicated = match sync {
+                Some(sync) => match sync.wait(&mut conn).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, locks = batch.len(), "lock renewal not replicated");
+                        false
+                    }
+                },
+                None => true,
+            };
             for ((hold, applied), renewed) in batch.iter().zip(leases).zip(renewed) {
+                if renewed && !replicated {
+                    continue;
+                }
                 settle(hold, renewed, started, applied);
             }
-            true
+            replicated
         }
         Err(e) => {
             tracing::warn!(error = %e, locks = batch.len(), "lock renewal failed");

@@ -430,3 +430,21 @@ pub async fn queue_becomes(
     .await;
     assert_eq!(last, expected, "queue of `{name}`");
 }
+
+/// A replica of `master` (`--replicaof`), returned once the master counts it as connected
+/// and the replica has the master's data.
+pub async fn start_replica_of(master: &RedisServer) -> RedisServer {
+    // The master otherwise waits 5 s for more replicas before its first full sync.
+    master.cli(&["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]);
+    let linked = settles_to(true, Duration::from_secs(10), || async {
+        info_field(master, "replication", "connected_slaves", "") == 1
+            && replica
+                .cli(&["INFO", "replication"])
+                .contains("master_link_status:up")
+    })
+    .await;
+    assert!(linked, "the replica did not link to its master");
+    replica
+}
