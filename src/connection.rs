@@ -70,6 +70,9 @@ pub(crate) struct Connections {
     timeouts_in_a_row: AtomicU32,
     retry_attempts: u32,
     retry_delay: Duration,
+    /// Told when a fresh shared connection replaces a broken one: Redis may have restarted
+    /// or failed over and forgotten locks, which is worth checking at once.
+    reconnected: tokio::sync::Notify,
 }
 
 impl Connections {
@@ -97,6 +100,7 @@ impl Connections {
             timeouts_in_a_row: AtomicU32::new(0),
             retry_attempts: settings.retry_attempts,
             retry_delay: settings.retry_delay,
+            reconnected: tokio::sync::Notify::new(),
         };
         connections.shared().await?;
         Ok(connections)
@@ -138,7 +142,15 @@ impl Connections {
             conn,
         };
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
+        if fresh.generation > 1 {
+            self.reconnected.notify_waiters();
+        }
         Ok(fresh)
+    }
+
+    /// Told each time a fresh shared connection replaces a broken one.
+    pub(crate) fn reconnected(&self) -> &tokio::sync::Notify {
+        &self.reconnected
     }
 
     fn current(&self) -> Option<SharedConn> {

@@ -17,7 +17,8 @@ pub enum LostReason {
     /// watchdog did not get a renewal through in time (for example a long process pause).
     Expired,
     /// The owner's field is gone from the lock hash while its lease should still run:
-    /// someone force-unlocked or deleted the lock.
+    /// someone force-unlocked or deleted the lock, or Redis lost it (a restart without
+    /// persistence, a failover to a replica that did not have it).
     Released,
     /// The watchdog could not get a renewal confirmed before the lease ran out: Redis could
     /// not be reached, or, with [replica sync](crate::ClientBuilder::replica_sync), no

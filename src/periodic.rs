@@ -18,6 +18,12 @@ pub(crate) trait Rounds: Send + Sync + 'static {
 
     /// Runs one round; returns the pause before the next.
     fn round(&self) -> impl Future<Output = Duration> + Send + '_;
+
+    /// What cuts a pause short, if anything: an event after which the next round should
+    /// not wait.
+    fn cut_short(&self) -> Option<&tokio::sync::Notify> {
+        None
+    }
 }
 
 /// Runs `R`'s rounds on one runtime, starting on demand.
@@ -67,7 +73,15 @@ impl<R: Rounds> Periodic<R> {
 async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
     let mut pause = shared.rounds.first_pause();
     loop {
-        tokio::time::sleep(pause).await;
+        match shared.rounds.cut_short() {
+            Some(event) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = event.notified() => {}
+                }
+            }
+            None => tokio::time::sleep(pause).await,
+        }
         {
             let mut task = shared.task.lock().unwrap_or_else(|p| p.into_inner());
             if !shared.rounds.has_work() {

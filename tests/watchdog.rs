@@ -220,3 +220,22 @@ async fn lost_stays_pending_after_a_clean_unlock() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn a_restart_that_forgets_the_lock_is_reported_as_soon_as_the_client_reconnects() {
+    let mut server = RedisServer::start();
+    // Renewals every 10 s: the report below must not wait for one.
+    let client = client_with_watchdog(&server, Duration::from_secs(30)).await;
+    let guard = client.lock("forgotten").lock().await.unwrap();
+    // Restarted without persistence: the lock is gone.
+    server.restart();
+    // Any lock call finds the connection broken and opens a new one.
+    let reconnected = Instant::now();
+    assert!(!client.lock("other").is_locked().await.unwrap());
+    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("told within a moment of reconnecting, not at the next renewal");
+    assert_eq!(reason, LostReason::Released);
+    assert!(reconnected.elapsed() < Duration::from_secs(3));
+    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+}
