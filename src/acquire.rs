@@ -319,14 +319,9 @@ fn undo_in_background(
     abandoned: Applied,
     started: Instant,
 ) {
-    let key = names.key.clone();
-    let undoing = undo(client, names, owner, abandoned, started);
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn(undoing)),
-        Err(_) => {
-            tracing::warn!(lock = %key, "an acquire was abandoned outside any runtime; the lock expires with its lease")
-        }
-    }
+    client
+        .clone()
+        .spawn(undo(client, names, owner, abandoned, started));
 }
 
 /// Undoes an acquire, sent at `started` and applying `abandoned`, that took the lock for

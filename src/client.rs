@@ -54,6 +54,8 @@ pub(crate) struct Inner {
     pub(crate) latches: LatchReaper,
     /// Set when lock writes must reach a replica before they count.
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
+    /// The runtime the client was built on, where its connections are driven.
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for Client {
@@ -118,7 +120,7 @@ impl Client {
             listener.clone(),
             settings.fair_waiter_timeout,
             settings.watchdog_batch_size,
-            runtime,
+            runtime.clone(),
         );
         let id = Uuid::new_v4();
         tracing::debug!(client = %id, url = %settings.url, "connected");
@@ -134,8 +136,17 @@ impl Client {
                 listener,
                 latches,
                 replica_sync,
+                runtime,
             }),
         })
+    }
+
+    /// Runs clean-up work (a release from a `Drop`, the undo of an abandoned acquire) on the
+    /// client's runtime, which drives its connections: it works from a `Drop` outside any
+    /// runtime too, and does not die with a caller's runtime that is shutting down. If the
+    /// client's own runtime is gone, nothing can be sent: locks expire with their leases.
+    pub(crate) fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        drop(self.inner.runtime.spawn(work));
     }
 
     /// This client's id: the `<client-uuid>` part of the hash fields it writes.

@@ -17,8 +17,9 @@ use crate::scripts::UnlockOutcome;
 /// Proof of one hold on a distributed lock.
 ///
 /// Release it with [`unlock`](LockGuard::unlock), which reports whether the lock was still
-/// held. Dropping the guard releases it too, in the background on the current tokio runtime
-/// (`Drop` cannot wait for Redis); outside any runtime the lock expires with its lease.
+/// held. Dropping the guard releases it too, in the background on the client's runtime
+/// (`Drop` cannot wait for Redis), wherever it is dropped; if that runtime is gone, the
+/// lock expires with its lease.
 ///
 /// The guard remembers its owner (`<client-uuid>:<task-id>`), so it may be moved to, and
 /// released from, any task. Guards of reentrant calls by the same task share one lease and

@@ -96,18 +96,10 @@ impl Drop for QueuePlace {
     }
 }
 
-/// Leaves the queue without waiting (for dropped waits and abandoned attempts). Outside
-/// any runtime nothing can be sent: the place is dropped when its deadline passes.
+/// Leaves the queue without waiting (for dropped waits and abandoned attempts), on the
+/// client's runtime. If that is gone, the place is dropped when its deadline passes.
 pub(crate) fn leave_in_background(client: Client, names: Arc<LockNames>, owner: Arc<str>) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(leave(client, names, owner));
-        }
-        Err(_) => tracing::debug!(
-            lock = %names.key,
-            "a waiter left outside any runtime; its place expires with its deadline"
-        ),
-    }
+    client.clone().spawn(leave(client, names, owner));
 }
 
 async fn leave(client: Client, names: Arc<LockNames>, owner: Arc<str>) {

@@ -86,22 +86,14 @@ impl Release {
     }
 }
 
-/// Runs `release` on the current runtime without waiting for it (from `Drop`s and for
-/// cancelled acquires).
+/// Runs `release` on the client's runtime without waiting for it (from `Drop`s).
 pub(crate) fn release_in_background(release: Release) {
     let key = release.names.key.clone();
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(async move {
-                match release.run().await {
-                    Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "released in the background"),
-                    Err(e) => tracing::warn!(lock = %key, error = %e, "background release failed; the lock expires with its lease"),
-                }
-            });
+    let client = release.client.clone();
+    client.spawn(async move {
+        match release.run().await {
+            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "released in the background"),
+            Err(e) => tracing::warn!(lock = %key, error = %e, "background release failed; the lock expires with its lease"),
         }
-        Err(_) => tracing::warn!(
-            lock = %key,
-            "released outside any tokio runtime; the lock expires with its lease"
-        ),
-    }
+    });
 }

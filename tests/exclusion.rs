@@ -91,6 +91,23 @@ async fn a_dropped_guard_releases_in_the_background() {
     );
     assert_eq!(holder.held_lock_count(), 0);
     guard.unlock().await.unwrap();
+
+    // Dropped on a thread outside any runtime: released on the client's runtime all the same.
+    let guard = holder.lock("dropped").lock().await.unwrap();
+    let lock = waiter_client.lock("dropped");
+    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
+    eventually("the waiter subscribed", Duration::from_secs(5), || {
+        waiter_client.subscribed_channel_count() == 1
+    })
+    .await;
+    let dropped = Instant::now();
+    std::thread::spawn(move || drop(guard)).join().unwrap();
+    let guard = waiter.await.unwrap();
+    assert!(
+        dropped.elapsed() < Duration::from_millis(500),
+        "released at drop, not at expiry"
+    );
+    guard.unlock().await.unwrap();
 }
 
 #[tokio::test]
