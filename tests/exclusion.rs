@@ -75,39 +75,30 @@ async fn reentry_is_per_task() {
 async fn a_dropped_guard_releases_in_the_background() {
     let server = RedisServer::start();
     let (holder, waiter_client) = (client(&server).await, client(&server).await);
-    let guard = holder.lock("dropped").lock().await.unwrap();
-    let lock = waiter_client.lock("dropped");
-    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the waiter subscribed", Duration::from_secs(5), || {
-        waiter_client.subscribed_channel_count() == 1
-    })
-    .await;
-    let dropped = Instant::now();
-    drop(guard);
-    let guard = waiter.await.unwrap();
-    assert!(
-        dropped.elapsed() < Duration::from_millis(500),
-        "released at drop, not at expiry"
-    );
-    assert_eq!(holder.held_lock_count(), 0);
-    guard.unlock().await.unwrap();
-
-    // Dropped on a thread outside any runtime: released on the client's runtime all the same.
-    let guard = holder.lock("dropped").lock().await.unwrap();
-    let lock = waiter_client.lock("dropped");
-    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the waiter subscribed", Duration::from_secs(5), || {
-        waiter_client.subscribed_channel_count() == 1
-    })
-    .await;
-    let dropped = Instant::now();
-    std::thread::spawn(move || drop(guard)).join().unwrap();
-    let guard = waiter.await.unwrap();
-    assert!(
-        dropped.elapsed() < Duration::from_millis(500),
-        "released at drop, not at expiry"
-    );
-    guard.unlock().await.unwrap();
+    // Dropped in a task, then on a thread outside any runtime: released on the client's
+    // runtime either way, at once, not when the lease runs out.
+    for on_a_plain_thread in [false, true] {
+        let guard = holder.lock("dropped").lock().await.unwrap();
+        let lock = waiter_client.lock("dropped");
+        let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
+        eventually("the waiter subscribed", Duration::from_secs(5), || {
+            waiter_client.subscribed_channel_count() == 1
+        })
+        .await;
+        let dropped = Instant::now();
+        if on_a_plain_thread {
+            std::thread::spawn(move || drop(guard)).join().unwrap();
+        } else {
+            drop(guard);
+        }
+        let guard = waiter.await.unwrap();
+        assert!(
+            dropped.elapsed() < Duration::from_millis(500),
+            "released at drop, not at expiry (plain thread: {on_a_plain_thread})"
+        );
+        assert_eq!(holder.held_lock_count(), 0);
+        guard.unlock().await.unwrap();
+    }
 }
 
 #[tokio::test]
