@@ -4,7 +4,8 @@
 //! lost lock, calls that hung and a lock that could not be taken again.
 //!
 //! ```sh
-//! cargo run --release --example torture -- --seconds 600 [--workers 4] [--seed N] [--quiet]
+//! cargo run --release --example torture -- --seconds 600 [--workers 4] [--seed N]
+//!     [--lease-ms 1000] [--quiet]
 //! ```
 //!
 //! Needs `redis-server` and `redis-cli` on `PATH`; starts its own servers on free loopback
@@ -21,7 +22,8 @@ use std::time::Duration;
 
 use torture_engine::{RunConfig, WorkerCommand};
 
-const USAGE: &str = "usage: torture [--seconds N] [--workers N] [--seed N] [--quiet]";
+const USAGE: &str =
+    "usage: torture [--seconds N] [--workers N] [--seed N] [--lease-ms N] [--quiet]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -87,6 +89,7 @@ fn parse(args: &[String]) -> Result<RunConfig, String> {
                 }
             }
             "--seed" => config.seed = value()?,
+            "--lease-ms" => config.set_lease(Duration::from_millis(value()?.max(100))),
             "--quiet" => config.verbose = false,
             other => return Err(format!("unknown argument `{other}`")),
         }

@@ -54,6 +54,10 @@ fn short_torture_run_finds_no_violation_and_hits_every_fault() {
         let hits = report.faults.get(&kind).map_or(0, |count| count.hit);
         assert!(hits > 0, "no {} hit", kind.name());
     }
-    assert!(report.paused_holders.0 > 0, "no holder was paused");
+    let paused = report.cut_off.get(&FaultKind::PauseHolder);
+    assert!(
+        paused.is_some_and(|holders| holders.caught > 0),
+        "no holder was paused past its lease"
+    );
     assert!(report.sections > 20, "too few critical sections");
 }

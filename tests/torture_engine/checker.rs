@@ -58,14 +58,22 @@ pub struct CheckInput<'a> {
 pub struct Verdict {
     /// Every violation.
     pub violations: Vec<Violation>,
-    /// Pauses past the lease that caught a holder inside its section.
-    pub paused_holders: u32,
-    /// Of those, the holders that were told (`lost()` or a failed unlock).
-    pub paused_holders_told: u32,
-    /// The longest a paused holder took to be told, from the end of its pause.
-    pub longest_told_after_pause: Duration,
+    /// Holders caught inside their sections by a pause or an outage that outlived the
+    /// lease, by fault kind.
+    pub cut_off: BTreeMap<FaultKind, CutOffHolders>,
     /// The longest time from the end of a fault to the next acquisition, per fault kind.
     pub reacquire_after: BTreeMap<FaultKind, Duration>,
+}
+
+/// The holders that faults of one kind cut off from Redis past their lease.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CutOffHolders {
+    /// How many were caught inside their critical sections.
+    pub caught: u32,
+    /// How many of them were told (`lost()`, or a failed unlock).
+    pub told: u32,
+    /// The longest any of them took to be told, from the end of the fault.
+    pub longest_to_tell: Duration,
 }
 
 impl Verdict {
@@ -86,7 +94,7 @@ pub fn check(input: &CheckInput<'_>) -> Verdict {
     holders_never_overlap(&all, &mut verdict);
     resource_log_is_fenced(&all, input.log, &mut verdict);
     no_valid_holder_is_refused(&all, &mut verdict);
-    paused_holders_are_told(&all, input, &mut verdict);
+    cut_off_holders_are_told(&all, input, &mut verdict);
     lost_locks_do_not_unlock(&all, &mut verdict);
     calls_return_in_time(input, &mut verdict);
     workers_keep_reporting(input, &mut verdict);
@@ -281,67 +289,78 @@ fn no_valid_holder_is_refused(all: &[Acquisition], verdict: &mut Verdict) {
     }
 }
 
-/// Every holder paused past its lease learned that it lost the lock, soon after it
-/// continued: its `lost()` resolved, or its unlock failed with `LockLost`.
-fn paused_holders_are_told(all: &[Acquisition], input: &CheckInput<'_>, verdict: &mut Verdict) {
-    let lease = micros(input.lease);
-    let told_bound = micros(input.bounds.told_after_pause);
-    for pause in input
-        .faults
+/// Every holder cut off from Redis past its lease (its process paused, or the lock server
+/// down) and still inside its section at its deadline learned that it lost the lock, soon
+/// after the fault ended: its `lost()` resolved, or its `unlock()` failed with `LockLost`.
+/// Its deadline certainly passed during the fault: the last renewal it could have had began
+/// before the fault. (During an outage a holder keeps running, and may finish its section
+/// before its deadline; its unlock then fails to reach Redis, which is no loss to report.)
+fn cut_off_holders_are_told(all: &[Acquisition], input: &CheckInput<'_>, verdict: &mut Verdict) {
+    let told_bound = micros(input.bounds.told);
+    let killed_at: BTreeMap<WorkerId, Micros> = input
+        .exits
         .iter()
-        .filter(|f| f.kind == FaultKind::PauseHolder)
-    {
-        let Some(worker) = pause.worker else { continue };
-        if pause.ended - pause.began <= lease {
-            continue;
-        }
+        .filter_map(|exit| Some((exit.worker, exit.killed_at?)))
+        .collect();
+    for fault in input.faults.iter().filter(|f| f.cut_off > input.lease) {
         let caught = all.iter().filter(|a| {
-            a.worker == worker
-                && a.reported_at < pause.began
-                && a.end.as_ref().map_or(true, |end| end.at > pause.began)
+            let open_at = |at: Micros| a.end.as_ref().map_or(true, |end| end.at > at);
+            let died = killed_at.get(&a.worker).copied().unwrap_or(Micros::MAX);
+            a.worker != COORDINATOR
+                && fault.worker.map_or(true, |worker| worker == a.worker)
+                && a.reported_at < fault.began
+                && open_at(fault.began)
+                && open_at(a.valid_until)
+                // Killed before it could be told: nothing to check.
+                && died > a.valid_until.max(fault.ended) + told_bound
         });
         for a in caught {
-            verdict.paused_holders += 1;
+            let tally = verdict.cut_off.entry(fault.kind).or_default();
+            tally.caught += 1;
             let told = match (&a.end, &a.unlock) {
                 (Some(end), _) if end.lost.is_some() => Some(end.at),
                 (Some(end), Some((UnlockOutcome::LockLost(_), _))) => Some(end.at),
                 _ => None,
             };
-            match told {
-                Some(at) => {
-                    verdict.paused_holders_told += 1;
-                    verdict.longest_told_after_pause = verdict
-                        .longest_told_after_pause
-                        .max(super::clock::duration(at - pause.ended));
-                    if at - pause.ended > told_bound {
-                        verdict.violation(
-                            "paused_holder_told",
-                            format!(
-                                "{} was told {} ms after its pause ended",
-                                who(a),
-                                (at - pause.ended) / 1000
-                            ),
-                        );
-                    }
-                }
-                None => verdict.violation(
-                    "paused_holder_told",
+            let Some(at) = told else {
+                verdict.violation(
+                    "cut_off_holder_told",
                     format!(
-                        "{} was paused for {} ms (lease {} ms) and never told: section end \
-                         {:?}, unlock {:?}",
+                        "{} was cut off by a {} for {} ms (lease {} ms) and never told: \
+                         section end {:?}, unlock {:?}",
                         who(a),
-                        (pause.ended - pause.began) / 1000,
-                        lease / 1000,
+                        fault.kind.name(),
+                        fault.cut_off.as_millis(),
+                        input.lease.as_millis(),
                         a.end,
                         a.unlock
                     ),
-                ),
+                );
+                continue;
+            };
+            tally.told += 1;
+            let after = (at - fault.ended).max(0);
+            tally.longest_to_tell = tally.longest_to_tell.max(super::clock::duration(after));
+            if after > told_bound {
+                verdict.violation(
+                    "cut_off_holder_told",
+                    format!(
+                        "{} was told {} ms after the {} ended",
+                        who(a),
+                        after / 1000,
+                        fault.kind.name()
+                    ),
+                );
             }
         }
     }
 }
 
 /// Once `lost()` fired, `unlock()` reports the loss and touches nothing.
+///
+/// (A section that merely ended after its deadline may still unlock: a renewal sent before
+/// the deadline and confirmed after it moves the deadline on, and it proves the key kept
+/// this owner's field all along.)
 fn lost_locks_do_not_unlock(all: &[Acquisition], verdict: &mut Verdict) {
     for a in all {
         let (Some(end), Some((outcome, _))) = (&a.end, &a.unlock) else {
@@ -796,6 +815,7 @@ mod tests {
             ended: 2_510 * MS,
             worker: Some(1),
             hit: true,
+            cut_off: Duration::from_millis(2_500),
             detail: String::new(),
         });
         story
@@ -804,7 +824,7 @@ mod tests {
             // Not renewed while stopped: its deadline stayed where the acquire put it.
             .released(1, 1, 2_520 * MS, 980 * MS, UnlockOutcome::Released)
             .finish(3_000 * MS, 3);
-        assert_eq!(story.checks_failed(), names(&["paused_holder_told"]));
+        assert_eq!(story.checks_failed(), names(&["cut_off_holder_told"]));
     }
 
     #[test]
@@ -816,6 +836,7 @@ mod tests {
             ended: 2_510 * MS,
             worker: Some(1),
             hit: true,
+            cut_off: Duration::from_millis(2_500),
             detail: String::new(),
         });
         story.acquired(1, 1, 1, 0).event(
@@ -841,7 +862,7 @@ mod tests {
                 },
             )
             .finish(13_000 * MS, 2);
-        assert_eq!(story.checks_failed(), names(&["paused_holder_told"]));
+        assert_eq!(story.checks_failed(), names(&["cut_off_holder_told"]));
     }
 
     #[test]
@@ -873,6 +894,7 @@ mod tests {
             ended: 300 * MS,
             worker: None,
             hit: true,
+            cut_off: Duration::from_millis(100),
             detail: String::new(),
         });
         story.section(1, 1, 1, 0, 100 * MS);

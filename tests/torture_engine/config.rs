@@ -31,8 +31,14 @@ pub struct Timing {
     pub acquire_wait: Duration,
     /// Fenced writes per critical section.
     pub writes_per_section: u32,
-    /// The work between two writes, chosen at random in this range.
+    /// The work before each write, chosen at random in this range.
     pub work_between_writes: (Duration, Duration),
+    /// One section in this many is long (0: none): its work before each write is drawn
+    /// from `long_work_between_writes`, so that the watchdog keeps the lock over several
+    /// leases and faults catch holders deep inside their sections.
+    pub long_section_one_in: u32,
+    /// The work before each write of a long section.
+    pub long_work_between_writes: (Duration, Duration),
     /// The pause after an unlock before asking again, chosen at random in this range, so
     /// that the lock changes hands between workers.
     pub pause_after_unlock: (Duration, Duration),
@@ -50,6 +56,8 @@ impl Default for Timing {
             acquire_wait: Duration::from_millis(2000),
             writes_per_section: 4,
             work_between_writes: (Duration::from_millis(10), Duration::from_millis(40)),
+            long_section_one_in: 12,
+            long_work_between_writes: (Duration::from_millis(250), Duration::from_millis(700)),
             pause_after_unlock: (Duration::from_millis(5), Duration::from_millis(30)),
         }
     }
@@ -70,8 +78,9 @@ pub struct Bounds {
     pub silence: Duration,
     /// From the end of a fault to the next acquisition by anyone.
     pub reacquire: Duration,
-    /// From the end of a pause to the paused holder learning it lost the lock.
-    pub told_after_pause: Duration,
+    /// From the end of a pause or outage that outlived the lease to the holder it cut off
+    /// learning that it lost the lock.
+    pub told: Duration,
     /// From asking the workers to stop to their exit.
     pub worker_exit: Duration,
 }
@@ -89,16 +98,19 @@ impl Bounds {
         let command = one_try * attempts + SLACK;
         let acquire = timing.acquire_wait + timing.subscribe_timeout + command;
         // The resource is never faulted: a write takes far less than a second.
-        let section =
-            (timing.work_between_writes.1 + Duration::from_secs(1)) * timing.writes_per_section;
+        let longest_work = timing
+            .work_between_writes
+            .1
+            .max(timing.long_work_between_writes.1);
+        let section = (longest_work + Duration::from_secs(1)) * timing.writes_per_section;
         Bounds {
             acquire,
             write: RESOURCE_COMMAND_BOUND + SLACK,
             unlock: command,
             silence: (acquire + SLACK).max(Duration::from_secs(20)),
             reacquire: timing.lease + acquire + SLACK * 2,
-            // After a pause the deadline has passed: `lost()` resolves at its next poll.
-            told_after_pause: SLACK * 2,
+            // The deadline has passed by then: `lost()` resolves at its next poll.
+            told: SLACK * 2,
             worker_exit: acquire + section + command + SLACK * 2,
         }
     }
@@ -150,6 +162,9 @@ impl WorkerSpec {
             ("writes", t.writes_per_section.to_string()),
             ("work_min_ms", ms(t.work_between_writes.0)),
             ("work_max_ms", ms(t.work_between_writes.1)),
+            ("long_one_in", t.long_section_one_in.to_string()),
+            ("long_work_min_ms", ms(t.long_work_between_writes.0)),
+            ("long_work_max_ms", ms(t.long_work_between_writes.1)),
             ("rest_min_ms", ms(t.pause_after_unlock.0)),
             ("rest_max_ms", ms(t.pause_after_unlock.1)),
         ];
@@ -195,6 +210,9 @@ impl WorkerSpec {
                 acquire_wait: ms("wait_ms")?,
                 writes_per_section: u32::try_from(number("writes")?).map_err(|e| e.to_string())?,
                 work_between_writes: (ms("work_min_ms")?, ms("work_max_ms")?),
+                long_section_one_in: u32::try_from(number("long_one_in")?)
+                    .map_err(|e| e.to_string())?,
+                long_work_between_writes: (ms("long_work_min_ms")?, ms("long_work_max_ms")?),
                 pause_after_unlock: (ms("rest_min_ms")?, ms("rest_max_ms")?),
             },
         })
@@ -246,6 +264,10 @@ pub struct RunConfig {
     /// the lease, from just past it (a renewal may be on its way when the pause begins) to
     /// long past it (others have taken the lock and written meanwhile).
     pub pauses: (Duration, Duration),
+    /// How long a crashed lock server stays down before it restarts, chosen at random in
+    /// this range: shorter than the lease (holders keep their locks) or longer (they lose
+    /// them, and must be told).
+    pub outages: (Duration, Duration),
     /// Lock-client settings and section shape.
     pub timing: Timing,
     /// How workers are started.
@@ -258,18 +280,29 @@ impl RunConfig {
     /// A run of `duration` with `workers` workers and the default timing.
     pub fn new(worker_command: WorkerCommand, duration: Duration, workers: usize) -> RunConfig {
         let timing = Timing::default();
-        RunConfig {
+        let lease = timing.lease;
+        let mut config = RunConfig {
             mode: Mode::Fenced,
             duration,
             workers,
             seed: seed_from_clock(),
             every_kind_at_least_once: false,
             between_faults: (Duration::from_millis(1500), Duration::from_millis(3000)),
-            pauses: (timing.lease * 6 / 5, timing.lease * 3),
+            pauses: (Duration::ZERO, Duration::ZERO),
+            outages: (Duration::ZERO, Duration::ZERO),
             timing,
             worker_command,
             verbose: false,
-        }
+        };
+        config.set_lease(lease);
+        config
+    }
+
+    /// Sets the lease, and the pauses and outages that follow from it.
+    pub fn set_lease(&mut self, lease: Duration) {
+        self.timing.lease = lease;
+        self.pauses = (lease * 6 / 5, lease * 3);
+        self.outages = (Duration::ZERO, lease * 5 / 2);
     }
 }
 

@@ -108,6 +108,7 @@ fn inject_faults(
             fleet,
             lock_servers,
             pauses: config.pauses,
+            outages: config.outages,
         };
         let fault = inject(kind, &mut target, &mut rng);
         schedule.record(kind, fault.as_ref());

@@ -24,8 +24,8 @@ pub enum FaultKind {
     PauseHolder,
     /// SIGKILL a worker inside its critical section, and start a replacement: a crash.
     KillHolder,
-    /// SIGKILL the lock server and start it again on its data (append-only file, fsync
-    /// always): a crash and restart of Redis.
+    /// SIGKILL the lock server, leave it down a while, and start it again on its data
+    /// (append-only file, fsync always): a crash and restart of Redis.
     RestartLockServer,
     /// `CLIENT KILL TYPE pubsub` on the lock server: every waiter's subscription drops.
     KillPubSubConnections,
@@ -62,6 +62,10 @@ pub struct Fault {
     /// Whether it hit what it aimed at: a holder inside its section, a server with
     /// connections to kill.
     pub hit: bool,
+    /// How long it certainly cut holders off from Redis: the pause of a worker, the lock
+    /// server's downtime; zero for the others. Past the lease, the holders it caught
+    /// inside their sections must be told they lost the lock.
+    pub cut_off: Duration,
     /// Anything worth printing.
     pub detail: String,
 }
@@ -117,6 +121,8 @@ pub struct Target<'a> {
     pub lock_servers: &'a mut [RedisServer],
     /// How long a paused holder stays stopped: at random in this range.
     pub pauses: (Duration, Duration),
+    /// How long a crashed lock server stays down: at random in this range.
+    pub outages: (Duration, Duration),
 }
 
 /// How long to wait for some worker to be inside its section before giving up on a fault
@@ -178,6 +184,7 @@ fn pause_holder(target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
         ended,
         worker: Some(worker),
         hit,
+        cut_off: clock::duration(ended - began),
         detail: format!("worker {worker} stopped for {} ms", pause.as_millis()),
     })
 }
@@ -196,21 +203,30 @@ fn kill_holder(target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
         ended: killed_at,
         worker: Some(worker),
         hit,
+        cut_off: Duration::ZERO,
         detail: format!("worker {worker} killed, worker {replacement} started"),
     })
 }
 
 fn restart_lock_server(target: &mut Target<'_>, rng: &mut StdRng) -> Fault {
     let index = rng.random_range(0..target.lock_servers.len());
+    let downtime = rng.random_range(target.outages.0..=target.outages.1);
+    let server = &mut target.lock_servers[index];
+    server.kill();
     let began = clock::now();
-    target.lock_servers[index].restart_keeping_data();
+    std::thread::sleep(downtime);
+    server.restart_keeping_data();
     Fault {
         kind: FaultKind::RestartLockServer,
         began,
         ended: clock::now(),
         worker: None,
         hit: true,
-        detail: format!("lock server {index} restarted on its data"),
+        cut_off: downtime,
+        detail: format!(
+            "lock server {index} down for {} ms, restarted on its data",
+            downtime.as_millis()
+        ),
     }
 }
 
@@ -232,6 +248,7 @@ fn kill_connections(
         ended,
         worker: None,
         hit: killed > 0,
+        cut_off: Duration::ZERO,
         detail: format!("{killed} {client_type} connections killed on lock server {index}"),
     }
 }

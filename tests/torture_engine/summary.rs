@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::backend::Mode;
-use super::checker::{Verdict, Violation};
+use super::checker::{CutOffHolders, Verdict, Violation};
 use super::clock::{duration, Micros};
 use super::config::RunConfig;
 use super::events::{Event, EventKind, UnlockOutcome, COORDINATOR};
@@ -63,10 +63,8 @@ pub struct Report {
     pub unlock_errors: u64,
     /// Faults by kind.
     pub faults: BTreeMap<FaultKind, FaultCount>,
-    /// Holders paused past their lease, and how many of them were told.
-    pub paused_holders: (u32, u32),
-    /// The longest a paused holder took to be told, from the end of its pause.
-    pub longest_told_after_pause: Duration,
+    /// Holders cut off from Redis past their lease, by the fault that did it.
+    pub cut_off: BTreeMap<FaultKind, CutOffHolders>,
     /// The longest time from the end of a fault to the next acquisition, by kind.
     pub reacquire_after: BTreeMap<FaultKind, Duration>,
     /// The longest call of each kind (`acquire`, `write`, `unlock`), time stopped excluded.
@@ -104,8 +102,7 @@ impl Report {
             unlock_lost: BTreeMap::new(),
             unlock_errors: 0,
             faults: BTreeMap::new(),
-            paused_holders: (verdict.paused_holders, verdict.paused_holders_told),
-            longest_told_after_pause: verdict.longest_told_after_pause,
+            cut_off: verdict.cut_off,
             reacquire_after: verdict.reacquire_after,
             longest_call: BTreeMap::new(),
             log_entries,
@@ -205,17 +202,19 @@ impl Report {
         let faults = map(self
             .faults
             .iter()
-            .map(|(k, c)| {
-                (
-                    k.name().to_string(),
-                    format!("{{\"injected\":{},\"hit\":{}}}", c.injected, c.hit),
-                )
+            .map(|(kind, count)| {
+                let cut_off = self.cut_off.get(kind).copied().unwrap_or_default();
+                let reacquire = self.reacquire_after.get(kind).map_or("null".into(), ms);
+                let fields = vec![
+                    ("injected".to_string(), count.injected.to_string()),
+                    ("hit".to_string(), count.hit.to_string()),
+                    ("holders_cut_off".to_string(), cut_off.caught.to_string()),
+                    ("told".to_string(), cut_off.told.to_string()),
+                    ("max_ms_to_tell".to_string(), ms(&cut_off.longest_to_tell)),
+                    ("max_ms_to_reacquire".to_string(), reacquire),
+                ];
+                (kind.name().to_string(), map(fields))
             })
-            .collect());
-        let reacquire = map(self
-            .reacquire_after
-            .iter()
-            .map(|(k, d)| (k.name().to_string(), ms(d)))
             .collect());
         let longest = map(self
             .longest_call
@@ -240,13 +239,6 @@ impl Report {
             ("unlock_lock_lost", counts(&self.unlock_lost)),
             ("unlock_errors", self.unlock_errors.to_string()),
             ("faults", faults),
-            ("paused_holders", self.paused_holders.0.to_string()),
-            ("paused_holders_told", self.paused_holders.1.to_string()),
-            (
-                "max_told_after_pause_ms",
-                ms(&self.longest_told_after_pause),
-            ),
-            ("max_reacquire_ms", reacquire),
             ("longest_call_ms", longest),
             ("log_entries", self.log_entries.to_string()),
             ("violations", self.violations.len().to_string()),
@@ -306,23 +298,26 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  paused holders told      {} of {} (at most {} ms after the pause)",
-            self.paused_holders.1,
-            self.paused_holders.0,
-            self.longest_told_after_pause.as_millis()
-        )?;
-        writeln!(
-            f,
-            "  faults                   injected   hit   max time to reacquire"
+            "  faults                     injected  hit  holders cut off past the lease: told  \
+             max time to reacquire"
         )?;
         for (kind, count) in &self.faults {
             let reacquire = self
                 .reacquire_after
                 .get(kind)
                 .map_or_else(|| "-".to_string(), |d| format!("{} ms", d.as_millis()));
+            let told = match self.cut_off.get(kind) {
+                Some(cut) => format!(
+                    "{} of {} (at most {} ms after)",
+                    cut.told,
+                    cut.caught,
+                    cut.longest_to_tell.as_millis()
+                ),
+                None => "-".to_string(),
+            };
             writeln!(
                 f,
-                "    {:<24} {:>6} {:>5}   {reacquire}",
+                "    {:<24} {:>8} {:>4}  {told:<37} {reacquire}",
                 kind.name(),
                 count.injected,
                 count.hit

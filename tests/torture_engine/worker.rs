@@ -161,8 +161,15 @@ impl WorkerJob {
 
     async fn write_all<H: HeldLock>(&self, held: &H, acq: u64, rng: &mut StdRng) {
         let timing: &Timing = &self.spec.timing;
+        let long =
+            timing.long_section_one_in > 0 && rng.random_ratio(1, timing.long_section_one_in);
+        let work = if long {
+            timing.long_work_between_writes
+        } else {
+            timing.work_between_writes
+        };
         for seq in 0..timing.writes_per_section {
-            tokio::time::sleep(between(rng, timing.work_between_writes)).await;
+            tokio::time::sleep(between(rng, work)).await;
             let entry = LogEntry {
                 token: held.token(),
                 worker: self.spec.id,
