@@ -305,23 +305,25 @@ fn cut_off_holders_are_told(all: &[Acquisition], input: &CheckInput<'_>, verdict
     for fault in input.faults.iter().filter(|f| f.cut_off > input.lease) {
         let caught = all.iter().filter(|a| {
             let open_at = |at: Micros| a.end.as_ref().map_or(true, |end| end.at > at);
-            let died = killed_at.get(&a.worker).copied().unwrap_or(Micros::MAX);
             a.worker != COORDINATOR
                 && fault.worker.map_or(true, |worker| worker == a.worker)
                 && a.reported_at < fault.began
                 && open_at(fault.began)
                 && open_at(a.valid_until)
-                // Killed before it could be told: nothing to check.
-                && died > a.valid_until.max(fault.ended) + told_bound
         });
         for a in caught {
-            let tally = verdict.cut_off.entry(fault.kind).or_default();
-            tally.caught += 1;
             let told = match (&a.end, &a.unlock) {
                 (Some(end), _) if end.lost.is_some() => Some(end.at),
                 (Some(end), Some((UnlockOutcome::LockLost(_), _))) => Some(end.at),
                 _ => None,
             };
+            let died = killed_at.get(&a.worker).copied().unwrap_or(Micros::MAX);
+            if told.is_none() && died <= a.valid_until.max(fault.ended) + told_bound {
+                // Killed by a later fault before it was due to be told: nothing to check.
+                continue;
+            }
+            let tally = verdict.cut_off.entry(fault.kind).or_default();
+            tally.caught += 1;
             let Some(at) = told else {
                 verdict.violation(
                     "cut_off_holder_told",

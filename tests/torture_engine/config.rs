@@ -108,7 +108,9 @@ impl Bounds {
             write: RESOURCE_COMMAND_BOUND + SLACK,
             unlock: command,
             silence: (acquire + SLACK).max(Duration::from_secs(20)),
-            reacquire: timing.lease + acquire + SLACK * 2,
+            // A holder the fault spared may finish its section first; one it paused or
+            // killed holds the lock until its lease runs out; then a waiter's acquire returns.
+            reacquire: section + timing.lease + acquire + SLACK,
             // The deadline has passed by then: `lost()` resolves at its next poll.
             told: SLACK * 2,
             worker_exit: acquire + section + command + SLACK * 2,
