@@ -161,6 +161,31 @@ impl RedisServer {
             .expect("failed to run redis-cli (is it on PATH?)");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
+
+    /// Kills the server (SIGKILL, like a crash) and starts it again on the SAME port with the
+    /// same directory and arguments, so that what it persisted (with `--appendonly yes`) is
+    /// loaded again. Returns once the new process answers `PING` (after loading its data).
+    pub fn restart_keeping_data(&mut self) {
+        self.kill();
+        let mut last_err = String::new();
+        for _ in 0..MAX_TRIES {
+            match launch(self.port, &self.dir, &self.extra) {
+                Ok(c) => {
+                    *self.child.lock().expect("child mutex poisoned") = Some(c);
+                    return;
+                }
+                // The old socket may linger briefly; wait and try the same port again.
+                Err(e) => {
+                    last_err = e;
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+        panic!(
+            "redis-server failed to restart on port {}: {last_err}",
+            self.port
+        );
+    }
 }
 
 impl Drop for RedisServer {

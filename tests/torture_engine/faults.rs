@@ -1,0 +1,303 @@
+//! The faults, and the schedule that draws them: each one is injected, recorded with its
+//! time window, and judged a hit or a miss (a pause that found no holder tests nothing).
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use super::clock::{self, Micros};
+use super::events::WorkerId;
+use super::fleet::{Fleet, Live};
+use super::history::in_section_at;
+use crate::support::RedisServer;
+
+/// What can go wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// SIGSTOP a worker inside its critical section for longer than the lease, then SIGCONT:
+    /// a GC pause or a swapped-out process.
+    PauseHolder,
+    /// SIGKILL a worker inside its critical section, and start a replacement: a crash.
+    KillHolder,
+    /// SIGKILL the lock server, leave it down a while, and start it again on its data
+    /// (append-only file, fsync always): a crash and restart of Redis.
+    RestartLockServer,
+    /// `CLIENT KILL TYPE pubsub` on the lock server: every waiter's subscription drops.
+    KillPubSubConnections,
+    /// `CLIENT KILL TYPE normal` on the lock server: every command connection drops (lock
+    /// calls, renewals, unlocks in flight).
+    KillCommandConnections,
+}
+
+impl FaultKind {
+    /// Its name in the summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::PauseHolder => "pause_holder",
+            FaultKind::KillHolder => "kill_holder",
+            FaultKind::RestartLockServer => "restart_lock_server",
+            FaultKind::KillPubSubConnections => "kill_pubsub_connections",
+            FaultKind::KillCommandConnections => "kill_command_connections",
+        }
+    }
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// What it was.
+    pub kind: FaultKind,
+    /// When it took effect.
+    pub began: Micros,
+    /// When it was over: the paused worker continued, the killed one was reaped, the
+    /// server answered again, the connections were killed.
+    pub ended: Micros,
+    /// The worker it hit, for pauses and kills.
+    pub worker: Option<WorkerId>,
+    /// Whether it hit what it aimed at: a holder inside its section, a server with
+    /// connections to kill.
+    pub hit: bool,
+    /// How long it certainly cut holders off from Redis: the pause of a worker, the lock
+    /// server's downtime; zero for the others. Past the lease, the holders it caught
+    /// inside their sections must be told they lost the lock.
+    pub cut_off: Duration,
+    /// Anything worth printing.
+    pub detail: String,
+}
+
+/// Draws fault kinds from a shuffled deck, so that every kind comes up once per deck; a
+/// kind that missed goes back into the deck.
+#[derive(Debug)]
+pub struct FaultSchedule {
+    kinds: &'static [FaultKind],
+    deck: Vec<FaultKind>,
+    hits: BTreeMap<FaultKind, u32>,
+}
+
+impl FaultSchedule {
+    /// A schedule over `kinds`.
+    pub fn new(kinds: &'static [FaultKind]) -> FaultSchedule {
+        FaultSchedule {
+            kinds,
+            deck: Vec::new(),
+            hits: BTreeMap::new(),
+        }
+    }
+
+    /// The next kind to inject.
+    pub fn next(&mut self, rng: &mut StdRng) -> FaultKind {
+        if self.deck.is_empty() {
+            self.deck = self.kinds.to_vec();
+            self.deck.shuffle(rng);
+        }
+        self.deck.pop().expect("a refilled deck has every kind")
+    }
+
+    /// Records how an injection of `kind` went (`None`: nothing to aim at was found).
+    pub fn record(&mut self, kind: FaultKind, fault: Option<&Fault>) {
+        if fault.is_some_and(|f| f.hit) {
+            *self.hits.entry(kind).or_default() += 1;
+        } else {
+            self.deck.push(kind);
+        }
+    }
+
+    /// Whether every kind has hit at least once.
+    pub fn every_kind_hit(&self) -> bool {
+        self.kinds.iter().all(|k| self.hits.contains_key(k))
+    }
+}
+
+/// What faults act on.
+pub struct Target<'a> {
+    /// The workers.
+    pub fleet: &'a mut Fleet,
+    /// The lock servers.
+    pub lock_servers: &'a mut [RedisServer],
+    /// How long a paused holder stays stopped: at random in this range.
+    pub pauses: (Duration, Duration),
+    /// How long a crashed lock server stays down: at random in this range.
+    pub outages: (Duration, Duration),
+}
+
+/// How long to wait for some worker to be inside its section before giving up on a fault
+/// that needs a holder.
+const HOLDER_WAIT: Duration = Duration::from_secs(5);
+
+/// Injects one fault of `kind`; `None` when it needs a holder and none showed up.
+pub fn inject(kind: FaultKind, target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
+    match kind {
+        FaultKind::PauseHolder => pause_holder(target, rng),
+        FaultKind::KillHolder => kill_holder(target, rng),
+        FaultKind::RestartLockServer => Some(restart_lock_server(target, rng)),
+        FaultKind::KillPubSubConnections => Some(kill_connections(kind, "pubsub", target, rng)),
+        FaultKind::KillCommandConnections => Some(kill_connections(kind, "normal", target, rng)),
+    }
+}
+
+/// A worker that has just entered its critical section: waiting for a fresh acquire
+/// leaves the most of the section for the signal to land in (a section lasts about a
+/// tenth of a second). Falls back to any holder.
+fn pick_holder(fleet: &Fleet, rng: &mut StdRng) -> Option<WorkerId> {
+    let asked = clock::now();
+    let fresh = |live: &Live| -> Vec<WorkerId> {
+        live.holders()
+            .into_iter()
+            .filter(|&(_, since)| since >= asked)
+            .map(|(worker, _)| worker)
+            .collect()
+    };
+    fleet.wait_until(HOLDER_WAIT, |live| !fresh(live).is_empty());
+    let mut holders = fleet.with_live(fresh);
+    if holders.is_empty() {
+        holders = fleet.with_live(|live| live.holders().into_iter().map(|(w, _)| w).collect());
+    }
+    holders
+        .get(rng.random_range(0..holders.len().max(1)))
+        .copied()
+}
+
+fn pause_holder(target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
+    let worker = pick_holder(target.fleet, rng)?;
+    let pid = target.fleet.pid(worker)?;
+    let pause = rng.random_range(target.pauses.0..=target.pauses.1);
+    let safety_net = ThawSafetyNet::arm(pid, pause + Duration::from_secs(5));
+    signal(pid, "-STOP");
+    // Taken after the signal: from here on the worker reports nothing until it continues.
+    let began = clock::now();
+    std::thread::sleep(pause);
+    let ended = clock::now();
+    signal(pid, "-CONT");
+    drop(safety_net);
+    // Everything it printed before `began` was read long ago.
+    let hit = target
+        .fleet
+        .with_live(|live| in_section_at(&live.events, worker, began).is_some());
+    Some(Fault {
+        kind: FaultKind::PauseHolder,
+        began,
+        ended,
+        worker: Some(worker),
+        hit,
+        cut_off: clock::duration(ended - began),
+        detail: format!("worker {worker} stopped for {} ms", pause.as_millis()),
+    })
+}
+
+fn kill_holder(target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
+    let worker = pick_holder(target.fleet, rng)?;
+    let began = clock::now();
+    let killed_at = target.fleet.kill(worker, Duration::from_secs(10));
+    let hit = target
+        .fleet
+        .with_live(|live| in_section_at(&live.events, worker, killed_at).is_some());
+    let replacement = target.fleet.spawn();
+    Some(Fault {
+        kind: FaultKind::KillHolder,
+        began,
+        ended: killed_at,
+        worker: Some(worker),
+        hit,
+        cut_off: Duration::ZERO,
+        detail: format!("worker {worker} killed, worker {replacement} started"),
+    })
+}
+
+fn restart_lock_server(target: &mut Target<'_>, rng: &mut StdRng) -> Fault {
+    let index = rng.random_range(0..target.lock_servers.len());
+    let downtime = rng.random_range(target.outages.0..=target.outages.1);
+    let server = &mut target.lock_servers[index];
+    server.kill();
+    let began = clock::now();
+    std::thread::sleep(downtime);
+    server.restart_keeping_data();
+    Fault {
+        kind: FaultKind::RestartLockServer,
+        began,
+        ended: clock::now(),
+        worker: None,
+        hit: true,
+        cut_off: downtime,
+        detail: format!(
+            "lock server {index} down for {} ms, restarted on its data",
+            downtime.as_millis()
+        ),
+    }
+}
+
+fn kill_connections(
+    kind: FaultKind,
+    client_type: &str,
+    target: &mut Target<'_>,
+    rng: &mut StdRng,
+) -> Fault {
+    let index = rng.random_range(0..target.lock_servers.len());
+    let began = clock::now();
+    // redis-cli opens a connection of its own, and CLIENT KILL skips the caller.
+    let answer = target.lock_servers[index].cli(&["CLIENT", "KILL", "TYPE", client_type]);
+    let ended = clock::now();
+    let killed: u32 = answer.trim().parse().unwrap_or(0);
+    Fault {
+        kind,
+        began,
+        ended,
+        worker: None,
+        hit: killed > 0,
+        cut_off: Duration::ZERO,
+        detail: format!("{killed} {client_type} connections killed on lock server {index}"),
+    }
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to a worker. One that died meanwhile cannot be
+/// signalled; its exit is reported with the others.
+fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .stdin(Stdio::null())
+        .status();
+}
+
+/// Sends SIGCONT to a paused worker later from a process of its own, so that a
+/// coordinator that dies mid-pause (killed by a test timeout, say) leaves no worker stopped
+/// forever. Disarmed on drop, once the coordinator continued the worker itself.
+struct ThawSafetyNet {
+    helper: Option<Child>,
+}
+
+impl ThawSafetyNet {
+    fn arm(pid: u32, after: Duration) -> ThawSafetyNet {
+        let helper = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "sleep {}; kill -CONT {pid}",
+                after.as_secs().max(1)
+            ))
+            // A group of its own: the drop kills the shell and its `sleep` together, and a
+            // Ctrl-C meant for the run does not cancel the thaw.
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
+        ThawSafetyNet { helper }
+    }
+}
+
+impl Drop for ThawSafetyNet {
+    fn drop(&mut self) {
+        if let Some(mut helper) = self.helper.take() {
+            let group = format!("-{}", helper.id());
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &group])
+                .stdin(Stdio::null())
+                .status();
+            let _ = helper.wait();
+        }
+    }
+}
