@@ -1,11 +1,13 @@
-//! The long torture run: worker processes contend for a `FencedLock` and write to a fenced
-//! resource while a fault schedule pauses and kills holders, restarts the lock server and
-//! kills its connections; then a checker looks for stale writes, holders not told of a
-//! lost lock, calls that hung and a lock that could not be taken again.
+//! The long torture run: worker processes contend for a `FencedLock` (or, with `--mode
+//! redlock`, a `RedLock<Fenced>` over five masters) and write to a fenced resource while a
+//! fault schedule pauses and kills holders, restarts lock servers (a minority of masters
+//! at once, for the `RedLock`) and kills their connections; then a checker looks for stale
+//! writes, holders not told of a lost lock, calls that hung and a lock that could not be
+//! taken again.
 //!
 //! ```sh
-//! cargo run --release --example torture -- --seconds 600 [--workers 4] [--seed N]
-//!     [--lease-ms 1000] [--quiet]
+//! cargo run --release --example torture -- --seconds 600 [--mode fenced|redlock]
+//!     [--workers 4] [--seed N] [--lease-ms 1000] [--quiet]
 //! ```
 //!
 //! Needs `redis-server` and `redis-cli` on `PATH`; starts its own servers on free loopback
@@ -22,8 +24,8 @@ use std::time::Duration;
 
 use torture_engine::{RunConfig, WorkerCommand};
 
-const USAGE: &str =
-    "usage: torture [--seconds N] [--workers N] [--seed N] [--lease-ms N] [--quiet]";
+const USAGE: &str = "usage: torture [--mode fenced|redlock] [--seconds N] [--workers N] \
+                     [--seed N] [--lease-ms N] [--quiet]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,7 +50,8 @@ fn main() -> ExitCode {
         }
     };
     eprintln!(
-        "torture run: {} s of faults, {} workers, seed {}",
+        "torture run: mode {}, {} s of faults, {} workers, seed {}",
+        config.mode.name(),
         config.duration.as_secs(),
         config.workers,
         config.seed
@@ -78,6 +81,11 @@ fn parse(args: &[String]) -> Result<RunConfig, String> {
                 .parse::<u64>()
                 .map_err(|e| format!("{flag}: {e}"))
         };
+        if flag == "--mode" {
+            let mode = args.next().ok_or("--mode needs a value")?;
+            config.mode = torture_engine::backend::Mode::parse(mode)?;
+            continue;
+        }
         match flag.as_str() {
             "--seconds" => config.duration = Duration::from_secs(value()?),
             "--workers" => {

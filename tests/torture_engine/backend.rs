@@ -1,13 +1,12 @@
 //! The seam between the torture run and the lock it tortures: a backend takes the lock and
 //! returns a held lock with a fencing token, a `lost()` future and `unlock()`. Workers, the
-//! coordinator's last acquisition and the checker see nothing else, so another lock (a
-//! `RedLock` over several masters) plugs in as one more [`Mode`] with its backend, its
-//! number of lock servers and its fault kinds.
+//! coordinator's last acquisition and the checker see nothing else; each [`Mode`] brings
+//! its backend, its number of lock servers and its fault kinds.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use redis_rlock::{Client, FencedLock, LockGuard, LostReason};
+use redis_rlock::{Client, Fenced, FencedLock, GroupGuard, LockGuard, LostReason, RedLock};
 
 use super::config::Timing;
 use super::faults::FaultKind;
@@ -20,6 +19,8 @@ pub const LOCK_NAME: &str = "torture:lock";
 pub enum Mode {
     /// A `FencedLock` on one Redis server.
     Fenced,
+    /// A `RedLock<Fenced>` over five independent masters.
+    RedLock,
 }
 
 impl Mode {
@@ -27,6 +28,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Mode::Fenced => "fenced",
+            Mode::RedLock => "redlock",
         }
     }
 
@@ -34,7 +36,10 @@ impl Mode {
     pub fn parse(text: &str) -> Result<Mode, String> {
         match text {
             "fenced" => Ok(Mode::Fenced),
-            other => Err(format!("unknown torture mode `{other}` (known: fenced)")),
+            "redlock" => Ok(Mode::RedLock),
+            other => Err(format!(
+                "unknown torture mode `{other}` (known: fenced, redlock)"
+            )),
         }
     }
 
@@ -42,7 +47,15 @@ impl Mode {
     pub fn lock_servers(self) -> usize {
         match self {
             Mode::Fenced => 1,
+            Mode::RedLock => 5,
         }
+    }
+
+    /// How many lock servers may be down at once with the lock still held: 0 for one
+    /// server, a minority of a `RedLock`'s masters.
+    pub fn tolerated_down(self) -> usize {
+        let servers = self.lock_servers();
+        servers - (servers / 2 + 1)
     }
 
     /// The faults the schedule draws from.
@@ -52,6 +65,14 @@ impl Mode {
                 FaultKind::PauseHolder,
                 FaultKind::KillHolder,
                 FaultKind::RestartLockServer,
+                FaultKind::KillPubSubConnections,
+                FaultKind::KillCommandConnections,
+            ],
+            Mode::RedLock => &[
+                FaultKind::PauseHolder,
+                FaultKind::KillHolder,
+                FaultKind::RestartLockServer,
+                FaultKind::MinorityDown,
                 FaultKind::KillPubSubConnections,
                 FaultKind::KillCommandConnections,
             ],
@@ -113,6 +134,10 @@ pub async fn with_backend<J: BackendJob>(
     match mode {
         Mode::Fenced => {
             let backend = FencedBackend::connect(&lock_urls[0], timing).await?;
+            Ok(job.run(backend).await)
+        }
+        Mode::RedLock => {
+            let backend = RedLockBackend::connect(lock_urls, timing).await?;
             Ok(job.run(backend).await)
         }
     }
@@ -179,5 +204,63 @@ impl HeldLock for LockGuard {
 
     fn unlock(self) -> impl Future<Output = redis_rlock::Result<()>> + Send {
         LockGuard::unlock(self)
+    }
+}
+
+/// How long one master may take to answer a `RedLock`'s acquire: roomy on a loaded 2-core
+/// machine running five masters, small next to the lease.
+const NODE_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// A `RedLock<Fenced>` over five masters: each master's hold is renewed by its own client's
+/// watchdog, and the token is agreed by a majority before the guard is returned.
+#[derive(Debug, Clone)]
+pub struct RedLockBackend {
+    group: RedLock<Fenced>,
+}
+
+impl RedLockBackend {
+    /// Connects a client to every master in `urls` (all must answer).
+    pub async fn connect(urls: &[String], timing: &Timing) -> redis_rlock::Result<RedLockBackend> {
+        let mut locks = Vec::with_capacity(urls.len());
+        for url in urls {
+            locks.push(lock_client(url, timing).await?.fenced_lock(LOCK_NAME));
+        }
+        Ok(RedLockBackend {
+            group: RedLock::new(locks).with_node_timeout(NODE_TIMEOUT),
+        })
+    }
+}
+
+impl LockBackend for RedLockBackend {
+    type Held = GroupGuard;
+
+    fn try_acquire(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = redis_rlock::Result<Option<GroupGuard>>> + Send {
+        self.group.try_lock_for(wait)
+    }
+}
+
+impl HeldLock for GroupGuard {
+    fn token(&self) -> u64 {
+        self.fencing_token()
+            .expect("a RedLock<Fenced>'s guard carries a fencing token")
+    }
+
+    fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
+        GroupGuard::lost(self)
+    }
+
+    fn is_lost(&self) -> bool {
+        GroupGuard::is_lost(self)
+    }
+
+    fn valid_until(&self) -> Instant {
+        GroupGuard::valid_until(self)
+    }
+
+    fn unlock(self) -> impl Future<Output = redis_rlock::Result<()>> + Send {
+        GroupGuard::unlock(self)
     }
 }

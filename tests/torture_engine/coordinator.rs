@@ -109,6 +109,7 @@ fn inject_faults(
             lock_servers,
             pauses: config.pauses,
             outages: config.outages,
+            tolerated_down: config.mode.tolerated_down(),
         };
         let fault = inject(kind, &mut target, &mut rng);
         schedule.record(kind, fault.as_ref());

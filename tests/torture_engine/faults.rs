@@ -27,6 +27,9 @@ pub enum FaultKind {
     /// SIGKILL the lock server, leave it down a while, and start it again on its data
     /// (append-only file, fsync always): a crash and restart of Redis.
     RestartLockServer,
+    /// SIGKILL as many lock servers as may be down with the lock still held (a minority of
+    /// a `RedLock`'s masters), leave them down a while, and start them again on their data.
+    MinorityDown,
     /// `CLIENT KILL TYPE pubsub` on the lock server: every waiter's subscription drops.
     KillPubSubConnections,
     /// `CLIENT KILL TYPE normal` on the lock server: every command connection drops (lock
@@ -41,6 +44,7 @@ impl FaultKind {
             FaultKind::PauseHolder => "pause_holder",
             FaultKind::KillHolder => "kill_holder",
             FaultKind::RestartLockServer => "restart_lock_server",
+            FaultKind::MinorityDown => "minority_down",
             FaultKind::KillPubSubConnections => "kill_pubsub_connections",
             FaultKind::KillCommandConnections => "kill_command_connections",
         }
@@ -123,6 +127,8 @@ pub struct Target<'a> {
     pub pauses: (Duration, Duration),
     /// How long a crashed lock server stays down: at random in this range.
     pub outages: (Duration, Duration),
+    /// How many lock servers may be down with the lock still held.
+    pub tolerated_down: usize,
 }
 
 /// How long to wait for some worker to be inside its section before giving up on a fault
@@ -134,7 +140,11 @@ pub fn inject(kind: FaultKind, target: &mut Target<'_>, rng: &mut StdRng) -> Opt
     match kind {
         FaultKind::PauseHolder => pause_holder(target, rng),
         FaultKind::KillHolder => kill_holder(target, rng),
-        FaultKind::RestartLockServer => Some(restart_lock_server(target, rng)),
+        FaultKind::RestartLockServer => Some(restart_lock_servers(kind, 1, target, rng)),
+        FaultKind::MinorityDown => {
+            let down = target.tolerated_down.max(1);
+            Some(restart_lock_servers(kind, down, target, rng))
+        }
         FaultKind::KillPubSubConnections => Some(kill_connections(kind, "pubsub", target, rng)),
         FaultKind::KillCommandConnections => Some(kill_connections(kind, "normal", target, rng)),
     }
@@ -208,23 +218,38 @@ fn kill_holder(target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
     })
 }
 
-fn restart_lock_server(target: &mut Target<'_>, rng: &mut StdRng) -> Fault {
-    let index = rng.random_range(0..target.lock_servers.len());
+/// Crashes `count` lock servers chosen at random, leaves them down, and restarts them on
+/// their data. Holders are cut off only when more servers are down than the lock
+/// tolerates (a single server; a majority of masters).
+fn restart_lock_servers(
+    kind: FaultKind,
+    count: usize,
+    target: &mut Target<'_>,
+    rng: &mut StdRng,
+) -> Fault {
+    let mut indexes: Vec<usize> = (0..target.lock_servers.len()).collect();
+    indexes.shuffle(rng);
+    indexes.truncate(count);
+    indexes.sort_unstable();
     let downtime = rng.random_range(target.outages.0..=target.outages.1);
-    let server = &mut target.lock_servers[index];
-    server.kill();
+    for &index in &indexes {
+        target.lock_servers[index].kill();
+    }
     let began = clock::now();
     std::thread::sleep(downtime);
-    server.restart_keeping_data();
+    for &index in &indexes {
+        target.lock_servers[index].restart_keeping_data();
+    }
+    let cuts_off = count > target.tolerated_down;
     Fault {
-        kind: FaultKind::RestartLockServer,
+        kind,
         began,
         ended: clock::now(),
         worker: None,
         hit: true,
-        cut_off: downtime,
+        cut_off: if cuts_off { downtime } else { Duration::ZERO },
         detail: format!(
-            "lock server {index} down for {} ms, restarted on its data",
+            "lock server(s) {indexes:?} down for {} ms, restarted on their data",
             downtime.as_millis()
         ),
     }
