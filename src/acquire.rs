@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
 use crate::client::Client;
@@ -210,6 +211,9 @@ pub(crate) async fn attempt(
             ((*pooled).clone(), None, Some(pooled))
         }
     };
+    // An undo of this attempt goes out on the pooled connection too: on the shared one it
+    // could overtake an attempt that Redis has not run yet.
+    let pinned = checkout.as_ref().map(|pooled| (**pooled).clone());
     let started = Instant::now();
     let terms = inner
         .holds
@@ -236,9 +240,9 @@ pub(crate) async fn attempt(
             Ok((reply, unreplicated))
         }
     };
-    let orphaned = (client.clone(), names.clone(), owner.clone());
+    let orphaned = (client.clone(), names.clone(), owner.clone(), pinned.clone());
     let outcome = FinishOnDrop::new(call, move |outcome| {
-        let (client, names, owner) = orphaned;
+        let (client, names, owner, pinned) = orphaned;
         // The caller left: undo what the attempt took, or may have taken.
         let (took_lock, may_be_queued) = match &outcome {
             Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
@@ -253,11 +257,12 @@ pub(crate) async fn attempt(
             leave_in_background(client.clone(), names.clone(), owner.clone());
         }
         if took_lock {
-            undo_in_background(client, names, owner, applied, started);
+            undo_in_background(client, names, owner, applied, started, pinned);
         }
     })
+    .on(client.runtime())
     .await;
-    if outcome.is_ok() {
+    if outcome.is_ok() && shared.is_some() {
         inner.connections.report_success();
     }
     match outcome {
@@ -270,8 +275,11 @@ pub(crate) async fn attempt(
                 owner.clone(),
                 applied,
                 started,
+                pinned,
             );
-            FinishOnDrop::new(undoing, |()| {}).await;
+            FinishOnDrop::new(undoing, |()| {})
+                .on(client.runtime())
+                .await;
             Err(unreplicated)
         }
         Ok((AcquireReply::Acquired { token }, None)) => {
@@ -301,10 +309,13 @@ pub(crate) async fn attempt(
             if may_have_run(&e) && !inner.holds.is_held(&names.key, owner) {
                 // No other hold of this owner to keep: take the count back, and leave the
                 // TTL alone should another call of the owner hold it meanwhile.
-                let undo = Release::new(client.clone(), names.clone(), owner.clone(), 0);
+                let undo =
+                    Release::new(client.clone(), names.clone(), owner.clone(), 0).pinned_to(pinned);
                 // Awaited, so that it reaches Redis before any retry of the acquire; finished
                 // in the background if the caller leaves meanwhile.
-                FinishOnDrop::new(undo.run_once(), |()| {}).await;
+                FinishOnDrop::new(undo.run_once(), |()| {})
+                    .on(client.runtime())
+                    .await;
             }
             Err(e.into())
         }
@@ -318,10 +329,11 @@ fn undo_in_background(
     owner: Arc<str>,
     abandoned: Applied,
     started: Instant,
+    pinned: Option<MultiplexedConnection>,
 ) {
     client
         .clone()
-        .spawn(undo(client, names, owner, abandoned, started));
+        .spawn(undo(client, names, owner, abandoned, started, pinned));
 }
 
 /// Undoes an acquire, sent at `started` and applying `abandoned`, that took the lock for
@@ -331,25 +343,33 @@ fn undo_in_background(
 /// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
 /// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
 /// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
+///
+/// With replica sync on, the restored lease is not waited for, so it does not count: the
+/// hold's validity stays where the undone call left it until a renewal a replica
+/// acknowledged. `pinned` is the connection the undone call went out on, if not the shared
+/// one.
 fn undo(
     client: Client,
     names: Arc<LockNames>,
     owner: Arc<str>,
     abandoned: Applied,
     started: Instant,
+    pinned: Option<MultiplexedConnection>,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let live: Option<Arc<Hold>> = client.inner.holds.live(&names.key, &owner);
     let undo_started = Instant::now();
     let restore = live.as_ref().map(|hold| {
-        hold.cap_validity(started, abandoned.ms);
+        hold.cap_validity(started, abandoned);
         hold.lease_at(undo_started)
     });
     let lease_ms = restore.map_or(0, |applied| applied.ms);
+    let counts = client.inner.replica_sync.is_none();
     async move {
         let key = names.key.clone();
-        match Release::new(client, names, owner, lease_ms).run().await {
+        let release = Release::new(client, names, owner, lease_ms).pinned_to(pinned);
+        match release.run().await {
             Ok(UnlockOutcome::StillHeld) => {
-                if let (Some(hold), Some(applied)) = (live, restore) {
+                if let (Some(hold), Some(applied), true) = (live, restore, counts) {
                     hold.lease_applied(undo_started, applied);
                 }
             }

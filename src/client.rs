@@ -149,6 +149,11 @@ impl Client {
         drop(self.inner.runtime.spawn(work));
     }
 
+    /// The runtime the client was built on (see [`Client::spawn`]).
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+
     /// This client's id: the `<client-uuid>` part of the hash fields it writes.
     pub fn id(&self) -> Uuid {
         self.inner.id

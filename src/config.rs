@@ -227,7 +227,6 @@ impl ClientBuilder {
             if replicas == 0 {
                 return Err(Error::invalid("replica_sync needs at least 1 replica"));
             }
-            validate::positive("replica_sync timeout", timeout)?;
             if timeout < Duration::from_millis(1) || timeout >= s.response_timeout {
                 return Err(Error::invalid(format!(
                     "the replica_sync timeout must be at least 1 ms and shorter than the \

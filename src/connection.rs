@@ -143,7 +143,8 @@ impl Connections {
         };
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
         if fresh.generation > 1 {
-            self.reconnected.notify_waiters();
+            // One waiter (the watchdog); a permit is kept if it is in the middle of a round.
+            self.reconnected.notify_one();
         }
         Ok(fresh)
     }
@@ -205,23 +206,41 @@ impl Connections {
 
     /// Runs an idempotent operation on the shared connection, retrying failures to reach
     /// Redis up to the configured number of attempts.
-    pub(crate) async fn with_retries<T, F, Fut>(&self, mut operation: F) -> Result<T>
+    pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T>
+    where
+        F: FnMut(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.with_retries_on(None, operation).await
+    }
+
+    /// [`with_retries`](Connections::with_retries) on `pinned` when given: a command that
+    /// must reach Redis after an earlier one on that connection (Redis orders the commands
+    /// of one connection, not those of two).
+    pub(crate) async fn with_retries_on<T, F, Fut>(
+        &self,
+        pinned: Option<MultiplexedConnection>,
+        mut operation: F,
+    ) -> Result<T>
     where
         F: FnMut(MultiplexedConnection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let mut attempt = 1;
         loop {
-            let outcome = match self.shared().await {
-                Ok(shared) => {
-                    let outcome = operation(shared.conn.clone()).await;
-                    match &outcome {
-                        Ok(_) => self.report_success(),
-                        Err(e) => self.report(&shared, e),
+            let outcome = match &pinned {
+                Some(conn) => operation(conn.clone()).await.map_err(Error::from),
+                None => match self.shared().await {
+                    Ok(shared) => {
+                        let outcome = operation(shared.conn.clone()).await;
+                        match &outcome {
+                            Ok(_) => self.report_success(),
+                            Err(e) => self.report(&shared, e),
+                        }
+                        outcome.map_err(Error::from)
                     }
-                    outcome.map_err(Error::from)
-                }
-                Err(e) => Err(e),
+                    Err(e) => Err(e),
+                },
             };
             match outcome {
                 Err(e) if e.is_connection_error() && attempt < self.retry_attempts => {

@@ -20,6 +20,8 @@ where
 {
     future: Option<Pin<Box<F>>>,
     orphaned: Option<Orphaned<F::Output>>,
+    /// Where the rest runs if dropped: the current runtime when `None`.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl<F> FinishOnDrop<F>
@@ -31,7 +33,15 @@ where
         FinishOnDrop {
             future: Some(Box::pin(future)),
             orphaned: Some(Box::new(orphaned)),
+            runtime: None,
         }
+    }
+
+    /// Finishes on `runtime` if dropped (a client's, which outlives a caller's runtime
+    /// that is shutting down) rather than on the current one.
+    pub(crate) fn on(mut self, runtime: &tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime.clone());
+        self
     }
 }
 
@@ -61,7 +71,11 @@ where
         let (Some(future), Some(orphaned)) = (self.future.take(), self.orphaned.take()) else {
             return;
         };
-        match tokio::runtime::Handle::try_current() {
+        match self
+            .runtime
+            .take()
+            .map_or_else(tokio::runtime::Handle::try_current, Ok)
+        {
             Ok(runtime) => {
                 runtime.spawn(async move { orphaned(future.await) });
             }

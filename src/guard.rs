@@ -11,7 +11,7 @@ use crate::detach::FinishOnDrop;
 use crate::error::{Error, LostReason, Result};
 use crate::hold::Hold;
 use crate::names::LockNames;
-use crate::release::{release_in_background, Release};
+use crate::release::Release;
 use crate::scripts::UnlockOutcome;
 
 /// Proof of one hold on a distributed lock.
@@ -101,7 +101,8 @@ impl LockGuard {
 
     /// The instant until which the lock is certainly still held, on this process's monotonic
     /// clock: the start of the last confirmed acquire or renewal, plus the lease, minus an
-    /// allowance for clock drift (1 % of the lease + 2 ms). Renewals push it forward.
+    /// allowance for clock drift (1 % of the lease + 2 ms). Renewals push it forward; once
+    /// the lock is found lost, it is when that happened at the latest.
     pub fn valid_until(&self) -> std::time::Instant {
         self.state().hold.valid_until().into_std()
     }
@@ -153,13 +154,18 @@ impl LockGuard {
     /// The release runs to completion in the background if this future is dropped.
     pub async fn unlock(mut self) -> Result<()> {
         let state = self.state.take().expect("a guard is released once");
-        FinishOnDrop::new(release(state), |_| {}).await
+        let runtime = state.client.runtime().clone();
+        FinishOnDrop::new(release(state), |_| {}).on(&runtime).await
     }
 }
 
-/// Releases one hold. The local registry lets go first, so the watchdog stops renewing a
-/// hold the moment its last guard goes, whatever Redis answers.
-async fn release(state: GuardState) -> Result<()> {
+/// How many extra counts a last release takes back at most (see [`release_leftovers`]).
+const MAX_LEFTOVERS: usize = 8;
+
+/// Releases one hold. The local registry lets go at once, before anything is sent, so the
+/// watchdog stops renewing a hold the moment its last guard goes, whatever Redis answers
+/// (and even if the returned future never runs).
+fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'static {
     let GuardState {
         client,
         names,
@@ -169,32 +175,66 @@ async fn release(state: GuardState) -> Result<()> {
     // Whether it was lost is decided before the release retires the hold.
     let lost = hold.lost_reason();
     let last = client.inner.holds.release(&hold);
-    if let Some(reason) = lost {
-        return Err(lost_error(&hold, reason));
-    }
-    let started = Instant::now();
-    let applied = hold.lease_at(started);
-    let request = Release::new(client.clone(), names, hold.owner.clone(), applied.ms);
-    match request.run().await? {
-        UnlockOutcome::Freed => Ok(()),
-        UnlockOutcome::StillHeld => {
-            if last {
-                // Redis counts more holds than this client has guards: an acquire whose
-                // reply was lost ran after all. The lease, no longer renewed, frees it.
-                tracing::debug!(lock = %hold.key, "holds remain after the last guard");
-            } else {
-                hold.lease_applied(started, applied);
-            }
-            Ok(())
+    async move {
+        if let Some(reason) = lost {
+            return Err(lost_error(&hold, reason));
         }
-        UnlockOutcome::NotHeld => {
-            let reason = if Instant::now() >= hold.valid_until() {
-                LostReason::Expired
-            } else {
-                LostReason::Released
-            };
-            hold.mark_lost(reason);
-            Err(lost_error(&hold, hold.lost_reason().unwrap_or(reason)))
+        let started = Instant::now();
+        let applied = hold.lease_at(started);
+        let request = Release::new(
+            client.clone(),
+            names.clone(),
+            hold.owner.clone(),
+            applied.ms,
+        );
+        match request.run().await? {
+            UnlockOutcome::Freed => Ok(()),
+            UnlockOutcome::StillHeld if last => {
+                release_leftovers(&client, &names, &hold.owner).await;
+                Ok(())
+            }
+            UnlockOutcome::StillHeld => {
+                // With replica sync on, this lease was not waited for: it does not count,
+                // and the watchdog's next acknowledged renewal moves the validity on.
+                if client.inner.replica_sync.is_none() {
+                    hold.lease_applied(started, applied);
+                }
+                Ok(())
+            }
+            UnlockOutcome::NotHeld => {
+                let reason = if Instant::now() >= hold.valid_until() {
+                    LostReason::Expired
+                } else {
+                    LostReason::Released
+                };
+                hold.mark_lost(reason);
+                Err(lost_error(&hold, hold.lost_reason().unwrap_or(reason)))
+            }
+        }
+    }
+}
+
+/// Takes back the counts Redis still holds for `owner` once its last guard is released.
+///
+/// Redis can count more holds than the client has guards: an acquire whose reply was lost
+/// ran after all, or the owner took the lock again in the moment between its earlier hold
+/// being reported lost (just before the key's expiry) and the expiry, which Redis counted
+/// as a re-entry. Left alone, the lock would stay until its lease ran out, renewed by
+/// nobody. Each release is owner-checked, so no other owner's lock is touched; and a new
+/// hold of the owner, if one appears meanwhile, keeps its counts.
+async fn release_leftovers(client: &Client, names: &Arc<LockNames>, owner: &Arc<str>) {
+    for _ in 0..MAX_LEFTOVERS {
+        if client.inner.holds.is_held(&names.key, owner) {
+            return;
+        }
+        let release = Release::new(client.clone(), names.clone(), owner.clone(), 0);
+        match release.run().await {
+            Ok(UnlockOutcome::StillHeld) => {}
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!(lock = %names.key, error = %e, "leftover holds expire with their lease");
+                return;
+            }
         }
     }
 }
@@ -210,22 +250,19 @@ fn lost_error(hold: &Hold, reason: LostReason) -> Error {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Some(GuardState {
-            client,
-            names,
-            hold,
-            ..
-        }) = self.state.take()
-        else {
+        let Some(state) = self.state.take() else {
             return;
         };
-        let lost = hold.lost_reason();
-        // Stop renewing at once, even if the release below cannot run.
-        client.inner.holds.release(&hold);
-        if lost.is_none() {
-            let owner = hold.owner.clone();
-            let lease_ms = hold.lease_at(Instant::now()).ms;
-            release_in_background(Release::new(client, names, owner, lease_ms));
-        }
+        let client = state.client.clone();
+        let key = state.hold.key.clone();
+        // Stops renewing at once; the release itself runs on the client's runtime.
+        let releasing = release(state);
+        client.spawn(async move {
+            match releasing.await {
+                Ok(()) => tracing::debug!(lock = %key, "released in the background"),
+                Err(e) if e.is_lock_lost() => tracing::debug!(lock = %key, error = %e, "dropped a lost guard"),
+                Err(e) => tracing::warn!(lock = %key, error = %e, "background release failed; the lock expires with its lease"),
+            }
+        });
     }
 }

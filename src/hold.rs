@@ -180,13 +180,33 @@ impl Hold {
     /// Renewals and reentrant calls of a watchdog hold all apply the same lease (or, near
     /// the maximum hold time, leases that end at that same moment), so the latest start
     /// bounds the expiry in Redis from below whatever order they ran in.
+    ///
+    /// The deadline never passes the end of the maximum hold time, even for a renewal whose
+    /// lease was reckoned before a re-entry brought the cap forward; and it never moves
+    /// once the hold is lost (a renewal confirmed after the deadline passed does not revive
+    /// a guard that was already reported lost).
     pub(crate) fn renewed(&self, started: Instant, applied: Applied) {
         self.renewal_unconfirmed.store(false, Ordering::Relaxed);
         if applied.capped {
             self.capped.store(true, Ordering::Relaxed);
         }
+        if self.lost.borrow().is_some() {
+            return;
+        }
+        let mut deadline = applied.deadline(started);
+        if let Some(cap) = self.max_until() {
+            if deadline > cap {
+                deadline = cap.checked_sub(drift(applied.ms)).unwrap_or(cap);
+                self.capped.store(true, Ordering::Relaxed);
+            }
+        }
         self.valid_until
-            .fetch_max(to_nanos(applied.deadline(started)), Ordering::AcqRel);
+            .fetch_max(to_nanos(deadline), Ordering::AcqRel);
+        // Lost meanwhile: `mark_lost` may have lowered the deadline before the raise above.
+        if self.lost.borrow().is_some() {
+            self.valid_until
+                .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
+        }
     }
 
     /// The watchdog found nothing left of the maximum hold time to renew: the hold ends
@@ -198,10 +218,9 @@ impl Hold {
     /// Brings the validity deadline forward to what a lease of `lease_ms` applied at
     /// `started` allows, if that is sooner: an acquire of the same owner that the hold did
     /// not ask for (one abandoned by its caller) reset the key's TTL to its own lease.
-    pub(crate) fn cap_validity(&self, started: Instant, lease_ms: u64) {
-        let until = started + Duration::from_millis(lease_ms).saturating_sub(drift(lease_ms));
+    pub(crate) fn cap_validity(&self, started: Instant, applied: Applied) {
         self.valid_until
-            .fetch_min(to_nanos(until), Ordering::AcqRel);
+            .fetch_min(to_nanos(applied.deadline(started)), Ordering::AcqRel);
     }
 
     /// True once every guard of the hold was released or dropped.

@@ -131,9 +131,10 @@ impl<K: LockKind> Lock<K> {
     /// This handle, with a cap on how long any hold taken through it may last: counted from
     /// the acquire that takes the lock, the watchdog renews it until the cap and no
     /// further, and every lease applied to the key (a fixed lease, a re-entry's, an
-    /// unlock's) is cut short so as to end by the cap. The lock then frees itself, and the
-    /// guard's [`lost`](LockGuard::lost) resolves with [`LostReason::MaxHoldReached`]
-    /// just before, by its [`valid_until`](LockGuard::valid_until).
+    /// unlock's) is cut short so as to end by the cap. The lock then frees itself (give or
+    /// take the time a request takes to reach Redis), and the guard's
+    /// [`lost`](LockGuard::lost) resolves with [`LostReason::MaxHoldReached`] just before,
+    /// by its [`valid_until`](LockGuard::valid_until).
     ///
     /// For work that must never keep a lock forever, even when the process is alive and
     /// its watchdog healthy but the work itself is stuck. A re-entry keeps the earlier of

@@ -145,7 +145,7 @@ impl Failure {
     fn no_time_left(answered: Vec<usize>, busy: Vec<usize>) -> Self {
         Failure {
             unreachable: None,
-            retry_within: None,
+            retry_within: Some(Duration::ZERO),
             split: true,
             answered,
             busy,
@@ -177,8 +177,9 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
     /// A cap on how long the group may be held, as
     /// [`Lock::with_max_hold`](crate::Lock::with_max_hold) sets for one lock: every node's
     /// hold ends by it, and the guard's [`lost`](GroupGuard::lost) then resolves with
-    /// [`LostReason::MaxHoldReached`](crate::LostReason::MaxHoldReached). Without it, each
-    /// lock's own cap, if any, applies.
+    /// [`LostReason::MaxHoldReached`](crate::LostReason::MaxHoldReached). A lock with a
+    /// cap of its own ([`Lock::with_max_hold`](crate::Lock::with_max_hold)) keeps the
+    /// tighter of the two.
     ///
     /// Checked by each call: under 1 ms or over ten years is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent.
@@ -290,7 +291,11 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             .iter()
             .map(|lock| {
                 let (client, names) = lock.parts()?;
-                let max_hold = self.max_hold.or(lock.max_hold());
+                // The tighter of the group's cap and the lock's own.
+                let max_hold = match (self.max_hold, lock.max_hold()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 if let Some(cap) = max_hold {
                     validate::lease_millis("max_hold", cap)?;
                 }
@@ -477,8 +482,9 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
                     // Late answers join the guard, keeping the lock on every node that can
                     // (and, fenced, vouching for its token there too).
                     let joiner = guard.joiner();
+                    let first = nodes[0].client.clone();
                     let (nodes, owner) = (token.map(|_| nodes.to_vec()), owner.clone());
-                    tokio::spawn(async move {
+                    first.spawn(async move {
                         while let Some((index, outcome)) = pending.next().await {
                             if let Ok(Attempt::Acquired(hold)) = outcome {
                                 if let (Some(nodes), Some(token)) = (&nodes, token) {

@@ -74,7 +74,8 @@ impl QueuePlace {
                 leave_in_background(client, names, owner);
             }
         };
-        FinishOnDrop::new(leaving, |()| {}).await;
+        let runtime = self.client.runtime().clone();
+        FinishOnDrop::new(leaving, |()| {}).on(&runtime).await;
     }
 
     /// Stops keeping the place; true when no other wait of the owner still wants it.

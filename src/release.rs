@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use redis::aio::MultiplexedConnection;
+
 use crate::client::Client;
 use crate::error::Result;
 use crate::names::LockNames;
@@ -19,6 +21,8 @@ pub(crate) struct Release {
     owner: Arc<str>,
     lease_ms: u64,
     latch: String,
+    /// The connection to send on instead of the shared one (see [`Release::pinned_to`]).
+    pinned: Option<MultiplexedConnection>,
 }
 
 impl Release {
@@ -38,7 +42,16 @@ impl Release {
             owner,
             lease_ms,
             latch,
+            pinned: None,
         }
+    }
+
+    /// Sends the request on `conn` (when given) rather than the shared connection: to undo
+    /// an acquire sent there, which Redis may not have run yet; on another connection the
+    /// undo could overtake it.
+    pub(crate) fn pinned_to(mut self, conn: Option<MultiplexedConnection>) -> Self {
+        self.pinned = conn;
+        self
     }
 
     fn call(&self) -> UnlockCall<'_> {
@@ -64,7 +77,7 @@ impl Release {
             .client
             .inner
             .connections
-            .with_retries(|conn| call.run(conn))
+            .with_retries_on(self.pinned.clone(), |conn| call.run(conn))
             .await;
         self.forget_latch();
         outcome
@@ -72,8 +85,19 @@ impl Release {
 
     /// One try, ignoring the outcome: for undoing an acquire whose reply was lost.
     pub(crate) async fn run_once(self) {
-        if let Ok(shared) = self.client.inner.connections.shared().await {
-            if let Err(e) = self.call().run(shared.conn).await {
+        let conn = match &self.pinned {
+            Some(conn) => Some(conn.clone()),
+            None => self
+                .client
+                .inner
+                .connections
+                .shared()
+                .await
+                .ok()
+                .map(|s| s.conn),
+        };
+        if let Some(conn) = conn {
+            if let Err(e) = self.call().run(conn).await {
                 tracing::debug!(lock = %self.names.key, error = %e, "could not undo an acquire");
             }
         }
@@ -84,16 +108,4 @@ impl Release {
     fn forget_latch(self) {
         self.client.inner.latches.forget(self.latch);
     }
-}
-
-/// Runs `release` on the client's runtime without waiting for it (from `Drop`s).
-pub(crate) fn release_in_background(release: Release) {
-    let key = release.names.key.clone();
-    let client = release.client.clone();
-    client.spawn(async move {
-        match release.run().await {
-            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "released in the background"),
-            Err(e) => tracing::warn!(lock = %key, error = %e, "background release failed; the lock expires with its lease"),
-        }
-    });
 }

@@ -113,14 +113,14 @@ impl Rounds for Renewals {
 }
 
 /// One renewal round over every watchdog hold. Returns false if any batch failed to reach
-/// Redis.
+/// Redis (or, with replica sync on, no replica acknowledged the round).
 async fn renew_all(renewals: &Renewals) -> bool {
     let mut holds = renewals.holds.to_renew();
     if holds.is_empty() {
         return true;
     }
     // Holds near the end of their maximum hold time get shorter leases, one per key: they
-    // go last, in batches of their own, so that the other batches stay one lease each.
+    // go last, so that the batches before them carry one lease for all.
     let now = Instant::now();
     holds.sort_by_cached_key(|hold| hold.lease_at(now).capped);
     holds.iter().for_each(|hold| hold.renewal_sent());
@@ -134,29 +134,70 @@ async fn renew_all(renewals: &Renewals) -> bool {
         }
     };
     let lease_ms = renewals.lease_ms;
-    let conn = (*pooled).clone();
+    let mut conn = (*pooled).clone();
     let batches: Vec<Vec<Arc<Hold>>> = holds
         .chunks(renewals.batch_size)
         .map(<[_]>::to_vec)
         .collect();
-    let sync = renewals.replica_sync.as_deref();
-    stream::iter(batches)
-        .map(move |batch| renew_batch(conn.clone(), lease_ms, batch, sync))
+    let sent = conn.clone();
+    let answered: Vec<Option<Renewed>> = stream::iter(batches)
+        .map(move |batch| renew_batch(sent.clone(), lease_ms, batch))
         .buffer_unordered(BATCHES_IN_FLIGHT)
-        .fold(true, |all, ok| async move { all && ok })
-        .await
+        .collect()
+        .await;
+    // One WAIT for the whole round: it covers every write made before it on this
+    // connection. A renewal no replica has would be forgotten by a failover, so it must not
+    // push the validity forward; a lock found gone is gone either way.
+    let replicated = match renewals.replica_sync.as_deref() {
+        Some(sync) => match sync.wait(&mut conn).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, locks = holds.len(), "lock renewals not replicated");
+                false
+            }
+        },
+        None => true,
+    };
+    let mut all_answered = true;
+    for renewed in answered {
+        match renewed {
+            Some(renewed) => renewed.settle(replicated),
+            None => all_answered = false,
+        }
+    }
+    all_answered && replicated
 }
 
+/// What one renewal batch found: for each hold, whether its owner still held it.
+struct Renewed {
+    holds: Vec<(Arc<Hold>, Applied)>,
+    found: Vec<bool>,
+    started: Instant,
+}
+
+impl Renewed {
+    /// Applies the answers: renewed holds are valid for longer (unless the renewal does not
+    /// count, not being replicated), and holds found gone are lost.
+    fn settle(self, counts: bool) {
+        for ((hold, applied), renewed) in self.holds.iter().zip(self.found) {
+            if renewed && !counts {
+                continue;
+            }
+            settle(hold, renewed, self.started, *applied);
+        }
+    }
+}
+
+/// Sends one batch; `None` when it could not reach Redis.
 async fn renew_batch(
     mut conn: redis::aio::MultiplexedConnection,
     lease_ms: u64,
     batch: Vec<Arc<Hold>>,
-    sync: Option<&ReplicaSync>,
-) -> bool {
+) -> Option<Renewed> {
     let started = Instant::now();
     // Leases are reckoned from when the batch goes out, so that none reaches past a
     // maximum hold time however long the batch queued.
-    let (batch, leases): (Vec<Arc<Hold>>, Vec<Applied>) = batch
+    let holds: Vec<(Arc<Hold>, Applied)> = batch
         .into_iter()
         .filter_map(|hold| {
             let applied = hold.lease_at(started);
@@ -167,39 +208,26 @@ async fn renew_batch(
             }
             Some((hold, applied))
         })
-        .unzip();
-    if batch.is_empty() {
-        return true;
+        .collect();
+    if holds.is_empty() {
+        return Some(Renewed {
+            holds,
+            found: Vec::new(),
+            started,
+        });
     }
-    let keys = batch
+    let keys = holds
         .iter()
-        .zip(&leases)
         .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
     match scripts::renew(&mut conn, lease_ms, keys).await {
-        Ok(renewed) => {
-            // A renewal no replica has would be forgotten by a failover: it must not push
-            // the validity forward. A lock found gone is gone either way.
-            let replicated = match sync {
-                Some(sync) => match sync.wait(&mut conn).await {
-                    Ok(()) => true,
-                    Err(e) => {
-                        tracing::warn!(error = %e, locks = batch.len(), "lock renewal not replicated");
-                        false
-                    }
-                },
-                None => true,
-            };
-            for ((hold, applied), renewed) in batch.iter().zip(leases).zip(renewed) {
-                if renewed && !replicated {
-                    continue;
-                }
-                settle(hold, renewed, started, applied);
-            }
-            replicated
-        }
+        Ok(found) => Some(Renewed {
+            holds,
+            found,
+            started,
+        }),
         Err(e) => {
-            tracing::warn!(error = %e, locks = batch.len(), "lock renewal failed");
-            false
+            tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
+            None
         }
     }
 }

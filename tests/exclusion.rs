@@ -135,3 +135,36 @@ async fn a_reentrant_drop_keeps_the_outer_hold() {
     outer.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
 }
+
+#[tokio::test]
+async fn counts_redis_holds_beyond_the_guards_are_taken_back_with_the_last_release() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut raw = server.raw().await;
+    // Redis counts one more hold than this client has guards, as after an acquire whose
+    // reply was lost, or a re-entry into a hold lost just before its key expired.
+    for drop_it in [false, true] {
+        let guard = client.lock("leftover").lock().await.unwrap();
+        let _: i64 = redis::cmd("HINCRBY")
+            .arg("leftover")
+            .arg(guard.owner())
+            .arg(1)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        if drop_it {
+            drop(guard);
+        } else {
+            guard.unlock().await.unwrap();
+        }
+        let held = support::settles_to(false, Duration::from_secs(5), || {
+            let lock = client.lock("leftover");
+            async move { lock.is_locked().await.unwrap() }
+        })
+        .await;
+        assert!(
+            !held,
+            "freed at the last release, not when its lease runs out"
+        );
+    }
+}

@@ -166,6 +166,11 @@ async fn a_redlock_with_a_cap_is_lost_with_max_hold_reached_on_every_master() {
     assert!(!guard.is_lost(), "renewed past its first lease");
     let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
     assert_eq!(reason, LostReason::MaxHoldReached);
+    assert!(guard.is_lost());
+    assert!(
+        guard.valid_until() <= Instant::now(),
+        "a lost group's validity is when it was lost"
+    );
     for server in &group.servers {
         let mut raw = server.raw().await;
         assert!(pttl(&mut raw, "capped").await < 100);
@@ -174,4 +179,53 @@ async fn a_redlock_with_a_cap_is_lost_with_max_hold_reached_on_every_master() {
         guard.unlock().await.unwrap_err().lost_reason(),
         Some(LostReason::MaxHoldReached)
     );
+}
+
+#[tokio::test]
+async fn capped_and_uncapped_locks_renewed_in_one_batch_each_get_their_own_lease() {
+    let server = RedisServer::start();
+    // One renewal batch of all six locks every 100 ms.
+    let holder = client_with_watchdog(&server, Duration::from_millis(300)).await;
+    let mut guards = Vec::new();
+    for (name, cap) in [
+        ("free:1", None),
+        ("capped:1", Some(500)),
+        ("free:2", None),
+        ("capped:2", Some(700)),
+        ("free:3", None),
+        ("capped:3", Some(600)),
+    ] {
+        let mut lock = holder.lock(name);
+        if let Some(ms) = cap {
+            lock = lock.with_max_hold(Duration::from_millis(ms));
+        }
+        guards.push((name, cap, Instant::now(), lock.lock().await.unwrap()));
+    }
+    // Past the first renewals, the capped ones are near their caps.
+    tokio::time::sleep(Duration::from_millis(380)).await;
+    let mut raw = server.raw().await;
+    for (name, cap, taken, _) in &guards {
+        let ttl = pttl(&mut raw, name).await;
+        match cap {
+            None => assert!(ttl > 150 && ttl <= 300, "{name}: pttl {ttl}"),
+            Some(ms) => {
+                let left = *ms as i64 - taken.elapsed().as_millis() as i64;
+                assert!(
+                    ttl > 0 && ttl <= left + 20,
+                    "{name}: pttl {ttl}, {left} ms of cap left"
+                );
+            }
+        }
+    }
+    for (name, cap, _, guard) in guards {
+        if cap.is_some() {
+            let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
+            assert_eq!(reason, LostReason::MaxHoldReached, "{name}");
+            // Once lost, its validity is in the past.
+            assert!(guard.valid_until() <= Instant::now());
+        } else {
+            assert!(!guard.is_lost(), "{name}");
+            guard.unlock().await.unwrap();
+        }
+    }
 }

@@ -471,5 +471,13 @@ pub async fn start_replica_of(master: &RedisServer) -> RedisServer {
     })
     .await;
     assert!(linked, "the replica did not link to its master");
+    // Linked is not yet acknowledging: wait until a write is acknowledged.
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query_async(&mut master.raw().await)
+        .await
+        .expect("WAIT");
+    assert_eq!(acked, 1, "the replica does not acknowledge writes");
     replica
 }
