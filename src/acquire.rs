@@ -257,7 +257,10 @@ pub(crate) async fn attempt(
             leave_in_background(client.clone(), names.clone(), owner.clone());
         }
         if took_lock {
-            undo_in_background(client, names, owner, applied, started, pinned);
+            // In the background: nobody waits for this call any more.
+            client
+                .clone()
+                .spawn(undo(client, names, owner, applied, started, pinned));
         }
     })
     .on(client.runtime())
@@ -320,20 +323,6 @@ pub(crate) async fn attempt(
             Err(e.into())
         }
     }
-}
-
-/// Undoes, in the background, an acquire that ran for a caller who left; see [`undo`].
-fn undo_in_background(
-    client: Client,
-    names: Arc<LockNames>,
-    owner: Arc<str>,
-    abandoned: Applied,
-    started: Instant,
-    pinned: Option<MultiplexedConnection>,
-) {
-    client
-        .clone()
-        .spawn(undo(client, names, owner, abandoned, started, pinned));
 }
 
 /// Undoes an acquire, sent at `started` and applying `abandoned`, that took the lock for

@@ -102,24 +102,7 @@ impl RedisServer {
         // Wipe the directory so nothing (e.g. a dump.rdb from an explicit SAVE) is reloaded.
         let _ = std::fs::remove_dir_all(&self.dir);
         std::fs::create_dir_all(&self.dir).expect("recreate redis temp dir");
-        let mut last_err = String::new();
-        for _ in 0..MAX_TRIES {
-            match launch(self.port, &self.dir, &self.extra) {
-                Ok(c) => {
-                    *self.child.lock().expect("child mutex poisoned") = Some(c);
-                    return;
-                }
-                // The old socket may linger briefly; wait and try the same port again.
-                Err(e) => {
-                    last_err = e;
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-            }
-        }
-        panic!(
-            "redis-server failed to restart on port {}: {last_err}",
-            self.port
-        );
+        self.restart_keeping_data();
     }
 
     /// Suspends the process (SIGSTOP): connections stay open but nothing is answered,
