@@ -214,6 +214,9 @@ pub(crate) async fn attempt(
     // An undo of this attempt goes out on the pooled connection too: on the shared one it
     // could overtake an attempt that Redis has not run yet.
     let pinned = checkout.as_ref().map(|pooled| (**pooled).clone());
+    // Until this attempt is settled, a release of the owner's leftover counts keeps off
+    // the lock: the count this attempt adds may be in Redis before its hold is here.
+    let _in_flight = inner.holds.attempt_started(&names.key, owner);
     let started = Instant::now();
     let terms = inner
         .holds

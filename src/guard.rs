@@ -220,11 +220,12 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
 /// ran after all, or the owner took the lock again in the moment between its earlier hold
 /// being reported lost (just before the key's expiry) and the expiry, which Redis counted
 /// as a re-entry. Left alone, the lock would stay until its lease ran out, renewed by
-/// nobody. Each release is owner-checked, so no other owner's lock is touched; and a new
-/// hold of the owner, if one appears meanwhile, keeps its counts.
+/// nobody. Each release is owner-checked, so no other owner's lock is touched; and while
+/// the owner holds the lock again, or an acquire of its is on its way (whose count may be
+/// in Redis before its hold is here), nothing more is taken back: those counts may be its.
 async fn release_leftovers(client: &Client, names: &Arc<LockNames>, owner: &Arc<str>) {
     for _ in 0..MAX_LEFTOVERS {
-        if client.inner.holds.is_held(&names.key, owner) {
+        if client.inner.holds.is_busy(&names.key, owner) {
             return;
         }
         let release = Release::new(client.clone(), names.clone(), owner.clone(), 0);

@@ -341,6 +341,25 @@ type HoldKey = (Arc<str>, Arc<str>);
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     map: DashMap<HoldKey, Arc<Hold>>,
+    /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
+    /// Redis before their holds are here.
+    in_flight: DashMap<HoldKey, usize>,
+}
+
+/// One acquire on its way: counted in [`Holds::is_busy`] until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    holds: Arc<Holds>,
+    key: HoldKey,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.holds.in_flight.remove_if_mut(&self.key, |_, count| {
+            *count -= 1;
+            *count == 0
+        });
+    }
 }
 
 impl Holds {
@@ -467,5 +486,22 @@ impl Holds {
 
     pub(crate) fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Counts an acquire of `owner` on `key` as on its way until the returned guard drops:
+    /// from before it is sent until its hold, if any, is registered.
+    pub(crate) fn attempt_started(self: &Arc<Self>, key: &Arc<str>, owner: &Arc<str>) -> InFlight {
+        let key = (key.clone(), owner.clone());
+        *self.in_flight.entry(key.clone()).or_insert(0) += 1;
+        InFlight {
+            holds: self.clone(),
+            key,
+        }
+    }
+
+    /// Whether `owner` has a live hold on `key`, or an acquire on its way that may have
+    /// added a count in Redis already.
+    pub(crate) fn is_busy(&self, key: &Arc<str>, owner: &Arc<str>) -> bool {
+        self.is_held(key, owner) || self.in_flight.contains_key(&(key.clone(), owner.clone()))
     }
 }
