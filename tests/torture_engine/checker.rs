@@ -808,10 +808,9 @@ mod tests {
         assert_eq!(story.checks_failed(), names(&["valid_holder_refused"]));
     }
 
-    #[test]
-    fn a_paused_holder_never_told_is_caught() {
-        let mut story = Story::default();
-        story.faults.push(Fault {
+    /// Worker 1 stopped from 10 ms to 2,510 ms: well past a 1 s lease.
+    fn pause_of_worker_1() -> Fault {
+        Fault {
             kind: FaultKind::PauseHolder,
             began: 10 * MS,
             ended: 2_510 * MS,
@@ -819,7 +818,13 @@ mod tests {
             hit: true,
             cut_off: Duration::from_millis(2_500),
             detail: String::new(),
-        });
+        }
+    }
+
+    #[test]
+    fn a_paused_holder_never_told_is_caught() {
+        let mut story = Story::default();
+        story.faults.push(pause_of_worker_1());
         story
             .acquired(1, 1, 1, 0)
             .section(2, 1, 2, 1_200 * MS, 1_300 * MS)
@@ -832,15 +837,7 @@ mod tests {
     #[test]
     fn a_paused_holder_told_late_is_caught() {
         let mut story = Story::default();
-        story.faults.push(Fault {
-            kind: FaultKind::PauseHolder,
-            began: 10 * MS,
-            ended: 2_510 * MS,
-            worker: Some(1),
-            hit: true,
-            cut_off: Duration::from_millis(2_500),
-            detail: String::new(),
-        });
+        story.faults.push(pause_of_worker_1());
         story.acquired(1, 1, 1, 0).event(
             12_000 * MS,
             1,
