@@ -121,8 +121,11 @@ async fn renew_all(renewals: &Renewals) -> bool {
     }
     // Holds near the end of their maximum hold time get shorter leases, one per key: they
     // go last, so that the batches before them carry one lease for all.
+    // Most rounds have none: then nothing is sorted.
     let now = Instant::now();
-    holds.sort_by_cached_key(|hold| hold.lease_at(now).capped);
+    if holds.iter().any(|hold| hold.lease_at(now).capped) {
+        holds.sort_by_cached_key(|hold| hold.lease_at(now).capped);
+    }
     holds.iter().for_each(|hold| hold.renewal_sent());
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
