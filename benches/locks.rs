@@ -1,6 +1,7 @@
 //! Lock benchmark: the library against the raw floor and rslock 0.10, in one run.
 //!
-//! `cargo bench --bench locks` (set `QUICK=1` for a short run). Starts its own
+//! `cargo bench --bench locks` (set `QUICK=1` for a short run, `WORKLOADS=W2,W3` to run W1
+//! and only those). Starts its own
 //! redis-server on a free loopback port, pinned to CPU 1 with the benchmark on CPU 0 when
 //! `taskset` is available, and prints one JSON line per workload and contender and a table
 //! of ratios. Workloads are those of the project's BENCHMARKS.md, run in this order:
@@ -98,15 +99,15 @@ async fn raw_hash_pair(
     names: &HashNames,
     request: u64,
 ) {
-    let got: Option<i64> = acquire
+    let got: Vec<i64> = acquire
         .key(&names.key)
         .arg(30_000)
         .arg(&names.owner)
         .invoke_async(conn)
         .await
         .unwrap();
-    assert!(got.is_none());
-    let freed: Option<i64> = unlock
+    assert_eq!(got, [-3], "acquired");
+    let freed: Vec<i64> = unlock
         .key(&names.key)
         .key(&names.channel)
         .key(format!(
@@ -114,13 +115,14 @@ async fn raw_hash_pair(
             names.key
         ))
         .arg("0")
+        .arg(5_000)
         .arg(30_000)
         .arg(&names.owner)
-        .arg(5_000)
+        .arg("0")
         .invoke_async(conn)
         .await
         .unwrap();
-    assert_eq!(freed, Some(1));
+    assert_eq!(freed, [1], "freed");
 }
 
 /// The second floor: SET NX PX and a compare-and-delete script.
@@ -429,6 +431,11 @@ async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
 
 fn main() {
     let quick = std::env::var_os("QUICK").is_some();
+    // `WORKLOADS=W2,W4` runs W1 and those only (W1 is the floor every ratio needs).
+    let wanted = |workload: &str| {
+        std::env::var("WORKLOADS")
+            .map_or(true, |list| list.split(',').any(|w| w.trim() == workload))
+    };
     let (warmup, pairs) = if quick { (200, 2_000) } else { (500, 10_000) };
     let server = RedisServer::start();
     let pinned = pin(server.pid(), "1") && pin(std::process::id(), "0");
@@ -541,9 +548,10 @@ fn main() {
         Duration::from_secs(5)
     };
 
-    // W2: 32 tasks of one client, one key each; the raw floors share one connection and
-    // rslock's tasks one LockManager.
-    let w2_results = runtime.block_on(async {
+    if wanted("W2") {
+        // W2: 32 tasks of one client, one key each; the raw floors share one connection and
+        // rslock's tasks one LockManager.
+        let w2_results = runtime.block_on(async {
         let conn = server.raw().await;
         let acquire = Arc::new(Script::new(include_str!("../lua/acquire.lua")));
         let unlock = Arc::new(Script::new(include_str!("../lua/unlock.lua")));
@@ -610,16 +618,16 @@ fn main() {
         server.cli(&["FLUSHALL"]);
         results
     });
-    let by_name = |name: &str| {
-        w2_results
-            .iter()
-            .find(|t| t.name == name)
-            .map(|t| t.pairs_per_s)
-            .unwrap()
-    };
-    let (w2_rslock, w2_floor) = (by_name("rslock 0.10"), by_name("raw hash-script floor"));
-    for t in &w2_results {
-        println!(
+        let by_name = |name: &str| {
+            w2_results
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.pairs_per_s)
+                .unwrap()
+        };
+        let (w2_rslock, w2_floor) = (by_name("rslock 0.10"), by_name("raw hash-script floor"));
+        for t in &w2_results {
+            println!(
             "{{\"workload\":\"W2\",\"contender\":\"{}\",\"tasks\":32,\"run_s\":{:.1},\"pairs\":{},\"pairs_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"server_cpu_us_per_pair\":{:.2},\"ratio_to_rslock\":{:.3},\"ratio_to_raw_hash_floor\":{:.3},\"pinned\":{pinned}}}",
             t.name,
             t.run_s,
@@ -631,73 +639,79 @@ fn main() {
             t.pairs_per_s / w2_rslock,
             t.pairs_per_s / w2_floor,
         );
-    }
-    println!();
-    println!(
+        }
+        println!();
+        println!(
         "W2: 32 tasks of one client, one key each, lock + unlock for {contention:?} (server pinned: {pinned})"
     );
-    println!(
-        "{:<30} {:>10} {:>9} {:>9} {:>12} {:>8} {:>8}",
-        "contender", "pairs/s", "p50 µs", "p99 µs", "srv µs/pair", "×rslock", "×floor"
-    );
-    for t in &w2_results {
         println!(
-            "{:<30} {:>10.0} {:>9.1} {:>9.1} {:>12.2} {:>8.2} {:>8.2}",
-            t.name,
-            t.pairs_per_s,
-            t.p50,
-            t.p99,
-            t.server_cpu_us_per_pair,
-            t.pairs_per_s / w2_rslock,
-            t.pairs_per_s / w2_floor,
+            "{:<30} {:>10} {:>9} {:>9} {:>12} {:>8} {:>8}",
+            "contender", "pairs/s", "p50 µs", "p99 µs", "srv µs/pair", "×rslock", "×floor"
         );
-    }
-
-    let w3_rows = runtime.block_on(async {
-        let client = Client::connect(server.url()).await.unwrap();
-        let rslock = Rslock {
-            manager: LockManager::new(vec![server.url()]),
-            resource: b"w3:rslock",
-        };
-        vec![
-            w3("RLock", Single(client.lock("w3:rlock")), contention).await,
-            w3("FairLock", Single(client.fair_lock("w3:fair")), contention).await,
-            w3("rslock", rslock, contention).await,
-        ]
-    });
-    let w3_rslock = w3_rows[2].0;
-    println!();
-    println!("W3: 8 tasks of one client on one key: lock, hold 1 ms, unlock, for {contention:?}");
-    println!(
-        "{:<10} {:>8} {:>9} {:>9} {:>9} {:>13} {:>8}",
-        "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task", "×rslock"
-    );
-    for (per_sec, row) in w3_rows {
-        println!("{row} {:>8.2}", per_sec / w3_rslock);
-    }
-
-    // W5: a RedLock over five masters, this server and four more, all pinned to CPU 1.
-    let others: Vec<RedisServer> = (0..4).map(|_| RedisServer::start()).collect();
-    let pinned_all = pinned && others.iter().all(|other| pin(other.pid(), "1"));
-    let single = results
-        .iter()
-        .find(|figures| figures.name == "RLock lock() (watchdog)")
-        .unwrap()
-        .percentile(0.5);
-    let (w5_w1, w5_w3) = runtime.block_on(async {
-        let mut clients = vec![Client::connect(server.url()).await.unwrap()];
-        for other in &others {
-            clients.push(Client::connect(other.url()).await.unwrap());
+        for t in &w2_results {
+            println!(
+                "{:<30} {:>10.0} {:>9.1} {:>9.1} {:>12.2} {:>8.2} {:>8.2}",
+                t.name,
+                t.pairs_per_s,
+                t.p50,
+                t.p99,
+                t.server_cpu_us_per_pair,
+                t.pairs_per_s / w2_rslock,
+                t.pairs_per_s / w2_floor,
+            );
         }
-        let redlock = RedLock::new(clients.iter().map(|c| c.lock("w5:w1")).collect());
-        let w1 = timed("RedLock lock() (5 masters)", warmup, pairs, || async {
-            redlock.lock().await.unwrap().unlock().await.unwrap();
-        })
-        .await;
-        let contended = RedLock::new(clients.iter().map(|c| c.lock("w5:w3")).collect());
-        (w1, w3("RedLock", contended, contention).await)
-    });
-    println!(
+    }
+
+    if wanted("W3") {
+        let w3_rows = runtime.block_on(async {
+            let client = Client::connect(server.url()).await.unwrap();
+            let rslock = Rslock {
+                manager: LockManager::new(vec![server.url()]),
+                resource: b"w3:rslock",
+            };
+            vec![
+                w3("RLock", Single(client.lock("w3:rlock")), contention).await,
+                w3("FairLock", Single(client.fair_lock("w3:fair")), contention).await,
+                w3("rslock", rslock, contention).await,
+            ]
+        });
+        let w3_rslock = w3_rows[2].0;
+        println!();
+        println!(
+            "W3: 8 tasks of one client on one key: lock, hold 1 ms, unlock, for {contention:?}"
+        );
+        println!(
+            "{:<10} {:>8} {:>9} {:>9} {:>9} {:>13} {:>8}",
+            "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task", "×rslock"
+        );
+        for (per_sec, row) in w3_rows {
+            println!("{row} {:>8.2}", per_sec / w3_rslock);
+        }
+    }
+
+    if wanted("W5") {
+        // W5: a RedLock over five masters, this server and four more, all pinned to CPU 1.
+        let others: Vec<RedisServer> = (0..4).map(|_| RedisServer::start()).collect();
+        let pinned_all = pinned && others.iter().all(|other| pin(other.pid(), "1"));
+        let single = results
+            .iter()
+            .find(|figures| figures.name == "RLock lock() (watchdog)")
+            .unwrap()
+            .percentile(0.5);
+        let (w5_w1, w5_w3) = runtime.block_on(async {
+            let mut clients = vec![Client::connect(server.url()).await.unwrap()];
+            for other in &others {
+                clients.push(Client::connect(other.url()).await.unwrap());
+            }
+            let redlock = RedLock::new(clients.iter().map(|c| c.lock("w5:w1")).collect());
+            let w1 = timed("RedLock lock() (5 masters)", warmup, pairs, || async {
+                redlock.lock().await.unwrap().unlock().await.unwrap();
+            })
+            .await;
+            let contended = RedLock::new(clients.iter().map(|c| c.lock("w5:w3")).collect());
+            (w1, w3("RedLock", contended, contention).await)
+        });
+        println!(
         "{{\"workload\":\"W5\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_single_node\":{:.3},\"pinned\":{pinned_all}}}",
         w5_w1.name,
         w5_w1.micros.len(),
@@ -706,38 +720,41 @@ fn main() {
         w5_w1.ops_per_sec(),
         w5_w1.percentile(0.5) / single,
     );
-    println!();
-    println!("W5: RedLock over 5 masters (all servers pinned: {pinned_all})");
-    println!(
-        "W1: p50 {:.1} µs, p99 {:.1} µs, {:.0} pairs/s, {:.2}× single-node RLock p50",
-        w5_w1.percentile(0.5),
-        w5_w1.percentile(0.99),
-        w5_w1.ops_per_sec(),
-        w5_w1.percentile(0.5) / single
-    );
-    println!(
-        "W3: {:<10} {:>8} {:>9} {:>9} {:>9} {:>13}",
-        "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task"
-    );
-    println!("    {}", w5_w3.1);
-    drop(others);
+        println!();
+        println!("W5: RedLock over 5 masters (all servers pinned: {pinned_all})");
+        println!(
+            "W1: p50 {:.1} µs, p99 {:.1} µs, {:.0} pairs/s, {:.2}× single-node RLock p50",
+            w5_w1.percentile(0.5),
+            w5_w1.percentile(0.99),
+            w5_w1.ops_per_sec(),
+            w5_w1.percentile(0.5) / single
+        );
+        println!(
+            "W3: {:<10} {:>8} {:>9} {:>9} {:>9} {:>13}",
+            "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task"
+        );
+        println!("    {}", w5_w3.1);
+        drop(others);
+    }
 
-    let (sizes, hold): (&[usize], _) = if quick {
-        (&[1_000, 10_000], Duration::from_secs(6))
-    } else {
-        (&[1_000, 10_000, 100_000], Duration::from_secs(15))
-    };
-    let rows: Vec<String> = sizes
-        .iter()
-        .map(|&locks| runtime.block_on(w4(&server, locks, hold)))
-        .collect();
-    println!();
-    println!("W4: one client holds N watchdog locks (3 s watchdog) for {hold:?}");
-    println!(
-        "{:>8} {:>6} {:>14} {:>9} {:>11} {:>12}",
-        "locks", "lost", "calls/100/tick", "client %", "RSS B/lock", "Redis B/lock"
-    );
-    for row in rows {
-        println!("{row}");
+    if wanted("W4") {
+        let (sizes, hold): (&[usize], _) = if quick {
+            (&[1_000, 10_000], Duration::from_secs(6))
+        } else {
+            (&[1_000, 10_000, 100_000], Duration::from_secs(15))
+        };
+        let rows: Vec<String> = sizes
+            .iter()
+            .map(|&locks| runtime.block_on(w4(&server, locks, hold)))
+            .collect();
+        println!();
+        println!("W4: one client holds N watchdog locks (3 s watchdog) for {hold:?}");
+        println!(
+            "{:>8} {:>6} {:>14} {:>9} {:>11} {:>12}",
+            "locks", "lost", "calls/100/tick", "client %", "RSS B/lock", "Redis B/lock"
+        );
+        for row in rows {
+            println!("{row}");
+        }
     }
 }

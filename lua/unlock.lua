@@ -1,29 +1,43 @@
--- Release one hold of a reentrant lock, idempotently (Redisson RLock layout).
--- KEYS[1] lock hash
--- KEYS[2] unlock channel, told "0" when the lock becomes free
--- KEYS[3] unlock latch for this request: a retried call returns the first call's result
+-- Release one hold of reentrant locks, idempotently (Redisson RLock layout): one hold, or
+-- those of concurrent callers of one client in one call.
+-- KEYS[3i - 2] lock hash of release i
+-- KEYS[3i - 1] its unlock channel, told "0" when the lock becomes free
+-- KEYS[3i] its unlock latch: a retried release returns the first try's result
 -- ARGV[1] unlock message ("0")
--- ARGV[2] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
---         (undoing an acquire for a caller who left must not shorten another hold's lease)
--- ARGV[3] owner field "<client-uuid>:<task-id>"
--- ARGV[4] latch time-to-live in milliseconds
--- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
-end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-    return nil
-end
-local remaining = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if remaining > 0 then
-    if tonumber(ARGV[2]) > 0 then
-        redis.call('pexpire', KEYS[1], ARGV[2])
+-- ARGV[2] latch time-to-live in milliseconds
+-- ARGV[3i] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
+--          (undoing an acquire for a caller who left must not shorten another hold's
+--          lease)
+-- ARGV[3i + 1] owner field "<client-uuid>:<task-id>"
+-- ARGV[3i + 2] "1" when this is a retry, whose latch may hold the first try's result; a
+--              first try cannot find one, and skips the look-up
+-- Returns one integer per release: -1 when the owner held nothing, 0 when holds remain,
+-- 1 when the lock was freed.
+local replies = {}
+for i = 1, #KEYS / 3 do
+    local lock, channel, latch = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+    local lease, owner, retry = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
+    local done = retry == '1' and redis.call('get', latch)
+    if done then
+        replies[i] = tonumber(done)
+    else
+        -- One HGET instead of Redisson's HEXISTS + HINCRBY: the last hold deletes the key.
+        local count = tonumber(redis.call('hget', lock, owner))
+        if count == nil then
+            replies[i] = -1
+        elseif count > 1 then
+            redis.call('hincrby', lock, owner, -1)
+            if tonumber(lease) > 0 then
+                redis.call('pexpire', lock, lease)
+            end
+            redis.call('set', latch, 0, 'px', ARGV[2])
+            replies[i] = 0
+        else
+            redis.call('del', lock)
+            redis.call('publish', channel, ARGV[1])
+            redis.call('set', latch, 1, 'px', ARGV[2])
+            replies[i] = 1
+        end
     end
-    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
-    return 0
 end
-redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[4])
-return 1
+return replies

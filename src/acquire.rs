@@ -226,6 +226,7 @@ pub(crate) async fn attempt(
         let (mut conn, names, owner) = (conn, names.clone(), owner.clone());
         let place_ms = inner.heartbeat.place_ms();
         let sync = inner.replica_sync.clone();
+        let batcher = inner.acquires.clone();
         async move {
             let _checkout = checkout;
             let call = AcquireCall {
@@ -234,6 +235,8 @@ pub(crate) async fn attempt(
                 owner: &owner,
                 join_queue,
                 place_ms,
+                // With replica sync, each acquire has a connection of its own to WAIT on.
+                batcher: sync.is_none().then_some(&batcher),
             };
             let reply = call.run(conn.clone()).await?;
             let unreplicated = match (&reply, sync) {

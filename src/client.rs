@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::batch::Batcher;
 use crate::config::{ClientBuilder, Settings};
 use crate::connection::Connections;
 use crate::error::{Error, Result};
@@ -16,7 +17,7 @@ use crate::lock::{Lock, RLock};
 use crate::pubsub::UnlockListener;
 use crate::queue::Heartbeat;
 use crate::replica_sync::ReplicaSync;
-use crate::scripts;
+use crate::scripts::{self, AcquireItem, UnlockItem};
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis server and the source of its locks.
@@ -52,6 +53,10 @@ pub(crate) struct Inner {
     pub(crate) heartbeat: Heartbeat,
     pub(crate) listener: UnlockListener,
     pub(crate) latches: LatchReaper,
+    /// Coalesces concurrent acquires of plain locks into multi-key script calls.
+    pub(crate) acquires: Arc<Batcher<AcquireItem>>,
+    /// Coalesces concurrent releases of plain locks likewise.
+    pub(crate) releases: Arc<Batcher<UnlockItem>>,
     /// Set when lock writes must reach a replica before they count.
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
     /// The runtime the client was built on, where its connections are driven.
@@ -135,6 +140,8 @@ impl Client {
                 heartbeat,
                 listener,
                 latches,
+                acquires: Batcher::new(runtime.clone()),
+                releases: Batcher::new(runtime.clone()),
                 replica_sync,
                 runtime,
             }),

@@ -8,6 +8,7 @@
 )]
 
 mod acquire;
+mod batch;
 mod client;
 mod config;
 mod connection;

@@ -67,17 +67,25 @@ impl Release {
             lease_ms: self.lease_ms,
             owner: &self.owner,
             latch_ttl_ms: u64::try_from(latch_ttl.as_millis()).unwrap_or(u64::MAX),
+            // A pinned request must go out on its own connection, right behind what it
+            // follows there.
+            batcher: self.pinned.is_none().then_some(&self.client.inner.releases),
         }
     }
 
     /// Runs the request, retrying failures to reach Redis.
     pub(crate) async fn run(self) -> Result<UnlockOutcome> {
         let call = self.call();
+        let mut tries = 0;
         let outcome = self
             .client
             .inner
             .connections
-            .with_retries_on(self.pinned.clone(), |conn| call.run(conn))
+            .with_retries_on(self.pinned.clone(), |conn| {
+                let retry = tries > 0;
+                tries += 1;
+                call.run(conn, retry)
+            })
             .await;
         self.forget_latch();
         outcome
@@ -97,7 +105,7 @@ impl Release {
                 .map(|s| s.conn),
         };
         if let Some(conn) = conn {
-            if let Err(e) = self.call().run(conn).await {
+            if let Err(e) = self.call().run(conn, false).await {
                 tracing::debug!(lock = %self.names.key, error = %e, "could not undo an acquire");
             }
         }

@@ -8,11 +8,12 @@
 //! lock's acquire, unlock and force-unlock scripts also keep its waiting queue, and share
 //! the helpers of `lua/fair_common.lua`, prepended at build time.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script, ScriptInvocation};
 
+use crate::batch::{Batched, Batcher};
 use crate::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
 macro_rules! script {
@@ -89,13 +90,15 @@ fn fair_call<'s>(
 
 /// One acquire attempt.
 pub(crate) struct AcquireCall<'a> {
-    pub(crate) names: &'a LockNames,
+    pub(crate) names: &'a Arc<LockNames>,
     pub(crate) lease_ms: u64,
-    pub(crate) owner: &'a str,
+    pub(crate) owner: &'a Arc<str>,
     /// Fair locks: join the queue (or refresh the place in it) when the lock is not taken.
     pub(crate) join_queue: bool,
     /// Fair locks: how long a queued waiter keeps its place without refreshing it.
     pub(crate) place_ms: u64,
+    /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
+    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem>>>,
 }
 
 /// What an acquire script answered.
@@ -116,6 +119,51 @@ impl From<Option<i64>> for AcquireReply {
     }
 }
 
+/// `lua/acquire.lua`'s answer for a key that was acquired (below any PTTL).
+const ACQUIRED: i64 = -3;
+
+/// One plain lock's acquire, as an item of `lua/acquire.lua`.
+pub(crate) struct AcquireItem {
+    names: Arc<LockNames>,
+    lease_ms: u64,
+    owner: Arc<str>,
+}
+
+impl Batched for AcquireItem {
+    type Reply = AcquireReply;
+
+    async fn send(
+        mut conn: MultiplexedConnection,
+        items: &[Self],
+    ) -> RedisResult<Vec<AcquireReply>> {
+        let mut call = ACQUIRE.prepare_invoke();
+        for item in items {
+            call.key(&*item.names.key)
+                .arg(item.lease_ms)
+                .arg(&*item.owner);
+        }
+        let replies: Vec<i64> = call.invoke_async(&mut conn).await?;
+        Ok(replies
+            .into_iter()
+            .map(|reply| match reply {
+                ACQUIRED => AcquireReply::Acquired { token: None },
+                wait_ms => AcquireReply::RetryWithin(wait_ms),
+            })
+            .collect())
+    }
+}
+
+/// Runs one item of a [`Batched`] script on its own.
+async fn send_alone<T: Batched>(conn: MultiplexedConnection, item: T) -> RedisResult<T::Reply> {
+    let mut replies = T::send(conn, std::slice::from_ref(&item)).await?;
+    replies.pop().ok_or_else(|| {
+        redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a lock script answered no reply",
+        ))
+    })
+}
+
 impl AcquireCall<'_> {
     /// `lua/acquire.lua`, `lua/fenced_acquire.lua` or `lua/fair_acquire.lua`.
     pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<AcquireReply> {
@@ -124,7 +172,7 @@ impl AcquireCall<'_> {
                 .key(&*self.names.key)
                 .key(&**token)
                 .arg(self.lease_ms)
-                .arg(self.owner)
+                .arg(&**self.owner)
                 .invoke_async(&mut conn)
                 .await?;
             return Ok(match acquired {
@@ -135,17 +183,19 @@ impl AcquireCall<'_> {
             });
         }
         let Some(queue) = &self.names.queue else {
-            let reply: Option<i64> = ACQUIRE
-                .key(&*self.names.key)
-                .arg(self.lease_ms)
-                .arg(self.owner)
-                .invoke_async(&mut conn)
-                .await?;
-            return Ok(reply.into());
+            let item = AcquireItem {
+                names: self.names.clone(),
+                lease_ms: self.lease_ms,
+                owner: self.owner.clone(),
+            };
+            return match self.batcher {
+                Some(batcher) => batcher.call(conn, item).await,
+                None => send_alone(conn, item).await,
+            };
         };
         let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue);
         call.arg(self.lease_ms)
-            .arg(self.owner)
+            .arg(&**self.owner)
             .arg(self.place_ms)
             .arg(if self.join_queue { "queue" } else { "try" })
             .arg(UNLOCK_MESSAGE);
@@ -165,36 +215,90 @@ pub(crate) enum UnlockOutcome {
     Freed,
 }
 
+impl From<Option<i64>> for UnlockOutcome {
+    fn from(found: Option<i64>) -> Self {
+        match found {
+            None | Some(-1) => UnlockOutcome::NotHeld,
+            Some(0) => UnlockOutcome::StillHeld,
+            Some(_) => UnlockOutcome::Freed,
+        }
+    }
+}
+
 /// One call of `lua/unlock.lua` or `lua/fair_unlock.lua`.
 pub(crate) struct UnlockCall<'a> {
-    pub(crate) names: &'a LockNames,
+    pub(crate) names: &'a Arc<LockNames>,
     pub(crate) latch: &'a str,
     pub(crate) lease_ms: u64,
-    pub(crate) owner: &'a str,
+    pub(crate) owner: &'a Arc<str>,
     pub(crate) latch_ttl_ms: u64,
+    /// Where a plain lock's release may be batched with others; `None`: sent alone.
+    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
+}
+
+/// One plain lock's release, as an item of `lua/unlock.lua`.
+pub(crate) struct UnlockItem {
+    names: Arc<LockNames>,
+    latch: String,
+    retry: bool,
+    lease_ms: u64,
+    owner: Arc<str>,
+    latch_ttl_ms: u64,
+}
+
+impl Batched for UnlockItem {
+    type Reply = UnlockOutcome;
+
+    async fn send(
+        mut conn: MultiplexedConnection,
+        items: &[Self],
+    ) -> RedisResult<Vec<UnlockOutcome>> {
+        let mut call = UNLOCK.prepare_invoke();
+        // Every item of one client asks for the same latch lifetime; the longest is safe.
+        let latch_ttl_ms = items.iter().map(|i| i.latch_ttl_ms).max().unwrap_or(0);
+        call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms);
+        for item in items {
+            call.key(&*item.names.key)
+                .key(&*item.names.channel)
+                .key(&item.latch)
+                .arg(item.lease_ms)
+                .arg(&*item.owner)
+                .arg(if item.retry { "1" } else { "0" });
+        }
+        let found: Vec<i64> = call.invoke_async(&mut conn).await?;
+        Ok(found.into_iter().map(|f| Some(f).into()).collect())
+    }
 }
 
 impl UnlockCall<'_> {
-    pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<UnlockOutcome> {
-        let mut call = match &self.names.queue {
-            None => {
-                let mut call = UNLOCK.prepare_invoke();
-                call.key(&*self.names.key).key(&*self.names.channel);
-                call
-            }
-            Some(queue) => fair_call(&FAIR_UNLOCK, self.names, queue),
+    /// `retry`: an earlier try of this request may have run.
+    pub(crate) async fn run(
+        &self,
+        mut conn: MultiplexedConnection,
+        retry: bool,
+    ) -> RedisResult<UnlockOutcome> {
+        let Some(queue) = &self.names.queue else {
+            let item = UnlockItem {
+                names: self.names.clone(),
+                latch: self.latch.to_owned(),
+                retry,
+                lease_ms: self.lease_ms,
+                owner: self.owner.clone(),
+                latch_ttl_ms: self.latch_ttl_ms,
+            };
+            return match self.batcher {
+                Some(batcher) => batcher.call(conn, item).await,
+                None => send_alone(conn, item).await,
+            };
         };
+        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue);
         call.key(self.latch)
             .arg(UNLOCK_MESSAGE)
             .arg(self.lease_ms)
-            .arg(self.owner)
+            .arg(&**self.owner)
             .arg(self.latch_ttl_ms);
         let found: Option<i64> = call.invoke_async(&mut conn).await?;
-        Ok(match found {
-            None => UnlockOutcome::NotHeld,
-            Some(0) => UnlockOutcome::StillHeld,
-            Some(_) => UnlockOutcome::Freed,
-        })
+        Ok(found.into())
     }
 }
 

@@ -201,3 +201,30 @@ async fn a_connection_that_keeps_timing_out_is_replaced() {
     // `cli` connects once per call; the client opened one more: its new shared connection.
     assert_eq!(total_connections(&server), connections_before + 2);
 }
+
+#[tokio::test]
+async fn a_retried_unlock_whose_first_try_ran_releases_one_hold_only() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let client = Client::builder(server.url())
+        .response_timeout(Duration::from_millis(300))
+        .retry_attempts(4)
+        .retry_delay(Duration::from_millis(50))
+        .build()
+        .await
+        .unwrap();
+    let lock = client.lock("retried");
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    server.freeze();
+    let unlocking = tokio::spawn(inner.unlock());
+    // The first try times out at 300 ms and its retry goes out within 400 ms; Redis runs
+    // both, in order, once thawed: the retry must find the first try's answer, not
+    // release a second hold.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.thaw();
+    unlocking.await.unwrap().unwrap();
+    let hash = support::lock_hash(&mut conn, "retried").await;
+    assert_eq!(hash.get(outer.owner()), Some(&1), "{hash:?}");
+    outer.unlock().await.unwrap();
+}

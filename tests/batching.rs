@@ -1,0 +1,201 @@
+//! Many tasks of one client locking and unlocking at once: their calls are coalesced into
+//! multi-key script calls, and each caller must still get exactly its own answer.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use redis_rlock::LockGuard;
+use support::{client, lock_hash, pttl, settles_to, RedisServer};
+use tokio::sync::Barrier;
+
+const TASKS: usize = 64;
+
+async fn keys_matching(conn: &mut redis::aio::MultiplexedConnection, pattern: &str) -> usize {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .unwrap();
+    keys.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acquires_each_get_their_own_answer() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let holder = client(&server).await;
+    let mut held_elsewhere = Vec::new();
+    for i in 0..8 {
+        let lock = holder.lock(format!("busy:{i}"));
+        held_elsewhere.push(lock.lock_with_lease(Duration::from_secs(60)).await.unwrap());
+    }
+    let client = client(&server).await;
+    let start = Arc::new(Barrier::new(TASKS));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let name = if i % 2 == 0 {
+                format!("free:{i}")
+            } else {
+                format!("busy:{}", i % 8)
+            };
+            let (lock, start) = (client.lock(name), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                lock.try_lock().await.unwrap()
+            })
+        })
+        .collect();
+    let got: Vec<Option<LockGuard>> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for (i, guard) in got.iter().enumerate() {
+        if i % 2 == 1 {
+            assert!(guard.is_none(), "busy:{} is held by another client", i % 8);
+            continue;
+        }
+        let guard = guard.as_ref().expect("a free lock is taken");
+        let key = format!("free:{i}");
+        assert_eq!(guard.name(), key);
+        let hash = lock_hash(&mut conn, &key).await;
+        assert_eq!(hash.len(), 1, "{key}: {hash:?}");
+        assert_eq!(hash.get(guard.owner()), Some(&1), "{key}: {hash:?}");
+        let ttl = pttl(&mut conn, &key).await;
+        assert!((20_000..=30_000).contains(&ttl), "{key}: pttl {ttl}");
+    }
+    for (i, guard) in held_elsewhere.iter().enumerate() {
+        let hash = lock_hash(&mut conn, &format!("busy:{i}")).await;
+        assert_eq!(hash.len(), 1, "busy:{i} untouched: {hash:?}");
+        assert_eq!(hash.get(guard.owner()), Some(&1));
+    }
+
+    let releases = got.into_iter().flatten().map(|guard| guard.unlock());
+    for released in join_all(releases).await {
+        released.unwrap();
+    }
+    assert_eq!(keys_matching(&mut conn, "free:*").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_many_tasks_racing_for_one_lock_exactly_one_wins() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    for round in 0..5 {
+        let start = Arc::new(Barrier::new(TASKS));
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let (lock, start) = (client.lock(format!("race:{round}")), start.clone());
+                tokio::spawn(async move {
+                    start.wait().await;
+                    lock.try_lock().await.unwrap()
+                })
+            })
+            .collect();
+        let winners: Vec<LockGuard> = join_all(tasks)
+            .await
+            .into_iter()
+            .filter_map(Result::unwrap)
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}");
+        for guard in winners {
+            guard.unlock().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentries_sent_together_are_each_counted() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let client = client(&server).await;
+    let lock = client.lock("nested");
+    let outer = lock.lock().await.unwrap();
+    // One task, so one owner: every one of these is a re-entry, and most are queued into
+    // one batch behind the first two.
+    let inner: Vec<LockGuard> = join_all((0..16).map(|_| lock.lock()))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        lock_hash(&mut conn, "nested").await.get(outer.owner()),
+        Some(&17)
+    );
+    for released in join_all(inner.into_iter().map(LockGuard::unlock)).await {
+        released.unwrap();
+    }
+    assert_eq!(
+        lock_hash(&mut conn, "nested").await.get(outer.owner()),
+        Some(&1)
+    );
+    outer.unlock().await.unwrap();
+    assert!(lock_hash(&mut conn, "nested").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_releases_each_report_their_own_lost_lock() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let client = client(&server).await;
+    let taking = (0..TASKS).map(|i| {
+        let lock = client.lock(format!("held:{i}"));
+        async move { lock.lock().await.unwrap() }
+    });
+    let guards = join_all(taking).await;
+    // Every third lock is deleted behind the client's back.
+    for i in (0..TASKS).step_by(3) {
+        let _: i64 = redis::cmd("DEL")
+            .arg(format!("held:{i}"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let outcomes = join_all(guards.into_iter().map(LockGuard::unlock)).await;
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        if i % 3 == 0 {
+            let e = outcome.expect_err("a deleted lock is reported lost");
+            assert!(e.is_lock_lost(), "held:{i}: {e}");
+        } else {
+            outcome.unwrap_or_else(|e| panic!("held:{i}: {e}"));
+        }
+    }
+    assert_eq!(keys_matching(&mut conn, "held:*").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_abandoned_in_a_batch_leave_nothing_held() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let client = client(&server).await;
+    for round in 0..6u64 {
+        let start = Arc::new(Barrier::new(TASKS));
+        let tasks: Vec<_> = (0..TASKS as u64)
+            .map(|i| {
+                let (lock, start) = (client.lock(format!("left:{round}:{i}")), start.clone());
+                // From before the first reply to after the last, across the tasks.
+                let patience = Duration::from_micros((i * 37 + round * 101) % 1_500);
+                tokio::spawn(async move {
+                    start.wait().await;
+                    // A 60 s lease: a lock left behind would outlive the test's wait.
+                    tokio::time::timeout(patience, lock.lock_with_lease(Duration::from_secs(60)))
+                        .await
+                        .ok()
+                        .map(Result::unwrap)
+                })
+            })
+            .collect();
+        // Guards that were returned are dropped here: released in the background too.
+        drop(join_all(tasks).await);
+    }
+    let left = settles_to(0, Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move { keys_matching(&mut conn, "left:*").await }
+    })
+    .await;
+    assert_eq!(left, 0, "locks left held by abandoned acquires");
+    let _ = &mut conn;
+}
