@@ -34,6 +34,9 @@ use support::RedisServer;
 struct Figures {
     name: &'static str,
     micros: Vec<f64>,
+    /// CPU time this thread (the whole client: a current-thread runtime) spent on the
+    /// timed pairs.
+    cpu_micros: f64,
 }
 
 impl Figures {
@@ -46,6 +49,63 @@ impl Figures {
     fn ops_per_sec(&self) -> f64 {
         self.micros.len() as f64 / (self.micros.iter().sum::<f64>() / 1e6)
     }
+
+    fn cpu_per_pair(&self) -> f64 {
+        self.cpu_micros / self.micros.len() as f64
+    }
+}
+
+/// CPU time of the calling thread, in µs: unlike wall time, it does not swing with what
+/// else the machine runs.
+fn thread_cpu_micros() -> f64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to write to; the clock id is a constant.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    now.tv_sec as f64 * 1e6 + now.tv_nsec as f64 / 1e3
+}
+
+/// One lock + unlock of a contender in the interleaved W1.
+type Pair<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a>;
+
+/// Pairs of consecutive W1 contenders run in blocks of this many, in turn.
+const BLOCK: usize = 100;
+
+/// W1 with the contenders taking turns, a block of pairs each, rather than one after the
+/// other: what else the machine does at any moment then weighs on all of them alike, and
+/// the ratios between them hold even when the absolute figures drift.
+async fn interleaved(
+    mut contenders: Vec<(&'static str, Pair<'_>)>,
+    warmup: usize,
+    pairs: usize,
+) -> Vec<Figures> {
+    for (_, pair) in &mut contenders {
+        for _ in 0..warmup {
+            pair().await;
+        }
+    }
+    let mut figures: Vec<Figures> = contenders
+        .iter()
+        .map(|(name, _)| Figures {
+            name,
+            micros: Vec::with_capacity(pairs),
+            cpu_micros: 0.0,
+        })
+        .collect();
+    for _ in 0..pairs.div_ceil(BLOCK) {
+        for ((_, pair), figures) in contenders.iter_mut().zip(&mut figures) {
+            let cpu_before = thread_cpu_micros();
+            for _ in 0..BLOCK {
+                let started = Instant::now();
+                pair().await;
+                figures.micros.push(started.elapsed().as_secs_f64() * 1e6);
+            }
+            figures.cpu_micros += thread_cpu_micros() - cpu_before;
+        }
+    }
+    figures
 }
 
 fn pin(pid: u32, cpu: &str) -> bool {
@@ -64,12 +124,17 @@ where
         pair().await;
     }
     let mut micros = Vec::with_capacity(pairs);
+    let cpu_before = thread_cpu_micros();
     for _ in 0..pairs {
         let started = Instant::now();
         pair().await;
         micros.push(started.elapsed().as_secs_f64() * 1e6);
     }
-    Figures { name, micros }
+    Figures {
+        name,
+        micros,
+        cpu_micros: thread_cpu_micros() - cpu_before,
+    }
 }
 
 /// The names the raw hash-script floor uses for one lock, in the library's layout.
@@ -444,7 +509,7 @@ fn main() {
         .build()
         .unwrap();
     let results = runtime.block_on(async {
-        let mut conn = server.raw().await;
+        let conn = server.raw().await;
         let acquire = Script::new(include_str!("../lua/acquire.lua"));
         let unlock = Script::new(include_str!("../lua/unlock.lua"));
         let delete = Script::new(
@@ -455,90 +520,100 @@ fn main() {
         let fair = client.fair_lock("w1:fair");
         let manager = LockManager::new(vec![server.url()]);
         let names = HashNames::new("w1:raw", 1);
-        let mut request = 0u64;
-        // Sequential, so that the processes never compete for the same CPU.
-        let mut results = vec![
-            timed("raw hash-script floor", warmup, pairs, || {
-                let mut conn = conn.clone();
-                let (acquire, unlock, names) = (&acquire, &unlock, &names);
-                request += 1;
-                let request = request;
-                async move { raw_hash_pair(&mut conn, acquire, unlock, names, request).await }
-            })
-            .await,
+        let request = std::cell::Cell::new(0u64);
+        let (conn, acquire, unlock, delete, names) = (&conn, &acquire, &unlock, &delete, &names);
+        let (manager, lock, fair, request) = (&manager, &lock, &fair, &request);
+        // One after the other in each block, so that the processes never compete for the
+        // same CPU.
+        let contenders: Vec<(&'static str, Pair<'_>)> = vec![
+            (
+                "raw hash-script floor",
+                Box::new(move || {
+                    request.set(request.get() + 1);
+                    let (mut conn, request) = (conn.clone(), request.get());
+                    Box::pin(async move {
+                        raw_hash_pair(&mut conn, acquire, unlock, names, request).await
+                    })
+                }),
+            ),
+            (
+                "raw SET NX floor",
+                Box::new(move || {
+                    let mut conn = conn.clone();
+                    Box::pin(async move { raw_set_nx_pair(&mut conn, delete, "w1:setnx").await })
+                }),
+            ),
+            (
+                "rslock 0.10",
+                Box::new(move || {
+                    Box::pin(async move {
+                        let lock = manager
+                            .lock(b"w1:rslock", Duration::from_secs(30))
+                            .await
+                            .expect("rslock takes an uncontended key");
+                        manager.unlock(&lock).await;
+                    })
+                }),
+            ),
+            (
+                "RLock lock() (watchdog)",
+                Box::new(move || {
+                    Box::pin(async move { lock.lock().await.unwrap().unlock().await.unwrap() })
+                }),
+            ),
+            (
+                "RLock lock_with_lease(30 s)",
+                Box::new(move || {
+                    Box::pin(async move {
+                        lock.lock_with_lease(Duration::from_secs(30))
+                            .await
+                            .unwrap()
+                            .unlock()
+                            .await
+                            .unwrap()
+                    })
+                }),
+            ),
+            (
+                "FairLock lock() (watchdog)",
+                Box::new(move || {
+                    Box::pin(async move { fair.lock().await.unwrap().unlock().await.unwrap() })
+                }),
+            ),
         ];
-        results.push(
-            timed("raw SET NX floor", warmup, pairs, || {
-                let mut conn = conn.clone();
-                let delete = &delete;
-                async move { raw_set_nx_pair(&mut conn, delete, "w1:setnx").await }
-            })
-            .await,
-        );
-        results.push(
-            timed("rslock 0.10", warmup, pairs, || async {
-                let lock = manager
-                    .lock(b"w1:rslock", Duration::from_secs(30))
-                    .await
-                    .expect("rslock takes an uncontended key");
-                manager.unlock(&lock).await;
-            })
-            .await,
-        );
-        results.push(
-            timed("RLock lock() (watchdog)", warmup, pairs, || async {
-                lock.lock().await.unwrap().unlock().await.unwrap();
-            })
-            .await,
-        );
-        results.push(
-            timed("RLock lock_with_lease(30 s)", warmup, pairs, || async {
-                lock.lock_with_lease(Duration::from_secs(30))
-                    .await
-                    .unwrap()
-                    .unlock()
-                    .await
-                    .unwrap();
-            })
-            .await,
-        );
-        results.push(
-            timed("FairLock lock() (watchdog)", warmup, pairs, || async {
-                fair.lock().await.unwrap().unlock().await.unwrap();
-            })
-            .await,
-        );
-        let _ = &mut conn;
+        let results = interleaved(contenders, warmup, pairs).await;
         results
     });
 
     let floor = results[0].percentile(0.5);
     for figures in &results {
         println!(
-            "{{\"workload\":\"W1\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_floor\":{:.3},\"pinned\":{}}}",
+            "{{\"workload\":\"W1\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_floor\":{:.3},\"client_cpu_us_per_pair\":{:.1},\"pinned\":{}}}",
             figures.name,
             figures.micros.len(),
             figures.percentile(0.5),
             figures.percentile(0.99),
             figures.ops_per_sec(),
             figures.percentile(0.5) / floor,
+            figures.cpu_per_pair(),
             pinned,
         );
     }
     println!();
-    println!("W1: 1 task, lock + unlock on one key ({pairs} pairs after {warmup} warm-up; server pinned: {pinned})");
+    println!("W1: 1 task, lock + unlock on one key ({pairs} pairs each after {warmup} warm-up, in turns of {BLOCK}; server pinned: {pinned})");
     println!(
-        "{:<30} {:>9} {:>9} {:>10} {:>8}",
-        "contender", "p50 µs", "p99 µs", "pairs/s", "×floor"
+        "{:<30} {:>9} {:>9} {:>10} {:>8} {:>14}",
+        "contender", "p50 µs", "p99 µs", "pairs/s", "×floor", "client CPU µs"
     );
     for figures in &results {
         println!(
-            "{:<30} {:>9.1} {:>9.1} {:>10.0} {:>8.2}",
+            "{:<30} {:>9.1} {:>9.1} {:>10.0} {:>8.2} {:>14.1}",
             figures.name,
             figures.percentile(0.5),
             figures.percentile(0.99),
             figures.ops_per_sec(),
-            figures.percentile(0.5) / floor
+            figures.percentile(0.5) / floor,
+            figures.cpu_per_pair(),
         );
     }
 
