@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::{join_all, select_all};
+use futures_util::future::select_all;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -143,9 +144,11 @@ impl GroupGuard {
         async move { state.lost().await }
     }
 
-    /// Releases the group on every node at once. A minority of nodes that cannot be
-    /// reached does not fail an unlock that a quorum confirmed: each is logged with
-    /// `warn!`, and its hold expires with its lease.
+    /// Releases the group on every node at once, and returns as soon as the quorum has
+    /// confirmed (every node, for a `MultiLock`): the group is free from then on, since
+    /// another owner can gather its quorum on the nodes that confirmed. The other nodes'
+    /// releases finish in the background. A minority of nodes that cannot be reached does not fail the unlock:
+    /// each is logged with `warn!`, and its hold expires with its lease.
     ///
     /// # Errors
     /// [`Error::LockLost`](crate::Error::LockLost) when the group was lost before this call
@@ -214,11 +217,33 @@ impl GroupState {
         let was_lost = self.live_holds() < self.quorum;
         let expired_at = self.valid_until();
         let holds = self.take_holds();
-        let outcomes = join_all(holds.into_iter().map(LockGuard::unlock)).await;
-        let confirmed = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+        let mut pending: FuturesUnordered<_> = holds.into_iter().map(LockGuard::unlock).collect();
+        let mut outcomes = Vec::with_capacity(pending.len());
+        let mut confirmed = 0;
+        while let Some(outcome) = pending.next().await {
+            confirmed += usize::from(outcome.is_ok());
+            outcomes.push(outcome);
+            if !was_lost && confirmed >= self.quorum {
+                break;
+            }
+        }
         if !was_lost && confirmed >= self.quorum {
+            // Released: no other owner can take a majority until a majority is free, and a
+            // majority is. The rest finish in the background (each release does, dropped
+            // or not); their failures are only worth a warning.
+            let late = pending.collect::<Vec<_>>();
+            let name = self.name.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    for outcome in late.await {
+                        if let Err(e) = outcome {
+                            warn_unconfirmed(&name, &e);
+                        }
+                    }
+                });
+            }
             for e in outcomes.iter().filter_map(|outcome| outcome.as_ref().err()) {
-                tracing::warn!(lock = %self.name, error = %e, "a node did not confirm the release; its hold expires with its lease");
+                warn_unconfirmed(&self.name, e);
             }
             return Ok(());
         }
@@ -265,6 +290,10 @@ impl Drop for GroupGuard {
         // Each hold releases itself in the background as it drops.
         drop(self.state.take_holds());
     }
+}
+
+fn warn_unconfirmed(name: &str, e: &Error) {
+    tracing::warn!(lock = %name, error = %e, "a node did not confirm the release; its hold expires with its lease");
 }
 
 /// Where a node's answer that came after the quorum goes: into the guard while it is held,

@@ -516,3 +516,32 @@ async fn group_leases_too_short_to_use_and_shared_masters_are_refused() {
     let aliased = RedLock::new(vec![a[0].lock("k"), same_master.lock("k"), a[1].lock("k")]);
     assert!(aliased.try_lock().await.unwrap_err().is_invalid_argument());
 }
+
+#[tokio::test]
+async fn an_unlock_returns_once_a_majority_has_released() {
+    let group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(30)).await;
+    let rival = clients(&group, Duration::from_secs(30)).await;
+    let guard = redlock(&a, "early").lock().await.unwrap();
+    assert_eq!(held_on(&group, "early", &[true; 5]).await, [true; 5]);
+    group.servers[3].freeze();
+    group.servers[4].freeze();
+    let started = Instant::now();
+    guard.unlock().await.unwrap();
+    let took = started.elapsed();
+    // Waiting for the frozen two would take their response timeout (1 s) at least.
+    assert!(took < Duration::from_millis(700), "unlock took {took:?}");
+    for server in &group.servers[..3] {
+        assert!(lock_hash(&mut server.raw().await, "early").await.is_empty());
+    }
+    let taken = redlock(&rival, "early")
+        .with_node_timeout(Duration::from_millis(200))
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free on the majority that released");
+    group.servers[3].thaw();
+    group.servers[4].thaw();
+    taken.unlock().await.unwrap();
+    assert_eq!(held_on(&group, "early", &[false; 5]).await, [false; 5]);
+}
