@@ -1,7 +1,7 @@
 //! Lock benchmark: the library against the raw floor and rslock 0.10, in one run.
 //!
 //! `cargo bench --bench locks` (set `QUICK=1` for a short run, `WORKLOADS=W2,W3` to run W1
-//! and only those). Starts its own
+//! and only those, `W4_LOCKS=100000` for one W4 size). Starts its own
 //! redis-server on a free loopback port, pinned to CPU 1 with the benchmark on CPU 0 when
 //! `taskset` is available, and prints one JSON line per workload and contender and a table
 //! of ratios. Workloads are those of the project's BENCHMARKS.md, run in this order:
@@ -813,11 +813,15 @@ fn main() {
     }
 
     if wanted("W4") {
-        let (sizes, hold): (&[usize], _) = if quick {
-            (&[1_000, 10_000], Duration::from_secs(6))
+        let (mut sizes, hold) = if quick {
+            (vec![1_000, 10_000], Duration::from_secs(6))
         } else {
-            (&[1_000, 10_000, 100_000], Duration::from_secs(15))
+            (vec![1_000, 10_000, 100_000], Duration::from_secs(15))
         };
+        // `W4_LOCKS=100000` measures that many locks only.
+        if let Some(only) = std::env::var("W4_LOCKS").ok().and_then(|n| n.parse().ok()) {
+            sizes = vec![only];
+        }
         let rows: Vec<String> = sizes
             .iter()
             .map(|&locks| runtime.block_on(w4(&server, locks, hold)))

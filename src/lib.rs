@@ -15,6 +15,7 @@ mod connection;
 mod detach;
 mod distributed_lock;
 mod error;
+mod evalsha;
 mod fair_lock;
 mod fenced_lock;
 mod group_fence;

@@ -14,6 +14,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Script, ScriptInvocation};
 
 use crate::batch::{Batched, Batcher};
+use crate::evalsha::EvalSha;
 use crate::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
 macro_rules! script {
@@ -355,17 +356,27 @@ pub(crate) async fn renew<'a>(
     lease_ms: u64,
     batch: impl Iterator<Item = (&'a str, &'a str, u64)> + Clone,
 ) -> RedisResult<Vec<bool>> {
-    let mut call = RENEW.prepare_invoke();
-    call.arg(lease_ms);
-    for (key, owner, _) in batch.clone() {
-        call.key(key).arg(owner);
+    let (mut keys, mut bytes, mut differ) = (0, 0, false);
+    for (key, owner, lease) in batch.clone() {
+        keys += 1;
+        bytes += key.len() + owner.len() + 8;
+        differ |= lease != lease_ms;
     }
-    if batch.clone().any(|(_, _, lease)| lease != lease_ms) {
+    let args = 1 + keys * if differ { 3 } else { 2 };
+    let mut call = EvalSha::new(&RENEW, keys, args, bytes);
+    for (key, _, _) in batch.clone() {
+        call.arg(key);
+    }
+    call.arg(lease_ms);
+    for (_, owner, _) in batch.clone() {
+        call.arg(owner);
+    }
+    if differ {
         for (_, _, lease) in batch {
             call.arg(lease);
         }
     }
-    let renewed: Vec<i64> = call.invoke_async(conn).await?;
+    let renewed: Vec<i64> = call.query(conn).await?;
     Ok(renewed.into_iter().map(|r| r == 1).collect())
 }
 

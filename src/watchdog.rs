@@ -138,13 +138,14 @@ async fn renew_all(renewals: &Renewals) -> bool {
     };
     let lease_ms = renewals.lease_ms;
     let mut conn = (*pooled).clone();
-    let batches: Vec<Vec<Arc<Hold>>> = holds
-        .chunks(renewals.batch_size)
-        .map(<[_]>::to_vec)
-        .collect();
-    let sent = conn.clone();
-    let answered: Vec<Option<Renewed>> = stream::iter(batches)
-        .map(move |batch| renew_batch(sent.clone(), lease_ms, batch))
+    let (sent, size, all) = (conn.clone(), renewals.batch_size, &holds);
+    // Batches by start index: a stream over `chunks` trips the compiler's higher-ranked
+    // lifetime check on this `Send` future.
+    let answered: Vec<Option<Renewed>> = stream::iter((0..holds.len()).step_by(size))
+        .map(move |start| {
+            let batch = &all[start..all.len().min(start + size)];
+            renew_batch(sent.clone(), lease_ms, batch)
+        })
         .buffer_unordered(BATCHES_IN_FLIGHT)
         .collect()
         .await;
@@ -195,13 +196,13 @@ impl Renewed {
 async fn renew_batch(
     mut conn: redis::aio::MultiplexedConnection,
     lease_ms: u64,
-    batch: Vec<Arc<Hold>>,
+    batch: &[Arc<Hold>],
 ) -> Option<Renewed> {
     let started = Instant::now();
     // Leases are reckoned from when the batch goes out, so that none reaches past a
     // maximum hold time however long the batch queued.
     let holds: Vec<(Arc<Hold>, Applied)> = batch
-        .into_iter()
+        .iter()
         .filter_map(|hold| {
             let applied = hold.lease_at(started);
             if applied.is_spent() {
@@ -209,7 +210,7 @@ async fn renew_batch(
                 hold.max_hold_reached();
                 return None;
             }
-            Some((hold, applied))
+            Some((hold.clone(), applied))
         })
         .collect();
     if holds.is_empty() {

@@ -239,3 +239,34 @@ async fn a_restart_that_forgets_the_lock_is_reported_as_soon_as_the_client_recon
     assert!(reconnected.elapsed() < Duration::from_secs(3));
     assert!(guard.unlock().await.unwrap_err().is_lock_lost());
 }
+
+#[tokio::test]
+async fn renewals_go_on_after_redis_forgets_the_scripts() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let client = client_with_watchdog(&server, Duration::from_secs(3)).await;
+    let guard = client.lock("flushed").lock().await.unwrap();
+    let _: String = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // The next renewal meets NOSCRIPT, loads the script and renews: the TTL jumps back up.
+    let flushed_at = Instant::now();
+    let mut last = pttl(&mut conn, "flushed").await;
+    let renewed = loop {
+        assert!(
+            flushed_at.elapsed() < Duration::from_secs(5),
+            "no renewal after SCRIPT FLUSH; pttl {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = pttl(&mut conn, "flushed").await;
+        if now > last + 500 {
+            break now;
+        }
+        last = now;
+    };
+    assert!(renewed > 2_500, "pttl {renewed}");
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+}
