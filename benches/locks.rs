@@ -224,6 +224,24 @@ fn server_cpu_seconds(server: &RedisServer) -> f64 {
     field("used_cpu_sys") + field("used_cpu_user")
 }
 
+/// Commands Redis has run, those that scripts ran included (`INFO commandstats`), leaving
+/// out the benchmark's own INFO and FLUSHALL calls.
+fn server_commands(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|line| !line.starts_with("cmdstat_info") && !line.starts_with("cmdstat_flushall"))
+        .filter_map(|line| {
+            line.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 /// The value at fraction `p` of `sorted`.
 fn at(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
@@ -238,6 +256,10 @@ struct Throughput {
     p50: f64,
     p99: f64,
     server_cpu_us_per_pair: f64,
+    /// The benchmark's one runtime thread: every task and the connections' drivers.
+    client_cpu_us_per_pair: f64,
+    /// Commands Redis ran per pair, inside scripts or not.
+    commands_per_pair: f64,
 }
 
 /// W2: 32 tasks of one client, one key each, each looping lock + unlock on its key for
@@ -263,7 +285,9 @@ where
     for _ in 0..WARMUP_ROUNDS {
         futures_util::future::join_all(pairs.iter_mut().map(|pair| pair())).await;
     }
+    let commands_before = server_commands(server);
     let cpu_before = server_cpu_seconds(server);
+    let client_cpu_before = thread_cpu_micros();
     let started = Instant::now();
     let deadline = started + run;
     let tasks: Vec<_> = pairs
@@ -286,6 +310,8 @@ where
     }
     let run_s = started.elapsed().as_secs_f64();
     let server_cpu = server_cpu_seconds(server) - cpu_before;
+    let client_cpu = thread_cpu_micros() - client_cpu_before;
+    let commands = server_commands(server) - commands_before;
     micros.sort_by(|a, b| a.total_cmp(b));
     Throughput {
         name,
@@ -295,6 +321,8 @@ where
         p50: at(&micros, 0.5),
         p99: at(&micros, 0.99),
         server_cpu_us_per_pair: server_cpu * 1e6 / micros.len() as f64,
+        client_cpu_us_per_pair: client_cpu / micros.len() as f64,
+        commands_per_pair: commands as f64 / micros.len() as f64,
     }
 }
 
@@ -703,7 +731,7 @@ fn main() {
         let (w2_rslock, w2_floor) = (by_name("rslock 0.10"), by_name("raw hash-script floor"));
         for t in &w2_results {
             println!(
-            "{{\"workload\":\"W2\",\"contender\":\"{}\",\"tasks\":32,\"run_s\":{:.1},\"pairs\":{},\"pairs_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"server_cpu_us_per_pair\":{:.2},\"ratio_to_rslock\":{:.3},\"ratio_to_raw_hash_floor\":{:.3},\"pinned\":{pinned}}}",
+            "{{\"workload\":\"W2\",\"contender\":\"{}\",\"tasks\":32,\"run_s\":{:.1},\"pairs\":{},\"pairs_per_s\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"server_cpu_us_per_pair\":{:.2},\"client_cpu_us_per_pair\":{:.2},\"redis_commands_per_pair\":{:.2},\"ratio_to_rslock\":{:.3},\"ratio_to_raw_hash_floor\":{:.3},\"pinned\":{pinned}}}",
             t.name,
             t.run_s,
             t.pairs,
@@ -711,6 +739,8 @@ fn main() {
             t.p50,
             t.p99,
             t.server_cpu_us_per_pair,
+            t.client_cpu_us_per_pair,
+            t.commands_per_pair,
             t.pairs_per_s / w2_rslock,
             t.pairs_per_s / w2_floor,
         );
@@ -720,17 +750,27 @@ fn main() {
         "W2: 32 tasks of one client, one key each, lock + unlock for {contention:?} (server pinned: {pinned})"
     );
         println!(
-            "{:<30} {:>10} {:>9} {:>9} {:>12} {:>8} {:>8}",
-            "contender", "pairs/s", "p50 µs", "p99 µs", "srv µs/pair", "×rslock", "×floor"
+            "{:<30} {:>10} {:>9} {:>9} {:>12} {:>12} {:>10} {:>8} {:>8}",
+            "contender",
+            "pairs/s",
+            "p50 µs",
+            "p99 µs",
+            "srv µs/pair",
+            "cli µs/pair",
+            "cmds/pair",
+            "×rslock",
+            "×floor"
         );
         for t in &w2_results {
             println!(
-                "{:<30} {:>10.0} {:>9.1} {:>9.1} {:>12.2} {:>8.2} {:>8.2}",
+                "{:<30} {:>10.0} {:>9.1} {:>9.1} {:>12.2} {:>12.2} {:>10.2} {:>8.2} {:>8.2}",
                 t.name,
                 t.pairs_per_s,
                 t.p50,
                 t.p99,
                 t.server_cpu_us_per_pair,
+                t.client_cpu_us_per_pair,
+                t.commands_per_pair,
                 t.pairs_per_s / w2_rslock,
                 t.pairs_per_s / w2_floor,
             );

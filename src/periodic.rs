@@ -16,7 +16,7 @@ pub(crate) trait Rounds: Send + Sync + 'static {
     /// just as the task finds none either is seen or starts a new task.
     fn has_work(&self) -> bool;
 
-    /// Runs one round; returns the pause before the next.
+    /// Runs one round; returns the time from its start to the next round's.
     fn round(&self) -> impl Future<Output = Duration> + Send + '_;
 
     /// What cuts a pause short, if anything: an event after which the next round should
@@ -89,6 +89,10 @@ async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
                 return;
             }
         }
-        pause = shared.rounds.round().await;
+        let began = tokio::time::Instant::now();
+        let pause_after = shared.rounds.round().await;
+        // Counted from the round's start: a long round (a client holding 100,000 locks)
+        // must not push every lock's next renewal a round's length further out.
+        pause = pause_after.saturating_sub(began.elapsed());
     }
 }
