@@ -228,7 +228,7 @@ impl From<Option<i64>> for UnlockOutcome {
 /// One call of `lua/unlock.lua` or `lua/fair_unlock.lua`.
 pub(crate) struct UnlockCall<'a> {
     pub(crate) names: &'a Arc<LockNames>,
-    pub(crate) latch: &'a str,
+    pub(crate) latch: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
     pub(crate) latch_ttl_ms: u64,
@@ -239,7 +239,7 @@ pub(crate) struct UnlockCall<'a> {
 /// One plain lock's release, as an item of `lua/unlock.lua`.
 pub(crate) struct UnlockItem {
     names: Arc<LockNames>,
-    latch: String,
+    latch: Arc<str>,
     retry: bool,
     lease_ms: u64,
     owner: Arc<str>,
@@ -260,7 +260,7 @@ impl Batched for UnlockItem {
         for item in items {
             call.key(&*item.names.key)
                 .key(&*item.names.channel)
-                .key(&item.latch)
+                .key(&*item.latch)
                 .arg(item.lease_ms)
                 .arg(&*item.owner)
                 .arg(if item.retry { "1" } else { "0" });
@@ -280,7 +280,7 @@ impl UnlockCall<'_> {
         let Some(queue) = &self.names.queue else {
             let item = UnlockItem {
                 names: self.names.clone(),
-                latch: self.latch.to_owned(),
+                latch: self.latch.clone(),
                 retry,
                 lease_ms: self.lease_ms,
                 owner: self.owner.clone(),
@@ -292,7 +292,7 @@ impl UnlockCall<'_> {
             };
         };
         let mut call = fair_call(&FAIR_UNLOCK, self.names, queue);
-        call.key(self.latch)
+        call.key(&**self.latch)
             .arg(UNLOCK_MESSAGE)
             .arg(self.lease_ms)
             .arg(&**self.owner)
