@@ -5,13 +5,13 @@
 //! confirmed acquire or renewal, plus the lease, minus a clock-drift allowance. Past it
 //! the lock may already have expired in Redis, so the guard must assume it lost.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::LostReason;
@@ -115,7 +115,12 @@ pub(crate) struct Hold {
     /// passes meanwhile: Redis did not answer in time, rather than nobody asked it (a
     /// paused process).
     renewal_unconfirmed: AtomicBool,
-    lost: watch::Sender<Option<LostReason>>,
+    /// Why the hold was lost ([`LostCode`]), set once. Atomics and a `Notify` rather than
+    /// a watch channel: every acquire makes a hold, and a channel is an allocation, a lock
+    /// per read and eight notifiers to wake when dropped.
+    lost: AtomicU8,
+    /// Told when `lost` is set.
+    lost_set: Notify,
     /// Set when the last guard was released: the deadline no longer means anything, and
     /// `lost()` stays pending.
     retired: AtomicBool,
@@ -139,7 +144,8 @@ impl Hold {
             max_until: AtomicU64::new(terms.max_until.map_or(u64::MAX, to_nanos)),
             capped: AtomicBool::new(false),
             renewal_unconfirmed: AtomicBool::new(false),
-            lost: watch::Sender::new(None),
+            lost: AtomicU8::new(LostCode::NOT_LOST),
+            lost_set: Notify::new(),
             retired: AtomicBool::new(false),
         };
         hold.reset_validity(started, applied);
@@ -190,7 +196,7 @@ impl Hold {
         if applied.capped {
             self.capped.store(true, Ordering::Relaxed);
         }
-        if self.lost.borrow().is_some() {
+        if self.lost_mark().is_some() {
             return;
         }
         let mut deadline = applied.deadline(started);
@@ -203,7 +209,7 @@ impl Hold {
         self.valid_until
             .fetch_max(to_nanos(deadline), Ordering::AcqRel);
         // Lost meanwhile: `mark_lost` may have lowered the deadline before the raise above.
-        if self.lost.borrow().is_some() {
+        if self.lost_mark().is_some() {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
         }
@@ -245,30 +251,38 @@ impl Hold {
         if self.retired.load(Ordering::Acquire) {
             return false;
         }
-        let marked = self.lost.send_if_modified(|lost| {
-            if lost.is_some() {
-                return false;
-            }
-            *lost = Some(reason);
-            true
-        });
+        let marked = self
+            .lost
+            .compare_exchange(
+                LostCode::NOT_LOST,
+                LostCode::of(reason),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
         if marked {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
+            self.lost_set.notify_waiters();
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
         }
         marked
     }
 
+    /// Why the hold was marked lost, if it was (the deadline unchecked).
+    fn lost_mark(&self) -> Option<LostReason> {
+        LostCode::reason(self.lost.load(Ordering::Acquire))
+    }
+
     /// Why the hold is lost, checking the validity deadline first.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        if let Some(reason) = *self.lost.borrow() {
+        if let Some(reason) = self.lost_mark() {
             return Some(reason);
         }
         if !self.retired.load(Ordering::Acquire) && Instant::now() >= self.valid_until() {
             self.mark_lost(self.reason_for_deadline());
         }
-        *self.lost.borrow()
+        self.lost_mark()
     }
 
     fn reason_for_deadline(&self) -> LostReason {
@@ -283,8 +297,9 @@ impl Hold {
 
     /// Resolves when the hold is lost, at the latest when its validity deadline passes.
     pub(crate) async fn lost(&self) -> LostReason {
-        let mut changes = self.lost.subscribe();
         loop {
+            // Made before the check: it hears a `mark_lost` that comes after, even unpolled.
+            let marked = self.lost_set.notified();
             if let Some(reason) = self.lost_reason() {
                 return reason;
             }
@@ -293,8 +308,7 @@ impl Hold {
                 std::future::pending::<()>().await;
             }
             tokio::select! {
-                // The sender lives in `self`, so `changed` cannot fail while we borrow it.
-                _ = changes.changed() => {}
+                _ = marked => {}
                 _ = tokio::time::sleep_until(self.valid_until()) => {}
             }
         }
@@ -323,6 +337,34 @@ impl Hold {
             self.renewed(started, applied);
         } else {
             self.reset_validity(started, applied);
+        }
+    }
+}
+
+/// [`LostReason`] as stored in [`Hold::lost`].
+struct LostCode;
+
+impl LostCode {
+    const NOT_LOST: u8 = 0;
+
+    fn of(reason: LostReason) -> u8 {
+        match reason {
+            LostReason::Expired => 1,
+            LostReason::Released => 2,
+            LostReason::ConnectionLost => 3,
+            LostReason::QuorumLost => 4,
+            LostReason::MaxHoldReached => 5,
+        }
+    }
+
+    fn reason(code: u8) -> Option<LostReason> {
+        match code {
+            1 => Some(LostReason::Expired),
+            2 => Some(LostReason::Released),
+            3 => Some(LostReason::ConnectionLost),
+            4 => Some(LostReason::QuorumLost),
+            5 => Some(LostReason::MaxHoldReached),
+            _ => None,
         }
     }
 }
@@ -503,5 +545,62 @@ impl Holds {
     /// added a count in Redis already.
     pub(crate) fn is_busy(&self, key: &Arc<str>, owner: &Arc<str>) -> bool {
         self.is_held(key, owner) || self.in_flight.contains_key(&(key.clone(), owner.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watchdog_hold(lease_ms: u64) -> Hold {
+        let terms = Terms {
+            lease: Lease::Watchdog(lease_ms),
+            max_until: None,
+        };
+        let now = Instant::now();
+        Hold::new(
+            "k".into(),
+            "o".into(),
+            terms,
+            now,
+            Applied::within(lease_ms, None, now),
+        )
+    }
+
+    #[tokio::test]
+    async fn lost_resolves_when_marked_and_keeps_the_first_reason() {
+        let hold = Arc::new(watchdog_hold(30_000));
+        let waiting = tokio::spawn({
+            let hold = hold.clone();
+            async move { hold.lost().await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(hold.lost_reason(), None);
+        assert!(hold.mark_lost(LostReason::Released));
+        assert!(!hold.mark_lost(LostReason::Expired));
+        assert_eq!(waiting.await.unwrap(), LostReason::Released);
+        assert_eq!(hold.lost_reason(), Some(LostReason::Released));
+        assert!(hold.valid_until() <= Instant::now());
+    }
+
+    #[tokio::test]
+    async fn lost_resolves_when_the_deadline_passes() {
+        let hold = watchdog_hold(10);
+        hold.renewal_sent();
+        assert_eq!(hold.lost().await, LostReason::ConnectionLost);
+    }
+
+    #[test]
+    fn every_reason_survives_its_code() {
+        for reason in [
+            LostReason::Expired,
+            LostReason::Released,
+            LostReason::ConnectionLost,
+            LostReason::QuorumLost,
+            LostReason::MaxHoldReached,
+        ] {
+            assert_eq!(LostCode::reason(LostCode::of(reason)), Some(reason));
+        }
+        assert_eq!(LostCode::reason(LostCode::NOT_LOST), None);
     }
 }
