@@ -216,11 +216,10 @@ pub(crate) async fn attempt(
     let pinned = checkout.as_ref().map(|pooled| (**pooled).clone());
     // Until this attempt is settled, a release of the owner's leftover counts keeps off
     // the lock: the count this attempt adds may be in Redis before its hold is here.
-    let _in_flight = inner.holds.attempt_started(&names.key, owner);
+    let id = inner.holds.id(&names.key, owner);
+    let _in_flight = inner.holds.attempt_started(&id);
     let started = Instant::now();
-    let terms = inner
-        .holds
-        .terms_for(&names.key, owner, request.terms(started));
+    let terms = inner.holds.terms_for(&id, request.terms(started));
     let applied = Applied::within(terms.lease.millis(), terms.max_until, started);
     let call = {
         let (mut conn, names, owner) = (conn, names.clone(), owner.clone());
@@ -246,15 +245,21 @@ pub(crate) async fn attempt(
             Ok((reply, unreplicated))
         }
     };
-    let orphaned = (client.clone(), names.clone(), owner.clone(), pinned.clone());
+    let orphaned = (
+        client.clone(),
+        names.clone(),
+        owner.clone(),
+        id.clone(),
+        pinned.clone(),
+    );
     let outcome = FinishOnDrop::new(call, move |outcome| {
-        let (client, names, owner, pinned) = orphaned;
+        let (client, names, owner, id, pinned) = orphaned;
         // The caller left: undo what the attempt took, or may have taken.
         let (took_lock, may_be_queued) = match &outcome {
             Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
             Ok((AcquireReply::RetryWithin(_), _)) => (false, join_queue),
             Err(e) => (
-                may_have_run(e) && !client.inner.holds.is_held(&names.key, &owner),
+                may_have_run(e) && !client.inner.holds.is_held(&id),
                 join_queue && may_have_run(e),
             ),
         };
@@ -292,7 +297,7 @@ pub(crate) async fn attempt(
             Err(unreplicated)
         }
         Ok((AcquireReply::Acquired { token }, None)) => {
-            let hold = inner.holds.add(&names.key, owner, terms, started, applied);
+            let hold = inner.holds.add(&id, terms, started, applied);
             if hold.is_watchdog() {
                 inner.watchdog.ensure_running();
             }
@@ -315,7 +320,7 @@ pub(crate) async fn attempt(
             // held nothing here, any hold it finds was taken by this very attempt: undo it.
             // A re-entry cannot be undone blindly, since it may not have run; at worst its
             // extra count keeps the lock until the lease runs out after the last unlock.
-            if may_have_run(&e) && !inner.holds.is_held(&names.key, owner) {
+            if may_have_run(&e) && !inner.holds.is_held(&id) {
                 // No other hold of this owner to keep: take the count back, and leave the
                 // TTL alone should another call of the owner hold it meanwhile.
                 let undo =
@@ -351,7 +356,8 @@ fn undo(
     started: Instant,
     pinned: Option<MultiplexedConnection>,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let live: Option<Arc<Hold>> = client.inner.holds.live(&names.key, &owner);
+    let holds = &client.inner.holds;
+    let live: Option<Arc<Hold>> = holds.live(&holds.id(&names.key, &owner));
     let undo_started = Instant::now();
     let restore = live.as_ref().map(|hold| {
         hold.cap_validity(started, abandoned);

@@ -111,6 +111,13 @@ impl Connections {
         if let Some(current) = self.current() {
             return Ok(current);
         }
+        // Boxed: a pool checkout's future is kilobytes, and inline it would be part of the
+        // future of every lock call, copied whenever one is moved or boxed.
+        Box::pin(self.open_shared()).await
+    }
+
+    /// Opens a fresh shared connection from the pool, once for all callers queued here.
+    async fn open_shared(&self) -> Result<SharedConn> {
         let mut last_failure = self.refill.lock().await;
         if let Some(current) = self.current() {
             return Ok(current);
@@ -190,7 +197,8 @@ impl Connections {
     /// A connection of its own from the pool, for work that should not queue behind lock
     /// calls on the shared connection (the watchdog's large renewal batches).
     pub(crate) async fn pooled(&self) -> Result<deadpool_redis::Connection> {
-        Ok(self.pool.get().await?)
+        // Boxed for the same reason as in `shared`: an acquire awaits this with replica sync.
+        Ok(Box::pin(self.pool.get()).await?)
     }
 
     /// The pause before retry number `attempt` (1-based): the configured delay plus up to as

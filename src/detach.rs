@@ -9,30 +9,33 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-type Orphaned<T> = Box<dyn FnOnce(T) + Send>;
-
 /// Drives `future`; if dropped before it completes, spawns the rest of it on the current
 /// runtime and passes its output to `orphaned`.
-pub(crate) struct FinishOnDrop<F>
+///
+/// `O` is a type parameter rather than a boxed closure: every lock and unlock call makes
+/// one of these, and the clean-up is almost never needed.
+pub(crate) struct FinishOnDrop<F, O>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: FnOnce(F::Output) + Send + 'static,
 {
     future: Option<Pin<Box<F>>>,
-    orphaned: Option<Orphaned<F::Output>>,
+    orphaned: Option<O>,
     /// Where the rest runs if dropped: the current runtime when `None`.
     runtime: Option<tokio::runtime::Handle>,
 }
 
-impl<F> FinishOnDrop<F>
+impl<F, O> FinishOnDrop<F, O>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: FnOnce(F::Output) + Send + 'static,
 {
-    pub(crate) fn new(future: F, orphaned: impl FnOnce(F::Output) + Send + 'static) -> Self {
+    pub(crate) fn new(future: F, orphaned: O) -> Self {
         FinishOnDrop {
             future: Some(Box::pin(future)),
-            orphaned: Some(Box::new(orphaned)),
+            orphaned: Some(orphaned),
             runtime: None,
         }
     }
@@ -45,10 +48,20 @@ where
     }
 }
 
-impl<F> Future for FinishOnDrop<F>
+// The future is boxed and the clean-up is never pinned: moving the wrapper moves neither.
+impl<F, O> Unpin for FinishOnDrop<F, O>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: FnOnce(F::Output) + Send + 'static,
+{
+}
+
+impl<F, O> Future for FinishOnDrop<F, O>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    O: FnOnce(F::Output) + Send + 'static,
 {
     type Output = F::Output;
 
@@ -62,10 +75,11 @@ where
     }
 }
 
-impl<F> Drop for FinishOnDrop<F>
+impl<F, O> Drop for FinishOnDrop<F, O>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
+    O: FnOnce(F::Output) + Send + 'static,
 {
     fn drop(&mut self) {
         let (Some(future), Some(orphaned)) = (self.future.take(), self.orphaned.take()) else {

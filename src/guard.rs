@@ -224,8 +224,9 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
 /// the owner holds the lock again, or an acquire of its is on its way (whose count may be
 /// in Redis before its hold is here), nothing more is taken back: those counts may be its.
 async fn release_leftovers(client: &Client, names: &Arc<LockNames>, owner: &Arc<str>) {
+    let id = client.inner.holds.id(&names.key, owner);
     for _ in 0..MAX_LEFTOVERS {
-        if client.inner.holds.is_busy(&names.key, owner) {
+        if client.inner.holds.is_busy(&id) {
             return;
         }
         let release = Release::new(client.clone(), names.clone(), owner.clone(), 0);

@@ -5,13 +5,14 @@
 //! confirmed acquire or renewal, plus the lease, minus a clock-drift allowance. Past it
 //! the lock may already have expired in Redis, so the guard must assume it lost.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::LostReason;
@@ -100,6 +101,8 @@ impl Lease {
 pub(crate) struct Hold {
     pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
+    /// The [`HoldId`] hash of `key` and `owner`.
+    hash: u64,
     /// Live guards; the hold leaves the registry when this reaches zero.
     guards: AtomicU32,
     lease_ms: AtomicU64,
@@ -115,23 +118,23 @@ pub(crate) struct Hold {
     /// passes meanwhile: Redis did not answer in time, rather than nobody asked it (a
     /// paused process).
     renewal_unconfirmed: AtomicBool,
-    lost: watch::Sender<Option<LostReason>>,
+    /// Why the hold was lost ([`LostCode`]), set once. Atomics and a `Notify` rather than
+    /// a watch channel: every acquire makes a hold, and a channel is an allocation, a lock
+    /// per read and eight notifiers to wake when dropped.
+    lost: AtomicU8,
+    /// Told when `lost` is set.
+    lost_set: Notify,
     /// Set when the last guard was released: the deadline no longer means anything, and
     /// `lost()` stays pending.
     retired: AtomicBool,
 }
 
 impl Hold {
-    fn new(
-        key: Arc<str>,
-        owner: Arc<str>,
-        terms: Terms,
-        started: Instant,
-        applied: Applied,
-    ) -> Self {
+    fn new(id: &HoldId, terms: Terms, started: Instant, applied: Applied) -> Self {
         let hold = Hold {
-            key,
-            owner,
+            key: id.key.clone(),
+            owner: id.owner.clone(),
+            hash: id.hash,
             guards: AtomicU32::new(1),
             lease_ms: AtomicU64::new(terms.lease.millis()),
             watchdog: AtomicBool::new(matches!(terms.lease, Lease::Watchdog(_))),
@@ -139,11 +142,21 @@ impl Hold {
             max_until: AtomicU64::new(terms.max_until.map_or(u64::MAX, to_nanos)),
             capped: AtomicBool::new(false),
             renewal_unconfirmed: AtomicBool::new(false),
-            lost: watch::Sender::new(None),
+            lost: AtomicU8::new(LostCode::NOT_LOST),
+            lost_set: Notify::new(),
             retired: AtomicBool::new(false),
         };
         hold.reset_validity(started, applied);
         hold
+    }
+
+    /// The registry entry of this hold.
+    fn id(&self) -> HoldId {
+        HoldId {
+            key: self.key.clone(),
+            owner: self.owner.clone(),
+            hash: self.hash,
+        }
     }
 
     /// The lease every PEXPIRE of this hold applies: the watchdog's while the watchdog keeps
@@ -190,7 +203,7 @@ impl Hold {
         if applied.capped {
             self.capped.store(true, Ordering::Relaxed);
         }
-        if self.lost.borrow().is_some() {
+        if self.lost_mark().is_some() {
             return;
         }
         let mut deadline = applied.deadline(started);
@@ -203,7 +216,7 @@ impl Hold {
         self.valid_until
             .fetch_max(to_nanos(deadline), Ordering::AcqRel);
         // Lost meanwhile: `mark_lost` may have lowered the deadline before the raise above.
-        if self.lost.borrow().is_some() {
+        if self.lost_mark().is_some() {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
         }
@@ -245,30 +258,38 @@ impl Hold {
         if self.retired.load(Ordering::Acquire) {
             return false;
         }
-        let marked = self.lost.send_if_modified(|lost| {
-            if lost.is_some() {
-                return false;
-            }
-            *lost = Some(reason);
-            true
-        });
+        let marked = self
+            .lost
+            .compare_exchange(
+                LostCode::NOT_LOST,
+                LostCode::of(reason),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
         if marked {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
+            self.lost_set.notify_waiters();
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
         }
         marked
     }
 
+    /// Why the hold was marked lost, if it was (the deadline unchecked).
+    fn lost_mark(&self) -> Option<LostReason> {
+        LostCode::reason(self.lost.load(Ordering::Acquire))
+    }
+
     /// Why the hold is lost, checking the validity deadline first.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
-        if let Some(reason) = *self.lost.borrow() {
+        if let Some(reason) = self.lost_mark() {
             return Some(reason);
         }
         if !self.retired.load(Ordering::Acquire) && Instant::now() >= self.valid_until() {
             self.mark_lost(self.reason_for_deadline());
         }
-        *self.lost.borrow()
+        self.lost_mark()
     }
 
     fn reason_for_deadline(&self) -> LostReason {
@@ -283,8 +304,9 @@ impl Hold {
 
     /// Resolves when the hold is lost, at the latest when its validity deadline passes.
     pub(crate) async fn lost(&self) -> LostReason {
-        let mut changes = self.lost.subscribe();
         loop {
+            // Made before the check: it hears a `mark_lost` that comes after, even unpolled.
+            let marked = self.lost_set.notified();
             if let Some(reason) = self.lost_reason() {
                 return reason;
             }
@@ -293,8 +315,7 @@ impl Hold {
                 std::future::pending::<()>().await;
             }
             tokio::select! {
-                // The sender lives in `self`, so `changed` cannot fail while we borrow it.
-                _ = changes.changed() => {}
+                _ = marked => {}
                 _ = tokio::time::sleep_until(self.valid_until()) => {}
             }
         }
@@ -327,6 +348,34 @@ impl Hold {
     }
 }
 
+/// [`LostReason`] as stored in [`Hold::lost`].
+struct LostCode;
+
+impl LostCode {
+    const NOT_LOST: u8 = 0;
+
+    fn of(reason: LostReason) -> u8 {
+        match reason {
+            LostReason::Expired => 1,
+            LostReason::Released => 2,
+            LostReason::ConnectionLost => 3,
+            LostReason::QuorumLost => 4,
+            LostReason::MaxHoldReached => 5,
+        }
+    }
+
+    fn reason(code: u8) -> Option<LostReason> {
+        match code {
+            1 => Some(LostReason::Expired),
+            2 => Some(LostReason::Released),
+            3 => Some(LostReason::ConnectionLost),
+            4 => Some(LostReason::QuorumLost),
+            5 => Some(LostReason::MaxHoldReached),
+            _ => None,
+        }
+    }
+}
+
 /// What an acquire asks of the hold it joins or starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Terms {
@@ -335,22 +384,72 @@ pub(crate) struct Terms {
     pub(crate) max_until: Option<Instant>,
 }
 
-type HoldKey = (Arc<str>, Arc<str>);
+/// A (lock key, owner) pair, the key of [`Holds`], with its hash reckoned once: an acquire
+/// and its release look it up five times, and hashing the two strings each time cost
+/// more than the rest of those lookups. Made by [`Holds::id`].
+#[derive(Debug, Clone)]
+pub(crate) struct HoldId {
+    key: Arc<str>,
+    owner: Arc<str>,
+    /// Of `key` and `owner`, under the registry's random keys (see [`Holds::id`]).
+    hash: u64,
+}
+
+impl PartialEq for HoldId {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key && self.owner == other.owner
+    }
+}
+
+impl Eq for HoldId {}
+
+impl Hash for HoldId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Hands a [`HoldId`]'s own hash to the maps keyed by it: it was made with random keys
+/// already, so hashing it again would add nothing.
+#[derive(Default)]
+struct CarriedHash(u64);
+
+impl Hasher for CarriedHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is ever called; fold anything else in all the same.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+type ById<V> = DashMap<HoldId, V, BuildHasherDefault<CarriedHash>>;
 
 /// Every hold of one client, by (lock key, owner).
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
-    map: DashMap<HoldKey, Arc<Hold>>,
+    /// The keys of every [`HoldId`] hash, random per registry as a `HashMap`'s are, so that
+    /// nobody who picks lock names can pick colliding ones.
+    ids: RandomState,
+    map: ById<Arc<Hold>>,
     /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
     /// Redis before their holds are here.
-    in_flight: DashMap<HoldKey, usize>,
+    in_flight: ById<usize>,
 }
 
 /// One acquire on its way: counted in [`Holds::is_busy`] until dropped.
 #[derive(Debug)]
 pub(crate) struct InFlight {
     holds: Arc<Holds>,
-    key: HoldKey,
+    key: HoldId,
 }
 
 impl Drop for InFlight {
@@ -363,11 +462,20 @@ impl Drop for InFlight {
 }
 
 impl Holds {
+    /// The registry key of `owner`'s hold on `key`.
+    pub(crate) fn id(&self, key: &Arc<str>, owner: &Arc<str>) -> HoldId {
+        HoldId {
+            key: key.clone(),
+            owner: owner.clone(),
+            hash: self.ids.hash_one((&**key, &**owner)),
+        }
+    }
+
     /// What a new acquire by `owner` asks for: the live hold's watchdog lease when the call
     /// re-enters a watchdog hold (see [`Hold::lease_ms`]), else `requested`; and the
     /// earlier of the live hold's end of maximum hold time and the requested one.
-    pub(crate) fn terms_for(&self, key: &Arc<str>, owner: &Arc<str>, requested: Terms) -> Terms {
-        let Some(hold) = self.map.get(&(key.clone(), owner.clone())) else {
+    pub(crate) fn terms_for(&self, id: &HoldId, requested: Terms) -> Terms {
+        let Some(hold) = self.map.get(id) else {
             return requested;
         };
         if hold.lost_reason().is_some() {
@@ -385,18 +493,18 @@ impl Holds {
         Terms { lease, max_until }
     }
 
-    /// `owner`'s live (not lost, not released) hold on `key`.
-    pub(crate) fn live(&self, key: &Arc<str>, owner: &Arc<str>) -> Option<Arc<Hold>> {
+    /// The live (not lost, not released) hold of `id`.
+    pub(crate) fn live(&self, id: &HoldId) -> Option<Arc<Hold>> {
         self.map
-            .get(&(key.clone(), owner.clone()))
+            .get(id)
             .filter(|hold| hold.lost_reason().is_none() && !hold.is_released())
             .map(|hold| hold.clone())
     }
 
-    /// Whether `owner` has a live (not lost) hold on `key`.
-    pub(crate) fn is_held(&self, key: &Arc<str>, owner: &Arc<str>) -> bool {
+    /// Whether the owner of `id` has a live (not lost) hold on its key.
+    pub(crate) fn is_held(&self, id: &HoldId) -> bool {
         self.map
-            .get(&(key.clone(), owner.clone()))
+            .get(id)
             .is_some_and(|hold| hold.lost_reason().is_none())
     }
 
@@ -404,22 +512,13 @@ impl Holds {
     /// owner's live hold (re-entry), or starts a new one in place of a lost one.
     pub(crate) fn add(
         &self,
-        key: &Arc<str>,
-        owner: &Arc<str>,
+        id: &HoldId,
         terms: Terms,
         started: Instant,
         applied: Applied,
     ) -> Arc<Hold> {
-        let fresh = || {
-            Arc::new(Hold::new(
-                key.clone(),
-                owner.clone(),
-                terms,
-                started,
-                applied,
-            ))
-        };
-        match self.map.entry((key.clone(), owner.clone())) {
+        let fresh = || Arc::new(Hold::new(id, terms, started, applied));
+        match self.map.entry(id.clone()) {
             Entry::Occupied(mut entry) => {
                 let hold = entry.get();
                 if hold.lost_reason().is_none() && !hold.is_released() {
@@ -442,15 +541,14 @@ impl Holds {
     /// racing with the last release either joins the hold before it goes or starts a new one.
     pub(crate) fn release(&self, hold: &Arc<Hold>) -> bool {
         let mut last = None;
-        self.map
-            .remove_if(&(hold.key.clone(), hold.owner.clone()), |_, current| {
-                if !Arc::ptr_eq(current, hold) {
-                    return false;
-                }
-                let was_last = hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
-                last = Some(was_last);
-                was_last
-            });
+        self.map.remove_if(&hold.id(), |_, current| {
+            if !Arc::ptr_eq(current, hold) {
+                return false;
+            }
+            let was_last = hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
+            last = Some(was_last);
+            was_last
+        });
         // Not registered (any more): it was lost and dropped from the registry.
         let last = last.unwrap_or_else(|| hold.guards.fetch_sub(1, Ordering::AcqRel) == 1);
         if last {
@@ -488,10 +586,10 @@ impl Holds {
         self.map.len()
     }
 
-    /// Counts an acquire of `owner` on `key` as on its way until the returned guard drops:
-    /// from before it is sent until its hold, if any, is registered.
-    pub(crate) fn attempt_started(self: &Arc<Self>, key: &Arc<str>, owner: &Arc<str>) -> InFlight {
-        let key = (key.clone(), owner.clone());
+    /// Counts an acquire of `id` as on its way until the returned guard drops: from before
+    /// it is sent until its hold, if any, is registered.
+    pub(crate) fn attempt_started(self: &Arc<Self>, id: &HoldId) -> InFlight {
+        let key = id.clone();
         *self.in_flight.entry(key.clone()).or_insert(0) += 1;
         InFlight {
             holds: self.clone(),
@@ -499,9 +597,61 @@ impl Holds {
         }
     }
 
-    /// Whether `owner` has a live hold on `key`, or an acquire on its way that may have
-    /// added a count in Redis already.
-    pub(crate) fn is_busy(&self, key: &Arc<str>, owner: &Arc<str>) -> bool {
-        self.is_held(key, owner) || self.in_flight.contains_key(&(key.clone(), owner.clone()))
+    /// Whether the owner of `id` has a live hold on its key, or an acquire on its way that
+    /// may have added a count in Redis already.
+    pub(crate) fn is_busy(&self, id: &HoldId) -> bool {
+        self.is_held(id) || self.in_flight.contains_key(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watchdog_hold(lease_ms: u64) -> Hold {
+        let terms = Terms {
+            lease: Lease::Watchdog(lease_ms),
+            max_until: None,
+        };
+        let now = Instant::now();
+        let id = Holds::default().id(&"k".into(), &"o".into());
+        Hold::new(&id, terms, now, Applied::within(lease_ms, None, now))
+    }
+
+    #[tokio::test]
+    async fn lost_resolves_when_marked_and_keeps_the_first_reason() {
+        let hold = Arc::new(watchdog_hold(30_000));
+        let waiting = tokio::spawn({
+            let hold = hold.clone();
+            async move { hold.lost().await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(hold.lost_reason(), None);
+        assert!(hold.mark_lost(LostReason::Released));
+        assert!(!hold.mark_lost(LostReason::Expired));
+        assert_eq!(waiting.await.unwrap(), LostReason::Released);
+        assert_eq!(hold.lost_reason(), Some(LostReason::Released));
+        assert!(hold.valid_until() <= Instant::now());
+    }
+
+    #[tokio::test]
+    async fn lost_resolves_when_the_deadline_passes() {
+        let hold = watchdog_hold(10);
+        hold.renewal_sent();
+        assert_eq!(hold.lost().await, LostReason::ConnectionLost);
+    }
+
+    #[test]
+    fn every_reason_survives_its_code() {
+        for reason in [
+            LostReason::Expired,
+            LostReason::Released,
+            LostReason::ConnectionLost,
+            LostReason::QuorumLost,
+            LostReason::MaxHoldReached,
+        ] {
+            assert_eq!(LostCode::reason(LostCode::of(reason)), Some(reason));
+        }
+        assert_eq!(LostCode::reason(LostCode::NOT_LOST), None);
     }
 }

@@ -21,7 +21,7 @@ const FLUSH_EVERY: Duration = Duration::from_millis(20);
 const KEYS_PER_COMMAND: usize = 512;
 
 pub(crate) struct LatchReaper {
-    pending: Arc<Mutex<Vec<String>>>,
+    pending: Arc<Mutex<Vec<Arc<str>>>>,
     wake: Arc<Notify>,
 }
 
@@ -39,7 +39,7 @@ impl LatchReaper {
     }
 
     /// Queues `latch` for deletion.
-    pub(crate) fn forget(&self, latch: String) {
+    pub(crate) fn forget(&self, latch: Arc<str>) {
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -55,7 +55,11 @@ impl Drop for LatchReaper {
     }
 }
 
-async fn run(pending: Weak<Mutex<Vec<String>>>, wake: Arc<Notify>, connections: Weak<Connections>) {
+async fn run(
+    pending: Weak<Mutex<Vec<Arc<str>>>>,
+    wake: Arc<Notify>,
+    connections: Weak<Connections>,
+) {
     loop {
         wake.notified().await;
         tokio::time::sleep(FLUSH_EVERY).await;
@@ -72,8 +76,11 @@ async fn run(pending: Weak<Mutex<Vec<String>>>, wake: Arc<Notify>, connections: 
         };
         for chunk in latches.chunks(KEYS_PER_COMMAND) {
             let mut conn = shared.conn.clone();
-            let unlinked: redis::RedisResult<i64> =
-                redis::cmd("UNLINK").arg(chunk).query_async(&mut conn).await;
+            let mut unlink = redis::cmd("UNLINK");
+            for latch in chunk {
+                unlink.arg(&**latch);
+            }
+            let unlinked: redis::RedisResult<i64> = unlink.query_async(&mut conn).await;
             if let Err(e) = unlinked {
                 tracing::debug!(error = %e, latches = chunk.len(), "unlock latches left to expire");
             }

@@ -89,9 +89,23 @@ impl LockNames {
         }
     }
 
-    /// The latch key of one unlock request; retries of the request reuse it.
-    pub(crate) fn unlock_latch(&self, request_id: &str) -> String {
-        format!("{}:{request_id}", self.latch_prefix)
+    /// The latch key of one unlock request, `<prefix>:<request id in 32 hex digits>`;
+    /// retries of the request reuse it.
+    pub(crate) fn unlock_latch(&self, request_id: u128) -> Arc<str> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        // What `{:032x}` writes, without the formatter's padding one character at a time:
+        // this runs on every unlock.
+        let mut digits = [0; 32];
+        let mut rest = request_id;
+        for digit in digits.iter_mut().rev() {
+            *digit = HEX[(rest & 0xf) as usize];
+            rest >>= 4;
+        }
+        let mut latch = String::with_capacity(self.latch_prefix.len() + 1 + digits.len());
+        latch.push_str(&self.latch_prefix);
+        latch.push(':');
+        latch.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
+        latch.into()
     }
 }
 
@@ -105,8 +119,13 @@ mod tests {
         assert_eq!(&*names.key, "order:1001");
         assert_eq!(&*names.channel, "redisson_lock__channel:{order:1001}");
         assert_eq!(
-            names.unlock_latch("ab12"),
-            "redisson_unlock_latch:{order:1001}:ab12"
+            &*names.unlock_latch(0xab12),
+            "redisson_unlock_latch:{order:1001}:0000000000000000000000000000ab12"
+        );
+        let id = u128::MAX / 7;
+        assert_eq!(
+            &*names.unlock_latch(id),
+            format!("redisson_unlock_latch:{{order:1001}}:{id:032x}")
         );
     }
 

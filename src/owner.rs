@@ -4,6 +4,7 @@
 //! what a nested critical section in async code runs in. The id is a decimal number, so a
 //! Java client reading the hash sees the same shape it writes.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -17,6 +18,12 @@ static NEXT_FALLBACK: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
     static THREAD_FALLBACK_ID: u64 = FALLBACK_BASE | NEXT_FALLBACK.fetch_add(1, Ordering::Relaxed);
+
+    /// The field made last on this thread, with the task it names (`None`: the thread).
+    /// A task asks for its own field at each acquire, and formatting it costs more than
+    /// the rest of building the call.
+    static LAST_FIELD: RefCell<Option<(Option<tokio::task::Id>, Arc<str>)>> =
+        const { RefCell::new(None) };
 }
 
 /// The id of the current tokio task, or of the current thread when no task is running.
@@ -24,13 +31,36 @@ thread_local! {
 /// Only the decimal form is ever needed, so the task id is written through its `Display`
 /// (tokio offers no integer accessor).
 pub(crate) fn current_owner_field(client_id: &str) -> Arc<str> {
-    match tokio::task::try_id() {
+    let task = tokio::task::try_id();
+    LAST_FIELD.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((named, field)) = last.as_ref() {
+            if *named == task && names_client(field, client_id) {
+                return field.clone();
+            }
+        }
+        let field = owner_field(client_id, task);
+        *last = Some((task, field.clone()));
+        field
+    })
+}
+
+fn owner_field(client_id: &str, task: Option<tokio::task::Id>) -> Arc<str> {
+    match task {
         Some(task) => format!("{client_id}:{task}").into(),
         None => {
             let thread = THREAD_FALLBACK_ID.with(|id| *id);
             format!("{client_id}:{thread}").into()
         }
     }
+}
+
+/// Whether `field` is `<client_id>:<decimal id>`.
+fn names_client(field: &str, client_id: &str) -> bool {
+    field
+        .strip_prefix(client_id)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .is_some_and(|id| id.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -47,6 +77,25 @@ mod tests {
         assert_ne!(here, there);
         let id: u64 = here.strip_prefix("c:").unwrap().parse().unwrap();
         assert!(id >= FALLBACK_BASE && id < i64::MAX as u64);
+    }
+
+    #[tokio::test]
+    async fn a_field_is_made_for_its_client_and_task() {
+        let (a, b) = tokio::spawn(async { (current_owner_field("a"), current_owner_field("b")) })
+            .await
+            .unwrap();
+        assert_eq!(a.strip_prefix("a:"), b.strip_prefix("b:"));
+        let other = tokio::spawn(async { current_owner_field("a") })
+            .await
+            .unwrap();
+        assert_ne!(a, other);
+        assert!(current_owner_field("a").starts_with("a:"));
+        assert_ne!(current_owner_field("a"), a);
+        let (long, short) =
+            tokio::spawn(async { (current_owner_field("a:1"), current_owner_field("a")) })
+                .await
+                .unwrap();
+        assert_eq!(long.strip_prefix("a:1:"), short.strip_prefix("a:"));
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ pub(crate) struct Release {
     names: Arc<LockNames>,
     owner: Arc<str>,
     lease_ms: u64,
-    latch: String,
+    latch: Arc<str>,
     /// The connection to send on instead of the shared one (see [`Release::pinned_to`]).
     pinned: Option<MultiplexedConnection>,
 }
@@ -34,8 +34,7 @@ impl Release {
         owner: Arc<str>,
         lease_ms: u64,
     ) -> Self {
-        let request_id = format!("{:032x}", rand::random::<u128>());
-        let latch = names.unlock_latch(&request_id);
+        let latch = names.unlock_latch(rand::random());
         Release {
             client,
             names,
