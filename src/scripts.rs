@@ -11,9 +11,7 @@
 use std::sync::{Arc, LazyLock};
 
 use redis::aio::MultiplexedConnection;
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ScriptInvocation, ServerErrorKind,
-};
+use redis::{RedisResult, Script, ScriptInvocation};
 
 use crate::batch::{Batched, Batcher};
 use crate::evalsha::EvalSha;
@@ -71,39 +69,8 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()
     Ok(())
 }
 
-/// An EVALSHA of `script` with `keys` keys, to be followed by the keys and then `args`
-/// arguments, `bytes` long in all (at most: it sizes the buffers); run by [`invoke`].
-///
-/// For the scripts every lock and unlock runs: a `ScriptInvocation` keeps each key and
-/// argument in a buffer of its own and copies them all into a command when sent, which
-/// cost more client CPU than the rest of a lock call. This writes them once.
-fn evalsha(script: &Script, keys: usize, args: usize, bytes: usize) -> Cmd {
-    const NAME: &str = "EVALSHA";
-    let hash = script.get_hash();
-    let mut call = Cmd::with_capacity(3 + keys + args, NAME.len() + hash.len() + 20 + bytes);
-    call.arg(NAME).arg(hash).arg(keys);
-    call
-}
-
 /// The most bytes a number argument takes.
 const NUMBER_BYTES: usize = 20;
-
-/// Runs `call`, an [`evalsha`] of `script`. As `ScriptInvocation::invoke_async` does, a
-/// script Redis does not know (after a restart or `SCRIPT FLUSH`) is loaded and the call
-/// sent again.
-async fn invoke<T: FromRedisValue>(
-    script: &Script,
-    call: &Cmd,
-    conn: &mut MultiplexedConnection,
-) -> RedisResult<T> {
-    match call.query_async(conn).await {
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(conn).await?;
-            call.query_async(conn).await
-        }
-        outcome => outcome,
-    }
-}
 
 /// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines,
 /// channel (a key, not an argument, so that a cluster routes the call by its slot).
@@ -177,14 +144,14 @@ impl Batched for AcquireItem {
             .iter()
             .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
             .sum();
-        let mut call = evalsha(&ACQUIRE, items.len(), 2 * items.len(), bytes);
+        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len(), bytes);
         for item in items {
             call.arg(&*item.names.key);
         }
         for item in items {
             call.arg(item.lease_ms).arg(&*item.owner);
         }
-        let replies: Vec<i64> = invoke(&ACQUIRE, &call, &mut conn).await?;
+        let replies: Vec<i64> = call.query(&mut conn).await?;
         Ok(replies
             .into_iter()
             .map(|reply| match reply {
@@ -309,7 +276,7 @@ impl Batched for UnlockItem {
                         + 1
                 })
                 .sum::<usize>();
-        let mut call = evalsha(&UNLOCK, 3 * items.len(), 2 + 3 * items.len(), bytes);
+        let mut call = EvalSha::new(&UNLOCK, 3 * items.len(), 2 + 6 * items.len(), bytes);
         for item in items {
             call.arg(&*item.names.key)
                 .arg(&*item.names.channel)
@@ -323,7 +290,7 @@ impl Batched for UnlockItem {
                 .arg(&*item.owner)
                 .arg(if item.retry { "1" } else { "0" });
         }
-        let found: Vec<i64> = invoke(&UNLOCK, &call, &mut conn).await?;
+        let found: Vec<i64> = call.query(&mut conn).await?;
         Ok(found.into_iter().map(|f| Some(f).into()).collect())
     }
 }
@@ -416,7 +383,7 @@ pub(crate) async fn renew<'a>(
     let (mut keys, mut bytes, mut differ) = (0, 0, false);
     for (key, owner, lease) in batch.clone() {
         keys += 1;
-        bytes += key.len() + owner.len() + 8;
+        bytes += key.len() + owner.len() + 2 * NUMBER_BYTES;
         differ |= lease != lease_ms;
     }
     let args = 1 + keys * if differ { 3 } else { 2 };
