@@ -570,12 +570,18 @@ impl Holds {
     /// The holds the watchdog should renew now, dropping lost ones from the registry so
     /// that nothing keeps renewing a lock its owner was told it lost.
     pub(crate) fn to_renew(&self) -> Vec<Arc<Hold>> {
-        self.map.retain(|_, hold| hold.lost_reason().is_none());
-        self.map
-            .iter()
-            .filter(|hold| hold.is_watchdog())
-            .map(|hold| hold.clone())
-            .collect()
+        // One pass: at 100,000 holds, each visit of a hold is a cache miss or two.
+        let mut renew = Vec::with_capacity(self.map.len());
+        self.map.retain(|_, hold| {
+            if hold.lost_reason().is_some() {
+                return false;
+            }
+            if hold.is_watchdog() {
+                renew.push(hold.clone());
+            }
+            true
+        });
+        renew
     }
 
     pub(crate) fn has_watchdog_holds(&self) -> bool {

@@ -123,10 +123,14 @@ async fn renew_all(renewals: &Renewals) -> bool {
     // go last, so that the batches before them carry one lease for all.
     // Most rounds have none: then nothing is sorted.
     let now = Instant::now();
-    if holds.iter().any(|hold| hold.lease_at(now).capped) {
+    let mut any_capped = false;
+    for hold in &holds {
+        hold.renewal_sent();
+        any_capped |= hold.lease_at(now).capped;
+    }
+    if any_capped {
         holds.sort_by_cached_key(|hold| hold.lease_at(now).capped);
     }
-    holds.iter().for_each(|hold| hold.renewal_sent());
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
     let pooled = match renewals.connections.pooled().await {
