@@ -34,6 +34,16 @@ pub(crate) fn drift(lease_ms: u64) -> Duration {
     Duration::from_millis(lease_ms / 100 + 2)
 }
 
+/// A hold due for renewal, as the watchdog found it at the start of a round.
+pub(crate) struct Due {
+    pub(crate) hold: Arc<Hold>,
+    /// The lease a renewal sent at the start of the round applies.
+    pub(crate) applied: Applied,
+    /// It has a maximum hold time: its lease must be reckoned again when its batch goes
+    /// out, which may be later.
+    pub(crate) bounded: bool,
+}
+
 /// The lease one request applies to a hold's key: the hold's own, shortened where the
 /// hold's maximum hold time ends sooner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -567,21 +577,27 @@ impl Holds {
             .collect()
     }
 
-    /// The holds the watchdog should renew now, dropping lost ones from the registry so
-    /// that nothing keeps renewing a lock its owner was told it lost.
-    pub(crate) fn to_renew(&self) -> Vec<Arc<Hold>> {
-        // One pass: at 100,000 holds, each visit of a hold is a cache miss or two.
-        let mut renew = Vec::with_capacity(self.map.len());
+    /// The holds the watchdog should renew now, each marked as having a renewal on its way,
+    /// with the lease a renewal sent at `now` applies; lost holds are dropped from the
+    /// registry, so that nothing keeps renewing a lock its owner was told it lost.
+    pub(crate) fn to_renew(&self, now: Instant) -> Vec<Due> {
+        // One visit per hold: at 100,000 holds, each visit is a cache miss or two.
+        let mut due = Vec::with_capacity(self.map.len());
         self.map.retain(|_, hold| {
             if hold.lost_reason().is_some() {
                 return false;
             }
             if hold.is_watchdog() {
-                renew.push(hold.clone());
+                hold.renewal_sent();
+                due.push(Due {
+                    hold: hold.clone(),
+                    applied: hold.lease_at(now),
+                    bounded: hold.max_until().is_some(),
+                });
             }
             true
         });
-        renew
+        due
     }
 
     pub(crate) fn has_watchdog_holds(&self) -> bool {

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::connection::Connections;
 use crate::error::LostReason;
-use crate::hold::{Applied, Hold, Holds};
+use crate::hold::{Applied, Due, Hold, Holds};
 use crate::periodic::{Periodic, Rounds};
 use crate::replica_sync::ReplicaSync;
 use crate::scripts;
@@ -115,21 +115,16 @@ impl Rounds for Renewals {
 /// One renewal round over every watchdog hold. Returns false if any batch failed to reach
 /// Redis (or, with replica sync on, no replica acknowledged the round).
 async fn renew_all(renewals: &Renewals) -> bool {
-    let mut holds = renewals.holds.to_renew();
+    let now = Instant::now();
+    let mut holds = renewals.holds.to_renew(now);
     if holds.is_empty() {
         return true;
     }
     // Holds near the end of their maximum hold time get shorter leases, one per key: they
     // go last, so that the batches before them carry one lease for all.
     // Most rounds have none: then nothing is sorted.
-    let now = Instant::now();
-    let mut any_capped = false;
-    for hold in &holds {
-        hold.renewal_sent();
-        any_capped |= hold.lease_at(now).capped;
-    }
-    if any_capped {
-        holds.sort_by_cached_key(|hold| hold.lease_at(now).capped);
+    if holds.iter().any(|due| due.applied.capped) {
+        holds.sort_by_key(|due| due.applied.capped);
     }
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
@@ -200,21 +195,25 @@ impl Renewed {
 async fn renew_batch(
     mut conn: redis::aio::MultiplexedConnection,
     lease_ms: u64,
-    batch: &[Arc<Hold>],
+    batch: &[Due],
 ) -> Option<Renewed> {
     let started = Instant::now();
-    // Leases are reckoned from when the batch goes out, so that none reaches past a
-    // maximum hold time however long the batch queued.
     let holds: Vec<(Arc<Hold>, Applied)> = batch
         .iter()
-        .filter_map(|hold| {
-            let applied = hold.lease_at(started);
+        .filter_map(|due| {
+            // A lease bounded by a maximum hold time is reckoned from when the batch goes
+            // out, so that none reaches past that time however long the batch queued.
+            let applied = if due.bounded {
+                due.hold.lease_at(started)
+            } else {
+                due.applied
+            };
             if applied.is_spent() {
                 // Nothing left of the maximum hold time: the last lease runs out.
-                hold.max_hold_reached();
+                due.hold.max_hold_reached();
                 return None;
             }
-            Some((hold.clone(), applied))
+            Some((due.hold.clone(), applied))
         })
         .collect();
     if holds.is_empty() {
