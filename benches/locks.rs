@@ -19,6 +19,8 @@
 mod support;
 
 use std::process::Command;
+
+use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -442,6 +444,55 @@ async fn w3(contender: &'static str, lock: impl Contender, run: Duration) -> (f6
 }
 
 /// W4: one client holds `locks` watchdog locks (3 s watchdog) for `hold`.
+/// The floor of W4: `lua/renew.lua` called directly over `locks` lock hashes, in batches of
+/// 100 with 4 in flight (as the watchdog sends them), a round every second for `hold`.
+/// Returns the client CPU it took, in % of a core.
+async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration) -> f64 {
+    const BATCH: usize = 100;
+    let conn = server.raw().await;
+    let owner = "00000000-0000-4000-8000-000000000000:1";
+    let keys: Vec<String> = (0..locks).map(|i| format!("w4:raw:{locks}:{i}")).collect();
+    for chunk in keys.chunks(512) {
+        let mut pipe = redis::pipe();
+        for key in chunk {
+            pipe.hset(key, owner, 1).ignore();
+            pipe.pexpire(key, 3_000).ignore();
+        }
+        let () = pipe.query_async(&mut conn.clone()).await.unwrap();
+    }
+    let renew = Script::new(include_str!("../lua/renew.lua"));
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    while started.elapsed() < hold {
+        let round = Instant::now();
+        let renewed: Vec<Vec<i64>> = futures_util::stream::iter(keys.chunks(BATCH))
+            .map(|batch| {
+                let mut call = redis::cmd("EVALSHA");
+                call.arg(renew.get_hash()).arg(batch.len());
+                for key in batch {
+                    call.arg(key);
+                }
+                call.arg(3_000);
+                for _ in batch {
+                    call.arg(owner);
+                }
+                let mut conn = conn.clone();
+                async move { call.query_async(&mut conn).await.unwrap() }
+            })
+            .buffer_unordered(4)
+            .collect()
+            .await;
+        assert!(
+            renewed.iter().flatten().all(|&r| r == 1),
+            "a raw lock expired"
+        );
+        tokio::time::sleep(Duration::from_secs(1).saturating_sub(round.elapsed())).await;
+    }
+    let cpu = process_cpu_seconds() - cpu_before;
+    server.cli(&["FLUSHALL"]);
+    cpu / hold.as_secs_f64() * 100.0
+}
+
 async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
     let client = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(3))
@@ -860,13 +911,36 @@ fn main() {
         }
         let rows: Vec<String> = sizes
             .iter()
-            .map(|&locks| runtime.block_on(w4(&server, locks, hold)))
+            .map(|&locks| {
+                let row = runtime.block_on(w4(&server, locks, hold));
+                let floor = runtime.block_on(async {
+                    let mut conn = server.raw().await;
+                    // The script must be known before the floor's first EVALSHA.
+                    let _: String = Script::new(include_str!("../lua/renew.lua"))
+                        .prepare_invoke()
+                        .load_async(&mut conn)
+                        .await
+                        .unwrap();
+                    w4_raw_floor(&server, locks, hold).await
+                });
+                println!(
+                    "{{\"workload\":\"W4\",\"contender\":\"raw renew.lua floor\",\"locks\":{locks},\"hold_s\":{},\"client_cpu_percent\":{floor:.1}}}",
+                    hold.as_secs()
+                );
+                format!("{row} {floor:>12.1}")
+            })
             .collect();
         println!();
         println!("W4: one client holds N watchdog locks (3 s watchdog) for {hold:?}");
         println!(
-            "{:>8} {:>6} {:>14} {:>9} {:>11} {:>12}",
-            "locks", "lost", "calls/100/tick", "client %", "RSS B/lock", "Redis B/lock"
+            "{:>8} {:>6} {:>14} {:>9} {:>11} {:>12} {:>12}",
+            "locks",
+            "lost",
+            "calls/100/tick",
+            "client %",
+            "RSS B/lock",
+            "Redis B/lock",
+            "raw floor %"
         );
         for row in rows {
             println!("{row}");

@@ -140,7 +140,7 @@ async fn renew_all(renewals: &Renewals) -> bool {
     let (sent, size, all) = (conn.clone(), renewals.batch_size, &holds);
     // Batches by start index: a stream over `chunks` trips the compiler's higher-ranked
     // lifetime check on this `Send` future.
-    let answered: Vec<Option<Renewed>> = stream::iter((0..holds.len()).step_by(size))
+    let answered: Vec<Option<Renewed<'_>>> = stream::iter((0..holds.len()).step_by(size))
         .map(move |start| {
             let batch = &all[start..all.len().min(start + size)];
             renew_batch(sent.clone(), lease_ms, batch)
@@ -172,13 +172,13 @@ async fn renew_all(renewals: &Renewals) -> bool {
 }
 
 /// What one renewal batch found: for each hold, whether its owner still held it.
-struct Renewed {
-    holds: Vec<(Arc<Hold>, Applied)>,
+struct Renewed<'a> {
+    holds: Vec<(&'a Hold, Applied)>,
     found: Vec<bool>,
     started: Instant,
 }
 
-impl Renewed {
+impl Renewed<'_> {
     /// Applies the answers: renewed holds are valid for longer (unless the renewal does not
     /// count, not being replicated), and holds found gone are lost.
     fn settle(self, counts: bool) {
@@ -196,9 +196,10 @@ async fn renew_batch(
     mut conn: redis::aio::MultiplexedConnection,
     lease_ms: u64,
     batch: &[Due],
-) -> Option<Renewed> {
+) -> Option<Renewed<'_>> {
     let started = Instant::now();
-    let holds: Vec<(Arc<Hold>, Applied)> = batch
+    // Borrowed, not cloned: at 100,000 holds, a reference count touched is a cache miss.
+    let holds: Vec<(&Hold, Applied)> = batch
         .iter()
         .filter_map(|due| {
             // A lease bounded by a maximum hold time is reckoned from when the batch goes
@@ -213,7 +214,7 @@ async fn renew_batch(
                 due.hold.max_hold_reached();
                 return None;
             }
-            Some((due.hold.clone(), applied))
+            Some((&*due.hold, applied))
         })
         .collect();
     if holds.is_empty() {
@@ -239,7 +240,7 @@ async fn renew_batch(
     }
 }
 
-fn settle(hold: &Arc<Hold>, renewed: bool, started: Instant, applied: Applied) {
+fn settle(hold: &Hold, renewed: bool, started: Instant, applied: Applied) {
     if renewed {
         hold.renewed(started, applied);
     } else if !hold.is_released() {
