@@ -392,10 +392,20 @@ impl Contender for Rslock {
     }
 }
 
+/// What W3 measured of one contender, over one or more runs.
+#[derive(Default)]
+struct Contention {
+    /// Every wait, in ms.
+    waits: Vec<f64>,
+    /// Acquisitions of each task, summed over the runs.
+    per_task: Vec<usize>,
+    elapsed_s: f64,
+}
+
 /// W3: 8 tasks of one client contend for one lock for `run`: lock (defaults), hold 1 ms (a
 /// thread sleep on the blocking pool: tokio's timer rounds 1 ms up to ~2 ms), unlock.
-/// Returns the acquisitions per second and a table row.
-async fn w3(contender: &'static str, lock: impl Contender, run: Duration) -> (f64, String) {
+/// Adds what it measured to `figures`.
+async fn w3(lock: impl Contender, run: Duration, figures: &mut Contention) {
     const TASKS: usize = 8;
     let started = Instant::now();
     let deadline = started + run;
@@ -417,24 +427,30 @@ async fn w3(contender: &'static str, lock: impl Contender, run: Duration) -> (f6
             })
         })
         .collect();
-    let mut per_task = Vec::with_capacity(TASKS);
-    let mut waits = Vec::new();
-    for task in tasks {
+    figures.per_task.resize(TASKS, 0);
+    for (i, task) in tasks.into_iter().enumerate() {
         let task_waits = task.await.unwrap();
-        per_task.push(task_waits.len());
-        waits.extend(task_waits);
+        figures.per_task[i] += task_waits.len();
+        figures.waits.extend(task_waits);
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    figures.elapsed_s += started.elapsed().as_secs_f64();
+}
+
+/// Prints W3's JSON line for `contender`; returns its acquisitions per second and a table
+/// row.
+fn w3_report(contender: &str, figures: &mut Contention) -> (f64, String) {
+    let waits = &mut figures.waits;
     waits.sort_by(|a, b| a.total_cmp(b));
-    let at = |p: f64| waits[((waits.len() - 1) as f64 * p).round() as usize];
-    let (p50, p99, max) = (at(0.5), at(0.99), waits[waits.len() - 1]);
-    let per_sec = waits.len() as f64 / elapsed;
+    let (p50, p99, max) = (at(waits, 0.5), at(waits, 0.99), waits[waits.len() - 1]);
+    let per_sec = waits.len() as f64 / figures.elapsed_s;
     let (fewest, most) = (
-        *per_task.iter().min().unwrap(),
-        *per_task.iter().max().unwrap(),
+        *figures.per_task.iter().min().unwrap(),
+        *figures.per_task.iter().max().unwrap(),
     );
     println!(
-        "{{\"workload\":\"W3\",\"contender\":\"{contender}\",\"tasks\":{TASKS},\"run_s\":{elapsed:.1},\"acquisitions_per_s\":{per_sec:.0},\"wait_p50_ms\":{p50:.2},\"wait_p99_ms\":{p99:.2},\"wait_max_ms\":{max:.2},\"per_task_min\":{fewest},\"per_task_max\":{most}}}"
+        "{{\"workload\":\"W3\",\"contender\":\"{contender}\",\"tasks\":{},\"run_s\":{:.1},\"acquisitions_per_s\":{per_sec:.0},\"wait_p50_ms\":{p50:.2},\"wait_p99_ms\":{p99:.2},\"wait_max_ms\":{max:.2},\"per_task_min\":{fewest},\"per_task_max\":{most}}}",
+        figures.per_task.len(),
+        figures.elapsed_s,
     );
     let row = format!(
         "{contender:<10} {per_sec:>8.0} {p50:>9.2} {p99:>9.2} {max:>9.2} {:>13}",
@@ -443,7 +459,6 @@ async fn w3(contender: &'static str, lock: impl Contender, run: Duration) -> (f6
     (per_sec, row)
 }
 
-/// W4: one client holds `locks` watchdog locks (3 s watchdog) for `hold`.
 /// The floor of W4: `lua/renew.lua` called directly over `locks` lock hashes, in batches of
 /// 100 with 4 in flight (as the watchdog sends them), a round every second for `hold`.
 /// Returns the client CPU it took, in % of a core.
@@ -493,6 +508,7 @@ async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration) -> f64
     cpu / hold.as_secs_f64() * 100.0
 }
 
+/// W4: one client holds `locks` watchdog locks (3 s watchdog) for `hold`.
 async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
     let client = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(3))
@@ -813,16 +829,26 @@ fn main() {
                 manager: LockManager::new(vec![server.url()]),
                 resource: b"w3:rslock",
             };
-            vec![
-                w3("RLock", Single(client.lock("w3:rlock")), contention).await,
-                w3("FairLock", Single(client.fair_lock("w3:fair")), contention).await,
-                w3("rslock", rslock, contention).await,
-            ]
+            // The contenders take turns, a slice of the run each, so that the machine's
+            // background load weighs on all of them alike.
+            let turns: u32 = if quick { 2 } else { 5 };
+            let slice = contention / turns;
+            let mut figures: [Contention; 3] = Default::default();
+            for _ in 0..turns {
+                w3(Single(client.lock("w3:rlock")), slice, &mut figures[0]).await;
+                w3(Single(client.fair_lock("w3:fair")), slice, &mut figures[1]).await;
+                w3(rslock.clone(), slice, &mut figures[2]).await;
+            }
+            ["RLock", "FairLock", "rslock"]
+                .iter()
+                .zip(&mut figures)
+                .map(|(name, figures)| w3_report(name, figures))
+                .collect::<Vec<_>>()
         });
         let w3_rslock = w3_rows[2].0;
         println!();
         println!(
-            "W3: 8 tasks of one client on one key: lock, hold 1 ms, unlock, for {contention:?}"
+            "W3: 8 tasks of one client on one key: lock, hold 1 ms, unlock, for {contention:?} (in turns)"
         );
         println!(
             "{:<10} {:>8} {:>9} {:>9} {:>9} {:>13} {:>8}",
@@ -866,7 +892,9 @@ fn main() {
             let w5 = w1.pop().unwrap();
             let single = w1.pop().unwrap();
             let contended = RedLock::new(clients.iter().map(|c| c.lock("w5:w3")).collect());
-            (single, w5, w3("RedLock", contended, contention).await)
+            let mut figures = Contention::default();
+            w3(contended, contention, &mut figures).await;
+            (single, w5, w3_report("RedLock", &mut figures))
         });
         let ratio = w5_w1.percentile(0.5) / single.percentile(0.5);
         println!(
