@@ -81,14 +81,21 @@ fn fair_keys(call: &mut ScriptInvocation<'_>, names: &LockNames, queue: &QueueNa
         .key(&*names.channel);
 }
 
-/// A call of a fair-lock script on one lock.
+/// A call of a fair-lock script on one lock, its four keys written: `more_keys` keys and
+/// then `args` arguments are to follow.
 fn fair_call<'s>(
     script: &'s Script,
     names: &LockNames,
     queue: &QueueNames,
-) -> ScriptInvocation<'s> {
-    let mut call = script.prepare_invoke();
-    fair_keys(&mut call, names, queue);
+    more_keys: usize,
+    args: usize,
+) -> EvalSha<'s> {
+    let bytes = names.key.len() * 4 + 128 + args * NUMBER_BYTES;
+    let mut call = EvalSha::new(script, 4 + more_keys, 4 + more_keys + args, bytes);
+    call.arg(&*names.key)
+        .arg(&*queue.list)
+        .arg(&*queue.deadlines)
+        .arg(&*names.channel);
     call
 }
 
@@ -202,13 +209,13 @@ impl AcquireCall<'_> {
                 None => send_alone(conn, item).await,
             };
         };
-        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue);
+        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, 0, 5);
         call.arg(self.lease_ms)
             .arg(&**self.owner)
             .arg(self.place_ms)
             .arg(if self.join_queue { "queue" } else { "try" })
             .arg(UNLOCK_MESSAGE);
-        let reply: Option<i64> = call.invoke_async(&mut conn).await?;
+        let reply: Option<i64> = call.query(&mut conn).await?;
         Ok(reply.into())
     }
 }
@@ -316,13 +323,13 @@ impl UnlockCall<'_> {
                 None => send_alone(conn, item).await,
             };
         };
-        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue);
-        call.key(&**self.latch)
+        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, 1, 4);
+        call.arg(&**self.latch)
             .arg(UNLOCK_MESSAGE)
             .arg(self.lease_ms)
             .arg(&**self.owner)
             .arg(self.latch_ttl_ms);
-        let found: Option<i64> = call.invoke_async(&mut conn).await?;
+        let found: Option<i64> = call.query(&mut conn).await?;
         Ok(found.into())
     }
 }
@@ -335,14 +342,14 @@ pub(crate) async fn force_unlock(
 ) -> RedisResult<bool> {
     let mut call = match &names.queue {
         None => {
-            let mut call = FORCE_UNLOCK.prepare_invoke();
-            call.key(&*names.key).key(&*names.channel);
+            let mut call = EvalSha::new(&FORCE_UNLOCK, 2, 3, 2 * names.key.len() + 64);
+            call.arg(&*names.key).arg(&*names.channel);
             call
         }
-        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue),
+        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, 0, 1),
     };
     call.arg(UNLOCK_MESSAGE);
-    call.invoke_async(&mut conn).await
+    call.query(&mut conn).await
 }
 
 /// `lua/fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
@@ -355,9 +362,9 @@ pub(crate) async fn leave_queue(
     let Some(queue) = &names.queue else {
         return Ok(());
     };
-    let mut call = fair_call(&FAIR_LEAVE, names, queue);
+    let mut call = fair_call(&FAIR_LEAVE, names, queue, 0, 2);
     call.arg(owner).arg(UNLOCK_MESSAGE);
-    let _was_queued: i64 = call.invoke_async(&mut conn).await?;
+    let _was_queued: i64 = call.query(&mut conn).await?;
     Ok(())
 }
 

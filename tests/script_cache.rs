@@ -54,3 +54,31 @@ async fn batched_calls_survive_a_flushed_script_cache() {
     }
     assert_eq!(client.held_lock_count(), 0);
 }
+
+#[tokio::test]
+async fn fair_lock_calls_survive_a_flushed_script_cache() {
+    let server = RedisServer::start();
+    let mut conn = server.raw().await;
+    let client = client(&server).await;
+    let lock = client.fair_lock("fair-flushed");
+    server.cli(&["SCRIPT", "FLUSH"]);
+    let guard = lock
+        .lock()
+        .await
+        .expect("the fair acquire script is loaded again");
+    assert_eq!(lock_hash(&mut conn, "fair-flushed").await.len(), 1);
+    server.cli(&["SCRIPT", "FLUSH"]);
+    guard
+        .unlock()
+        .await
+        .expect("the fair unlock script is loaded again");
+    server.cli(&["SCRIPT", "FLUSH"]);
+    let held = lock.lock().await.unwrap();
+    server.cli(&["SCRIPT", "FLUSH"]);
+    assert!(
+        lock.force_unlock().await.unwrap(),
+        "force unlock after a flush"
+    );
+    assert!(lock_hash(&mut conn, "fair-flushed").await.is_empty());
+    drop(held);
+}
