@@ -33,7 +33,7 @@ pub(crate) trait Batched: Send + Sized + 'static {
 
     /// Runs `items` (at least one) in one script call: one reply per item, in order.
     fn send(
-        conn: MultiplexedConnection,
+        conn: &mut MultiplexedConnection,
         items: &[Self],
     ) -> impl Future<Output = RedisResult<Vec<Self::Reply>>> + Send;
 }
@@ -103,15 +103,23 @@ impl<T: Batched> Batcher<T> {
             Err(answer) => return answer.await.unwrap_or_else(|_| Err(abandoned())),
         };
         // Hands the queue on when this call is answered, or abandoned.
-        let _slot = Slot {
+        let mut slot = Slot {
             batcher: self.clone(),
-            conn: conn.clone(),
+            conn,
         };
-        let mut replies = T::send(conn, std::slice::from_ref(&item)).await?;
-        match (replies.pop(), replies.is_empty()) {
-            (Some(reply), true) => Ok(reply),
-            _ => Err(wrong_reply_count()),
-        }
+        send_alone(&mut slot.conn, item).await
+    }
+}
+
+/// Runs one item on its own, as a call of one item.
+pub(crate) async fn send_alone<T: Batched>(
+    conn: &mut MultiplexedConnection,
+    item: T,
+) -> RedisResult<T::Reply> {
+    let mut replies = T::send(conn, std::slice::from_ref(&item)).await?;
+    match (replies.pop(), replies.is_empty()) {
+        (Some(reply), true) => Ok(reply),
+        _ => Err(wrong_reply_count()),
     }
 }
 
@@ -143,14 +151,14 @@ impl<T: Batched> Drop for Slot<T> {
         // runtime be gone, the task is dropped unrun: its slot is handed on or given back,
         // and the queued callers get an error.
         self.batcher.runtime.spawn(async move {
-            let slot = next;
-            send_batch(slot.conn.clone(), batch).await;
+            let mut slot = next;
+            send_batch(&mut slot.conn, batch).await;
         });
     }
 }
 
 /// Sends `batch` as one call and hands each caller its reply.
-async fn send_batch<T: Batched>(conn: MultiplexedConnection, batch: Vec<Queued<T>>) {
+async fn send_batch<T: Batched>(conn: &mut MultiplexedConnection, batch: Vec<Queued<T>>) {
     let (items, waiting): (Vec<T>, Vec<_>) = batch.into_iter().map(|q| (q.item, q.reply)).unzip();
     match T::send(conn, &items).await {
         Ok(replies) if replies.len() == waiting.len() => {

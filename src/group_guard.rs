@@ -219,18 +219,19 @@ impl GroupState {
         let holds = self.take_holds();
         let mut pending: FuturesUnordered<_> = holds.into_iter().map(LockGuard::unlock).collect();
         let mut outcomes = Vec::with_capacity(pending.len());
-        let mut confirmed = 0;
-        while let Some(outcome) = pending.next().await {
+        let (mut confirmed, mut released) = (0, false);
+        while !released {
+            let Some(outcome) = pending.next().await else {
+                break;
+            };
             confirmed += usize::from(outcome.is_ok());
             outcomes.push(outcome);
-            if !was_lost && confirmed >= self.quorum {
-                break;
-            }
+            released = !was_lost && confirmed >= self.quorum;
         }
-        if !was_lost && confirmed >= self.quorum {
-            // Released: no other owner can take a majority until a majority is free, and a
-            // majority is. The rest finish in the background (each release does, dropped
-            // or not); their failures are only worth a warning.
+        if released {
+            // The quorum confirmed: another owner can gather its own on those nodes. The
+            // rest finish in the background (each release does, dropped or not); their
+            // failures are only worth a warning.
             let late = pending.collect::<Vec<_>>();
             let name = self.name.clone();
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {

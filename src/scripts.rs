@@ -11,9 +11,9 @@
 use std::sync::{Arc, LazyLock};
 
 use redis::aio::MultiplexedConnection;
-use redis::{RedisResult, Script, ScriptInvocation};
+use redis::{RedisResult, Script};
 
-use crate::batch::{Batched, Batcher};
+use crate::batch::{send_alone, Batched, Batcher};
 use crate::evalsha::EvalSha;
 use crate::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
@@ -74,11 +74,11 @@ const NUMBER_BYTES: usize = 20;
 
 /// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines,
 /// channel (a key, not an argument, so that a cluster routes the call by its slot).
-fn fair_keys(call: &mut ScriptInvocation<'_>, names: &LockNames, queue: &QueueNames) {
-    call.key(&*names.key)
-        .key(&*queue.list)
-        .key(&*queue.deadlines)
-        .key(&*names.channel);
+fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
+    call.arg(&*names.key)
+        .arg(&*queue.list)
+        .arg(&*queue.deadlines)
+        .arg(&*names.channel);
 }
 
 /// A call of a fair-lock script on one lock, its four keys written: `more_keys` keys and
@@ -92,10 +92,7 @@ fn fair_call<'s>(
 ) -> EvalSha<'s> {
     let bytes = names.key.len() * 4 + 128 + args * NUMBER_BYTES;
     let mut call = EvalSha::new(script, 4 + more_keys, 4 + more_keys + args, bytes);
-    call.arg(&*names.key)
-        .arg(&*queue.list)
-        .arg(&*queue.deadlines)
-        .arg(&*names.channel);
+    fair_keys(&mut call, names, queue);
     call
 }
 
@@ -144,7 +141,7 @@ impl Batched for AcquireItem {
     type Reply = AcquireReply;
 
     async fn send(
-        mut conn: MultiplexedConnection,
+        conn: &mut MultiplexedConnection,
         items: &[Self],
     ) -> RedisResult<Vec<AcquireReply>> {
         let bytes = items
@@ -158,7 +155,7 @@ impl Batched for AcquireItem {
         for item in items {
             call.arg(item.lease_ms).arg(&*item.owner);
         }
-        let replies: Vec<i64> = call.query(&mut conn).await?;
+        let replies: Vec<i64> = call.query(conn).await?;
         Ok(replies
             .into_iter()
             .map(|reply| match reply {
@@ -167,17 +164,6 @@ impl Batched for AcquireItem {
             })
             .collect())
     }
-}
-
-/// Runs one item of a [`Batched`] script on its own.
-async fn send_alone<T: Batched>(conn: MultiplexedConnection, item: T) -> RedisResult<T::Reply> {
-    let mut replies = T::send(conn, std::slice::from_ref(&item)).await?;
-    replies.pop().ok_or_else(|| {
-        redis::RedisError::from((
-            redis::ErrorKind::UnexpectedReturnType,
-            "a lock script answered no reply",
-        ))
-    })
 }
 
 impl AcquireCall<'_> {
@@ -206,7 +192,7 @@ impl AcquireCall<'_> {
             };
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item).await,
-                None => send_alone(conn, item).await,
+                None => send_alone(&mut conn, item).await,
             };
         };
         let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, 0, 5);
@@ -266,7 +252,7 @@ impl Batched for UnlockItem {
     type Reply = UnlockOutcome;
 
     async fn send(
-        mut conn: MultiplexedConnection,
+        conn: &mut MultiplexedConnection,
         items: &[Self],
     ) -> RedisResult<Vec<UnlockOutcome>> {
         let bytes = 1
@@ -297,7 +283,7 @@ impl Batched for UnlockItem {
                 .arg(&*item.owner)
                 .arg(if item.retry { "1" } else { "0" });
         }
-        let found: Vec<i64> = call.query(&mut conn).await?;
+        let found: Vec<i64> = call.query(conn).await?;
         Ok(found.into_iter().map(|f| Some(f).into()).collect())
     }
 }
@@ -320,7 +306,7 @@ impl UnlockCall<'_> {
             };
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item).await,
-                None => send_alone(conn, item).await,
+                None => send_alone(&mut conn, item).await,
             };
         };
         let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, 1, 4);
@@ -416,15 +402,20 @@ pub(crate) async fn renew<'a>(
 pub(crate) async fn refresh_places<'a>(
     conn: &mut MultiplexedConnection,
     place_ms: u64,
-    batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)>,
+    batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)> + Clone,
 ) -> RedisResult<Vec<Place>> {
-    let mut call = FAIR_HEARTBEAT.prepare_invoke();
-    call.arg(place_ms).arg(UNLOCK_MESSAGE);
-    for (names, queue, owner) in batch {
+    let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
+        (n + 1, bytes + 4 * names.key.len() + 128 + owner.len())
+    });
+    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 4 * waiters, 5 * waiters + 2, bytes);
+    for (names, queue, _) in batch.clone() {
         fair_keys(&mut call, names, queue);
+    }
+    call.arg(place_ms).arg(UNLOCK_MESSAGE);
+    for (_, _, owner) in batch {
         call.arg(owner);
     }
-    let places: Vec<i64> = call.invoke_async(conn).await?;
+    let places: Vec<i64> = call.query(conn).await?;
     Ok(places
         .into_iter()
         .map(|place| match place {
