@@ -114,16 +114,16 @@ async fn reentries_sent_together_are_each_counted() {
     let client = client(&server).await;
     let lock = client.lock("nested");
     let outer = lock.lock().await.unwrap();
-    // One task, so one owner: every one of these is a re-entry, and most are queued into
-    // one batch behind the first two.
-    let inner: Vec<LockGuard> = join_all((0..16).map(|_| lock.lock()))
+    // One task, so one owner: every one of these is a re-entry, and many are queued into
+    // one batch behind the first few in flight.
+    let inner: Vec<LockGuard> = join_all((0..32).map(|_| lock.lock()))
         .await
         .into_iter()
         .map(Result::unwrap)
         .collect();
     assert_eq!(
         lock_hash(&mut conn, "nested").await.get(outer.owner()),
-        Some(&17)
+        Some(&33)
     );
     for released in join_all(inner.into_iter().map(LockGuard::unlock)).await {
         released.unwrap();
