@@ -6,7 +6,7 @@
 //! the lock may already have expired in Redis, so the guard must assume it lost.
 
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::LostReason;
+use crate::watch_list::{WatchList, NOT_LISTED};
 
 /// Origin of the nanosecond offsets stored in atomics.
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -32,16 +33,6 @@ fn from_nanos(nanos: u64) -> Instant {
 /// algorithm: 1 % of the lease plus 2 ms.
 pub(crate) fn drift(lease_ms: u64) -> Duration {
     Duration::from_millis(lease_ms / 100 + 2)
-}
-
-/// A hold due for renewal, as the watchdog found it at the start of a round.
-pub(crate) struct Due {
-    pub(crate) hold: Arc<Hold>,
-    /// The lease a renewal sent at the start of the round applies.
-    pub(crate) applied: Applied,
-    /// It has a maximum hold time: its lease must be reckoned again when its batch goes
-    /// out, which may be later.
-    pub(crate) bounded: bool,
 }
 
 /// The lease one request applies to a hold's key: the hold's own, shortened where the
@@ -137,6 +128,8 @@ pub(crate) struct Hold {
     /// Set when the last guard was released: the deadline no longer means anything, and
     /// `lost()` stays pending.
     retired: AtomicBool,
+    /// Its slot in the watchdog's [`WatchList`], or [`NOT_LISTED`].
+    watch_slot: AtomicUsize,
 }
 
 impl Hold {
@@ -155,6 +148,7 @@ impl Hold {
             lost: AtomicU8::new(LostCode::NOT_LOST),
             lost_set: Notify::new(),
             retired: AtomicBool::new(false),
+            watch_slot: AtomicUsize::new(NOT_LISTED),
         };
         hold.reset_validity(started, applied);
         hold
@@ -178,6 +172,11 @@ impl Hold {
 
     pub(crate) fn is_watchdog(&self) -> bool {
         self.watchdog.load(Ordering::Relaxed)
+    }
+
+    /// Its slot in the watchdog's list; only [`WatchList`] reads or sets it.
+    pub(crate) fn watch_slot(&self) -> &AtomicUsize {
+        &self.watch_slot
     }
 
     /// The end of the maximum hold time, if one was set.
@@ -293,10 +292,16 @@ impl Hold {
 
     /// Why the hold is lost, checking the validity deadline first.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
+        self.lost_reason_at(Instant::now())
+    }
+
+    /// [`lost_reason`](Hold::lost_reason) with the clock read once by the caller: the
+    /// watchdog checks a whole batch at one instant.
+    fn lost_reason_at(&self, now: Instant) -> Option<LostReason> {
         if let Some(reason) = self.lost_mark() {
             return Some(reason);
         }
-        if !self.retired.load(Ordering::Acquire) && Instant::now() >= self.valid_until() {
+        if !self.retired.load(Ordering::Acquire) && now >= self.valid_until() {
             self.mark_lost(self.reason_for_deadline());
         }
         self.lost_mark()
@@ -450,6 +455,8 @@ pub(crate) struct Holds {
     /// nobody who picks lock names can pick colliding ones.
     ids: RandomState,
     map: ById<Arc<Hold>>,
+    /// The watchdog holds among them, in the order the watchdog walks them.
+    watch: WatchList,
     /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
     /// Redis before their holds are here.
     in_flight: ById<usize>,
@@ -528,19 +535,27 @@ impl Holds {
         applied: Applied,
     ) -> Arc<Hold> {
         let fresh = || Arc::new(Hold::new(id, terms, started, applied));
+        // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
+        // one lists it before any release of its guard can delist it.
+        let listed = |hold: Arc<Hold>| {
+            if hold.is_watchdog() {
+                self.watch.enlist(&hold);
+            }
+            hold
+        };
         match self.map.entry(id.clone()) {
             Entry::Occupied(mut entry) => {
                 let hold = entry.get();
                 if hold.lost_reason().is_none() && !hold.is_released() {
                     hold.add_guard(terms, started, applied);
-                    hold.clone()
+                    listed(hold.clone())
                 } else {
-                    let hold = fresh();
+                    let hold = listed(fresh());
                     entry.insert(hold.clone());
                     hold
                 }
             }
-            Entry::Vacant(entry) => entry.insert(fresh()).clone(),
+            Entry::Vacant(entry) => listed(entry.insert(fresh()).clone()),
         }
     }
 
@@ -563,6 +578,7 @@ impl Holds {
         let last = last.unwrap_or_else(|| hold.guards.fetch_sub(1, Ordering::AcqRel) == 1);
         if last {
             hold.retired.store(true, Ordering::Release);
+            self.watch.delist(hold);
         }
         last
     }
@@ -577,31 +593,27 @@ impl Holds {
             .collect()
     }
 
-    /// The holds the watchdog should renew now, each marked as having a renewal on its way,
-    /// with the lease a renewal sent at `now` applies; lost holds are dropped from the
-    /// registry, so that nothing keeps renewing a lock its owner was told it lost.
-    pub(crate) fn to_renew(&self, now: Instant) -> Vec<Due> {
-        // One visit per hold: at 100,000 holds, each visit is a cache miss or two.
-        let mut due = Vec::with_capacity(self.map.len());
-        self.map.retain(|_, hold| {
-            if hold.lost_reason().is_some() {
-                return false;
-            }
-            if hold.is_watchdog() {
-                hold.renewal_sent();
-                due.push(Due {
-                    hold: hold.clone(),
-                    applied: hold.lease_at(now),
-                    bounded: hold.max_until().is_some(),
-                });
-            }
-            true
+    /// Where the watchdog's walk over its slots ends this round.
+    pub(crate) fn watch_slots(&self) -> usize {
+        self.watch.slot_count()
+    }
+
+    /// The watchdog holds in slots `from..from + count` that are still live at `now`.
+    /// Holds found lost leave the watchdog's list and the registry, so that nothing keeps
+    /// renewing a lock its owner was told it lost.
+    pub(crate) fn due(&self, from: usize, count: usize, now: Instant) -> Vec<Arc<Hold>> {
+        let (due, lost) = self.watch.batch(from, count, |hold| {
+            hold.is_released() || hold.lost_reason_at(now).is_some()
         });
+        for hold in lost {
+            self.map
+                .remove_if(&hold.id(), |_, current| Arc::ptr_eq(current, &hold));
+        }
         due
     }
 
     pub(crate) fn has_watchdog_holds(&self) -> bool {
-        self.map.iter().any(|hold| hold.is_watchdog())
+        !self.watch.is_empty()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -661,6 +673,65 @@ mod tests {
         let hold = watchdog_hold(10);
         hold.renewal_sent();
         assert_eq!(hold.lost().await, LostReason::ConnectionLost);
+    }
+
+    fn add(holds: &Holds, key: &str, lease: Lease) -> Arc<Hold> {
+        let terms = Terms {
+            lease,
+            max_until: None,
+        };
+        let now = Instant::now();
+        let id = holds.id(&key.into(), &"o".into());
+        holds.add(&id, terms, now, Applied::within(lease.millis(), None, now))
+    }
+
+    fn due_keys(holds: &Holds) -> Vec<String> {
+        let due = holds.due(0, usize::MAX, Instant::now());
+        due.iter().map(|hold| hold.key.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn the_watchdog_list_reuses_freed_places_and_empties() {
+        let holds = Holds::default();
+        let a = add(&holds, "a", Lease::Watchdog(30_000));
+        let b = add(&holds, "b", Lease::Watchdog(30_000));
+        let _fixed = add(&holds, "fixed", Lease::Fixed(30_000));
+        let c = add(&holds, "c", Lease::Watchdog(30_000));
+        assert_eq!(due_keys(&holds), ["a", "b", "c"]);
+        assert!(holds.release(&b));
+        assert_eq!(due_keys(&holds), ["a", "c"]);
+        let d = add(&holds, "d", Lease::Watchdog(30_000));
+        assert_eq!(holds.watch_slots(), 3, "d takes b's place");
+        assert_eq!(due_keys(&holds), ["a", "d", "c"]);
+        // A re-entry with the watchdog lists a fixed-lease hold.
+        let fixed = add(&holds, "fixed", Lease::Watchdog(30_000));
+        assert_eq!(due_keys(&holds), ["a", "d", "c", "fixed"]);
+        for hold in [&a, &c, &d, &fixed] {
+            holds.release(hold);
+        }
+        assert!(
+            holds.has_watchdog_holds(),
+            "the first guard on 'fixed' is live"
+        );
+        assert!(holds.release(&fixed));
+        assert!(!holds.has_watchdog_holds());
+        assert_eq!(
+            holds.watch_slots(),
+            0,
+            "the memory of the list is given back"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hold_found_lost_leaves_the_list_and_the_registry() {
+        let holds = Holds::default();
+        let kept = add(&holds, "kept", Lease::Watchdog(30_000));
+        let lost = add(&holds, "lost", Lease::Watchdog(30_000));
+        lost.mark_lost(LostReason::Released);
+        assert_eq!(due_keys(&holds), ["kept"]);
+        assert_eq!(holds.len(), 1);
+        assert!(!holds.is_held(&holds.id(&lost.key, &lost.owner)));
+        assert!(holds.is_held(&holds.id(&kept.key, &kept.owner)));
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod release;
 mod replica_sync;
 mod scripts;
 mod validate;
+mod watch_list;
 mod watchdog;
 
 pub use client::Client;

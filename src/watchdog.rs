@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::connection::Connections;
 use crate::error::LostReason;
-use crate::hold::{Applied, Due, Hold, Holds};
+use crate::hold::{Applied, Hold, Holds};
 use crate::periodic::{Periodic, Rounds};
 use crate::replica_sync::ReplicaSync;
 use crate::scripts;
@@ -115,35 +115,51 @@ impl Rounds for Renewals {
 /// One renewal round over every watchdog hold. Returns false if any batch failed to reach
 /// Redis (or, with replica sync on, no replica acknowledged the round).
 async fn renew_all(renewals: &Renewals) -> bool {
-    let now = Instant::now();
-    let mut holds = renewals.holds.to_renew(now);
-    if holds.is_empty() {
+    let slots = renewals.holds.watch_slots();
+    if slots == 0 {
         return true;
-    }
-    // Holds near the end of their maximum hold time get shorter leases, one per key: they
-    // go last, so that the batches before them carry one lease for all.
-    // Most rounds have none: then nothing is sorted.
-    if holds.iter().any(|due| due.applied.capped) {
-        holds.sort_by_key(|due| due.applied.capped);
     }
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
-    let pooled = match renewals.connections.pooled().await {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::warn!(error = %e, locks = holds.len(), "watchdog cannot reach Redis");
+    // Bounded: a checkout stuck on a frozen server must not hide that the renewals were
+    // due and Redis did not take them.
+    let checkout = tokio::time::timeout(renewals.interval() / 2, renewals.connections.pooled());
+    let pooled = match checkout.await {
+        Ok(Ok(conn)) => conn,
+        failed => {
+            match failed {
+                Ok(Err(e)) => tracing::warn!(error = %e, slots, "watchdog cannot reach Redis"),
+                _ => tracing::warn!(slots, "watchdog: no connection to Redis in time"),
+            }
+            // A deadline passing now is a lost connection, not a holder that never asked.
+            for hold in renewals.holds.due(0, slots, Instant::now()) {
+                hold.renewal_sent();
+            }
             return false;
         }
     };
-    let lease_ms = renewals.lease_ms;
     let mut conn = (*pooled).clone();
-    let (sent, size, all) = (conn.clone(), renewals.batch_size, &holds);
-    // Batches by start index: a stream over `chunks` trips the compiler's higher-ranked
-    // lifetime check on this `Send` future.
-    let answered: Vec<Option<Renewed<'_>>> = stream::iter((0..holds.len()).step_by(size))
-        .map(move |start| {
-            let batch = &all[start..all.len().min(start + size)];
-            renew_batch(sent.clone(), lease_ms, batch)
+    let (holds, lease_ms, size) = (&*renewals.holds, renewals.lease_ms, renewals.batch_size);
+    // Without replica sync a batch is settled as soon as it is answered, while its holds
+    // are still in the cache; with it, only once the round's WAIT has answered.
+    let settle_now = renewals.replica_sync.is_none();
+    let sent = conn.clone();
+    // Each batch takes its holds from the list when it goes out, not at the round's start,
+    // so that a hold is visited once, just before its renewal is written.
+    let batches: Vec<Batch> = stream::iter((0..slots).step_by(size))
+        .map(move |from| {
+            let conn = sent.clone();
+            async move {
+                let due = holds.due(from, size, Instant::now());
+                match renew_batch(conn, lease_ms, due).await {
+                    None => Batch::Failed,
+                    Some(renewed) if settle_now => {
+                        renewed.settle(true);
+                        Batch::Settled
+                    }
+                    Some(renewed) => Batch::Answered(renewed),
+                }
+            }
         })
         .buffer_unordered(BATCHES_IN_FLIGHT)
         .collect()
@@ -155,30 +171,41 @@ async fn renew_all(renewals: &Renewals) -> bool {
         Some(sync) => match sync.wait(&mut conn).await {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(error = %e, locks = holds.len(), "lock renewals not replicated");
+                tracing::warn!(error = %e, slots, "lock renewals not replicated");
                 false
             }
         },
         None => true,
     };
     let mut all_answered = true;
-    for renewed in answered {
-        match renewed {
-            Some(renewed) => renewed.settle(replicated),
-            None => all_answered = false,
+    for batch in batches {
+        match batch {
+            Batch::Failed => all_answered = false,
+            Batch::Settled => {}
+            Batch::Answered(renewed) => renewed.settle(replicated),
         }
     }
     all_answered && replicated
 }
 
+/// What became of one renewal batch.
+enum Batch {
+    /// It could not reach Redis.
+    Failed,
+    /// Answered and applied to its holds.
+    Settled,
+    /// Answered; to be applied once the round's WAIT says whether it counts.
+    Answered(Renewed),
+}
+
 /// What one renewal batch found: for each hold, whether its owner still held it.
-struct Renewed<'a> {
-    holds: Vec<(&'a Hold, Applied)>,
+struct Renewed {
+    holds: Vec<(Arc<Hold>, Applied)>,
     found: Vec<bool>,
     started: Instant,
 }
 
-impl Renewed<'_> {
+impl Renewed {
     /// Applies the answers: renewed holds are valid for longer (unless the renewal does not
     /// count, not being replicated), and holds found gone are lost.
     fn settle(self, counts: bool) {
@@ -195,28 +222,22 @@ impl Renewed<'_> {
 async fn renew_batch(
     mut conn: redis::aio::MultiplexedConnection,
     lease_ms: u64,
-    batch: &[Due],
-) -> Option<Renewed<'_>> {
+    due: Vec<Arc<Hold>>,
+) -> Option<Renewed> {
     let started = Instant::now();
-    // Borrowed, not cloned: at 100,000 holds, a reference count touched is a cache miss.
-    let holds: Vec<(&Hold, Applied)> = batch
-        .iter()
-        .filter_map(|due| {
-            // A lease bounded by a maximum hold time is reckoned from when the batch goes
-            // out, so that none reaches past that time however long the batch queued.
-            let applied = if due.bounded {
-                due.hold.lease_at(started)
-            } else {
-                due.applied
-            };
-            if applied.is_spent() {
-                // Nothing left of the maximum hold time: the last lease runs out.
-                due.hold.max_hold_reached();
-                return None;
-            }
-            Some((&*due.hold, applied))
-        })
-        .collect();
+    let mut holds = Vec::with_capacity(due.len());
+    for hold in due {
+        // Reckoned when the batch goes out: a lease bounded by a maximum hold time must
+        // not reach past that time however long the batch waited.
+        let applied = hold.lease_at(started);
+        if applied.is_spent() {
+            // Nothing left of the maximum hold time: the last lease runs out.
+            hold.max_hold_reached();
+            continue;
+        }
+        hold.renewal_sent();
+        holds.push((hold, applied));
+    }
     if holds.is_empty() {
         return Some(Renewed {
             holds,

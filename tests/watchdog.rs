@@ -181,6 +181,41 @@ async fn thousands_of_locks_are_renewed_in_batches() {
 }
 
 #[tokio::test]
+async fn locks_taken_in_the_slots_of_released_ones_are_renewed_and_released_ones_stay_free() {
+    const LOCKS: usize = 300;
+    let server = RedisServer::start();
+    let client = client_with_watchdog(&server, Duration::from_secs(1)).await;
+    let mut kept = Vec::new();
+    for i in 0..LOCKS {
+        let guard = client.lock(format!("churn:{i}")).lock().await.unwrap();
+        if i % 2 == 0 {
+            kept.push(guard);
+        } else {
+            guard.unlock().await.unwrap();
+        }
+    }
+    // Taken after the releases: these reuse the watchdog's freed places.
+    for i in 0..LOCKS / 2 {
+        kept.push(client.lock(format!("late:{i}")).lock().await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await; // 2.5 leases
+    let mut raw = server.raw().await;
+    for guard in &kept {
+        assert!(!guard.is_lost(), "{} lost", guard.name());
+        let ttl = pttl(&mut raw, guard.name()).await;
+        assert!(ttl > 0, "{} kept alive, pttl {ttl}", guard.name());
+    }
+    for i in (1..LOCKS).step_by(2) {
+        let hash = support::lock_hash(&mut raw, &format!("churn:{i}")).await;
+        assert!(hash.is_empty(), "churn:{i} was released: {hash:?}");
+    }
+    for guard in kept {
+        guard.unlock().await.unwrap();
+    }
+    assert_eq!(client.held_lock_count(), 0);
+}
+
+#[tokio::test]
 async fn a_watchdog_reentry_into_a_long_fixed_lease_shortens_the_validity_to_match_redis() {
     let server = RedisServer::start();
     let client = client_with_watchdog(&server, Duration::from_secs(2)).await;
