@@ -170,6 +170,65 @@ async fn raw_hash_pair(
     assert_eq!(freed, [1], "freed");
 }
 
+/// The floor of W5: the same two scripts as [`raw_hash_pair`] sent to every master at once,
+/// each step done when a majority has answered, as a RedLock's are; the other answers are
+/// left to arrive on their own. Nothing else: no validity reckoning, no rollback, no
+/// watchdog.
+async fn raw_quorum_pair(
+    conns: &[MultiplexedConnection],
+    acquire: &Script,
+    unlock: &Script,
+    names: &HashNames,
+    request: u64,
+) {
+    let quorum = conns.len() / 2 + 1;
+    let acquired: Vec<Vec<i64>> = conns
+        .iter()
+        .map(|conn| {
+            let mut conn = conn.clone();
+            async move {
+                acquire
+                    .key(&names.key)
+                    .arg(30_000)
+                    .arg(&names.owner)
+                    .invoke_async(&mut conn)
+                    .await
+                    .unwrap()
+            }
+        })
+        .collect::<futures_util::stream::FuturesUnordered<_>>()
+        .take(quorum)
+        .collect()
+        .await;
+    assert!(acquired.iter().all(|got| got == &[-3]), "acquired");
+    let latch = format!("redisson_unlock_latch:{{{}}}:{request:032x}", names.key);
+    let freed: Vec<Vec<i64>> = conns
+        .iter()
+        .map(|conn| {
+            let mut conn = conn.clone();
+            let latch = &latch;
+            async move {
+                unlock
+                    .key(&names.key)
+                    .key(&names.channel)
+                    .key(latch)
+                    .arg("0")
+                    .arg(5_000)
+                    .arg(30_000)
+                    .arg(&names.owner)
+                    .arg("0")
+                    .invoke_async(&mut conn)
+                    .await
+                    .unwrap()
+            }
+        })
+        .collect::<futures_util::stream::FuturesUnordered<_>>()
+        .take(quorum)
+        .collect()
+        .await;
+    assert!(freed.iter().all(|got| got == &[1]), "freed");
+}
+
 /// The second floor: SET NX PX and a compare-and-delete script.
 async fn raw_set_nx_pair(conn: &mut MultiplexedConnection, delete: &Script, key: &str) {
     let ok: Option<String> = redis::cmd("SET")
@@ -460,10 +519,9 @@ fn w3_report(contender: &str, figures: &mut Contention) -> (f64, String) {
 }
 
 /// The floor of W4: `lua/renew.lua` called directly over `locks` lock hashes, in batches of
-/// 100 with 4 in flight (as the watchdog sends them), a round every second for `hold`.
+/// `batch` with 4 in flight (as the watchdog sends them), a round every second for `hold`.
 /// Returns the client CPU it took, in % of a core.
-async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration) -> f64 {
-    const BATCH: usize = 100;
+async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration, batch: usize) -> f64 {
     let conn = server.raw().await;
     let owner = "00000000-0000-4000-8000-000000000000:1";
     let keys: Vec<String> = (0..locks).map(|i| format!("w4:raw:{locks}:{i}")).collect();
@@ -480,7 +538,7 @@ async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration) -> f64
     let started = Instant::now();
     while started.elapsed() < hold {
         let round = Instant::now();
-        let renewed: Vec<Vec<i64>> = futures_util::stream::iter(keys.chunks(BATCH))
+        let renewed: Vec<Vec<i64>> = futures_util::stream::iter(keys.chunks(batch))
             .map(|batch| {
                 let mut call = redis::cmd("EVALSHA");
                 call.arg(renew.get_hash()).arg(batch.len());
@@ -508,10 +566,12 @@ async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration) -> f64
     cpu / hold.as_secs_f64() * 100.0
 }
 
-/// W4: one client holds `locks` watchdog locks (3 s watchdog) for `hold`.
-async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
+/// W4: one client holds `locks` watchdog locks (3 s watchdog, `batch` keys per renewal
+/// call) for `hold`.
+async fn w4(server: &RedisServer, locks: usize, hold: Duration, batch: usize) -> String {
     let client = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(3))
+        .watchdog_batch_size(batch)
         .build()
         .await
         .unwrap();
@@ -559,11 +619,11 @@ async fn w4(server: &RedisServer, locks: usize, hold: Duration) -> String {
         }
     }
     println!(
-        "{{\"workload\":\"W4\",\"locks\":{locks},\"hold_s\":{},\"lost\":{lost},\"lost_at_release\":{lost_at_release},\"renewal_calls_per_100_locks_per_tick\":{per_100_per_tick:.2},\"client_cpu_percent\":{cpu_percent:.1},\"client_rss_bytes_per_lock\":{rss_per_lock:.0},\"redis_bytes_per_lock\":{redis_per_lock:.0}}}",
+        "{{\"workload\":\"W4\",\"locks\":{locks},\"keys_per_call\":{batch},\"hold_s\":{},\"lost\":{lost},\"lost_at_release\":{lost_at_release},\"renewal_calls_per_100_locks_per_tick\":{per_100_per_tick:.2},\"client_cpu_percent\":{cpu_percent:.1},\"client_rss_bytes_per_lock\":{rss_per_lock:.0},\"redis_bytes_per_lock\":{redis_per_lock:.0}}}",
         hold.as_secs()
     );
     format!(
-        "{locks:>8} {lost:>6} {per_100_per_tick:>14.2} {cpu_percent:>9.1} {rss_per_lock:>11.0} {redis_per_lock:>12.0}"
+        "{locks:>8} {batch:>10} {lost:>6} {per_100_per_tick:>14.2} {cpu_percent:>9.1} {rss_per_lock:>11.0} {redis_per_lock:>12.0}"
     )
 }
 
@@ -863,16 +923,46 @@ fn main() {
         // W5: a RedLock over five masters, this server and four more, all pinned to CPU 1.
         let others: Vec<RedisServer> = (0..4).map(|_| RedisServer::start()).collect();
         let pinned_all = pinned && others.iter().all(|other| pin(other.pid(), "1"));
-        let (single, w5_w1, w5_w3) = runtime.block_on(async {
+        let (w5_w1, w5_w3) = runtime.block_on(async {
             let mut clients = vec![Client::connect(server.url()).await.unwrap()];
+            let mut conns = vec![server.raw().await];
             for other in &others {
                 clients.push(Client::connect(other.url()).await.unwrap());
+                conns.push(other.raw().await);
             }
             let redlock = RedLock::new(clients.iter().map(|c| c.lock("w5:w1")).collect());
             let lock = clients[0].lock("w5:single");
             let (redlock, lock) = (&redlock, &lock);
-            // In turns with a single-node RLock, for a ratio that holds on a noisy machine.
+            let acquire = Script::new(include_str!("../lua/acquire.lua"));
+            let unlock = Script::new(include_str!("../lua/unlock.lua"));
+            let names = HashNames::new("w5:raw", 0);
+            let request = std::cell::Cell::new(0u64);
+            let (conns, acquire, unlock, names, request) =
+                (&conns, &acquire, &unlock, &names, &request);
+            // In turns, for ratios that hold on a noisy machine: the raw floors on one
+            // master and on five show what the fan-out costs on this machine whatever the
+            // client, the library's pair of contenders what it costs through the library.
             let contenders: Vec<(&'static str, Pair<'_>)> = vec![
+                (
+                    "raw hash floor (1 node)",
+                    Box::new(move || {
+                        request.set(request.get() + 1);
+                        let (mut conn, request) = (conns[0].clone(), request.get());
+                        Box::pin(async move {
+                            raw_hash_pair(&mut conn, acquire, unlock, names, request).await
+                        })
+                    }),
+                ),
+                (
+                    "raw hash floor (5 masters, majority)",
+                    Box::new(move || {
+                        request.set(request.get() + 1);
+                        let request = request.get();
+                        Box::pin(async move {
+                            raw_quorum_pair(conns, acquire, unlock, names, request).await
+                        })
+                    }),
+                ),
                 (
                     "RLock lock() (1 node)",
                     Box::new(move || {
@@ -888,37 +978,49 @@ fn main() {
                     }),
                 ),
             ];
-            let mut w1 = interleaved(contenders, warmup, pairs).await;
-            let w5 = w1.pop().unwrap();
-            let single = w1.pop().unwrap();
+            let w1 = interleaved(contenders, warmup, pairs).await;
             let contended = RedLock::new(clients.iter().map(|c| c.lock("w5:w3")).collect());
             let mut figures = Contention::default();
             w3(contended, contention, &mut figures).await;
-            (single, w5, w3_report("RedLock", &mut figures))
+            (w1, w3_report("RedLock", &mut figures))
         });
-        let ratio = w5_w1.percentile(0.5) / single.percentile(0.5);
-        println!(
-            "{{\"workload\":\"W5\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"client_cpu_us_per_pair\":{:.1},\"single_node_p50_us\":{:.1},\"single_node_client_cpu_us_per_pair\":{:.1},\"ratio_p50_to_single_node\":{ratio:.3},\"pinned\":{pinned_all}}}",
-            w5_w1.name,
-            w5_w1.micros.len(),
-            w5_w1.percentile(0.5),
-            w5_w1.percentile(0.99),
-            w5_w1.ops_per_sec(),
-            w5_w1.cpu_per_pair(),
-            single.percentile(0.5),
-            single.cpu_per_pair(),
-        );
+        // Each five-master contender beside its own one-node counterpart.
+        let w5_rows: Vec<(&Figures, f64)> = w5_w1
+            .iter()
+            .zip([0, 0, 2, 2])
+            .map(|(figures, one_node)| {
+                let ratio = figures.percentile(0.5) / w5_w1[one_node].percentile(0.5);
+                (figures, ratio)
+            })
+            .collect();
+        for (figures, ratio) in &w5_rows {
+            println!(
+                "{{\"workload\":\"W5\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"client_cpu_us_per_pair\":{:.1},\"ratio_p50_to_one_node\":{ratio:.3},\"pinned\":{pinned_all}}}",
+                figures.name,
+                figures.micros.len(),
+                figures.percentile(0.5),
+                figures.percentile(0.99),
+                figures.ops_per_sec(),
+                figures.cpu_per_pair(),
+            );
+        }
         println!();
-        println!("W5: RedLock over 5 masters (all servers pinned: {pinned_all})");
+        println!("W5: RedLock over 5 masters (all servers pinned: {pinned_all}); W1 in turns");
         println!(
-            "W1 (in turns with a single-node RLock): p50 {:.1} µs, p99 {:.1} µs, {:.0} pairs/s, client CPU {:.1} µs/pair; single node p50 {:.1} µs, client CPU {:.1} µs/pair; {ratio:.2}× single-node p50",
-            w5_w1.percentile(0.5),
-            w5_w1.percentile(0.99),
-            w5_w1.ops_per_sec(),
-            w5_w1.cpu_per_pair(),
-            single.percentile(0.5),
-            single.cpu_per_pair(),
+            "{:<38} {:>9} {:>9} {:>10} {:>14} {:>13}",
+            "contender", "p50 µs", "p99 µs", "pairs/s", "client CPU µs", "×one node p50"
         );
+        for (figures, ratio) in &w5_rows {
+            println!(
+                "{:<38} {:>9.1} {:>9.1} {:>10.0} {:>14.1} {:>13.2}",
+                figures.name,
+                figures.percentile(0.5),
+                figures.percentile(0.99),
+                figures.ops_per_sec(),
+                figures.cpu_per_pair(),
+                ratio,
+            );
+        }
         println!(
             "W3: {:<10} {:>8} {:>9} {:>9} {:>9} {:>13}",
             "contender", "acq/s", "wait p50", "wait p99", "wait max", "per task"
@@ -937,10 +1039,14 @@ fn main() {
         if let Some(only) = std::env::var("W4_LOCKS").ok().and_then(|n| n.parse().ok()) {
             sizes = vec![only];
         }
-        let rows: Vec<String> = sizes
+        // Each size with the default 100 keys per renewal call; the largest also with 500,
+        // to show what the number of calls costs the client.
+        let mut runs: Vec<(usize, usize)> = sizes.iter().map(|&locks| (locks, 100)).collect();
+        runs.push((*sizes.last().expect("a W4 size"), 500));
+        let rows: Vec<String> = runs
             .iter()
-            .map(|&locks| {
-                let row = runtime.block_on(w4(&server, locks, hold));
+            .map(|&(locks, batch)| {
+                let row = runtime.block_on(w4(&server, locks, hold, batch));
                 let floor = runtime.block_on(async {
                     let mut conn = server.raw().await;
                     // The script must be known before the floor's first EVALSHA.
@@ -949,10 +1055,10 @@ fn main() {
                         .load_async(&mut conn)
                         .await
                         .unwrap();
-                    w4_raw_floor(&server, locks, hold).await
+                    w4_raw_floor(&server, locks, hold, batch).await
                 });
                 println!(
-                    "{{\"workload\":\"W4\",\"contender\":\"raw renew.lua floor\",\"locks\":{locks},\"hold_s\":{},\"client_cpu_percent\":{floor:.1}}}",
+                    "{{\"workload\":\"W4\",\"contender\":\"raw renew.lua floor\",\"locks\":{locks},\"keys_per_call\":{batch},\"hold_s\":{},\"client_cpu_percent\":{floor:.1}}}",
                     hold.as_secs()
                 );
                 format!("{row} {floor:>12.1}")
@@ -961,8 +1067,9 @@ fn main() {
         println!();
         println!("W4: one client holds N watchdog locks (3 s watchdog) for {hold:?}");
         println!(
-            "{:>8} {:>6} {:>14} {:>9} {:>11} {:>12} {:>12}",
+            "{:>8} {:>10} {:>6} {:>14} {:>9} {:>11} {:>12} {:>12}",
             "locks",
+            "keys/call",
             "lost",
             "calls/100/tick",
             "client %",
