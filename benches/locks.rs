@@ -12,8 +12,11 @@
 //!   rslock 0.10 and `RLock`, with pairs/s, latency and redis-server CPU per pair.
 //! - W3: 8 tasks contending for one key (lock, hold 1 ms, unlock): `RLock`, `FairLock` and
 //!   rslock 0.10, with each one's acquisitions/s as a ratio to rslock's.
-//! - W5: W1 and W3 with a `RedLock` over five local masters.
-//! - W4: one client holding many watchdog locks.
+//! - W5: W1 in turns for the raw hash-script floor on one master and on five (each step
+//!   done at a majority), `RLock` and a `RedLock` over five local masters; W3 with that
+//!   `RedLock`.
+//! - W4: one client holding many watchdog locks, each size with 100 keys per renewal call
+//!   and the largest with 500 too, beside the same renewals sent raw.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -567,8 +570,15 @@ async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration, batch:
 }
 
 /// W4: one client holds `locks` watchdog locks (3 s watchdog, `batch` keys per renewal
-/// call) for `hold`.
-async fn w4(server: &RedisServer, locks: usize, hold: Duration, batch: usize) -> String {
+/// call) for `hold`. The RSS per lock means something only in the first run of a size: a
+/// later one reuses the memory the first gave back, and prints none.
+async fn w4(
+    server: &RedisServer,
+    locks: usize,
+    hold: Duration,
+    batch: usize,
+    first_of_size: bool,
+) -> String {
     let client = Client::builder(server.url())
         .watchdog_timeout(Duration::from_secs(3))
         .watchdog_batch_size(batch)
@@ -593,16 +603,25 @@ async fn w4(server: &RedisServer, locks: usize, hold: Duration, batch: usize) ->
         support::info_field(server, "memory", "used_memory", ""),
     );
     let calls_before = support::info_field(server, "commandstats", "cmdstat_evalsha", "calls");
+    let usec_before = support::info_field(server, "commandstats", "cmdstat_evalsha", "usec");
     let cpu_before = process_cpu_seconds();
     tokio::time::sleep(hold).await;
     let cpu = process_cpu_seconds() - cpu_before;
     let renewal_calls =
         support::info_field(server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+    // How long each renewal call keeps Redis from serving anyone else.
+    let redis_us_per_call = (support::info_field(server, "commandstats", "cmdstat_evalsha", "usec")
+        - usec_before) as f64
+        / renewal_calls.max(1) as f64;
     let lost = guards.iter().filter(|g| g.is_lost()).count();
     let ticks = hold.as_secs_f64() / 1.0; // a renewal round every watchdog/3 = 1 s
     let per_100_per_tick = renewal_calls as f64 / ticks / (locks as f64 / 100.0);
     let cpu_percent = cpu / hold.as_secs_f64() * 100.0;
-    let rss_per_lock = (rss_after - rss_before) as f64 / locks as f64;
+    let rss_per_lock = first_of_size.then(|| (rss_after - rss_before) as f64 / locks as f64);
+    let (rss_json, rss_cell) = match rss_per_lock {
+        Some(bytes) => (format!("{bytes:.0}"), format!("{bytes:.0}")),
+        None => ("null".to_string(), "—".to_string()),
+    };
     let redis_per_lock = (redis_after - redis_before) as f64 / locks as f64;
     // Released in chunks, as they were taken: 100,000 unlocks at once on this one thread
     // would starve the watchdog past the lease. A lock lost meanwhile is counted.
@@ -619,11 +638,11 @@ async fn w4(server: &RedisServer, locks: usize, hold: Duration, batch: usize) ->
         }
     }
     println!(
-        "{{\"workload\":\"W4\",\"locks\":{locks},\"keys_per_call\":{batch},\"hold_s\":{},\"lost\":{lost},\"lost_at_release\":{lost_at_release},\"renewal_calls_per_100_locks_per_tick\":{per_100_per_tick:.2},\"client_cpu_percent\":{cpu_percent:.1},\"client_rss_bytes_per_lock\":{rss_per_lock:.0},\"redis_bytes_per_lock\":{redis_per_lock:.0}}}",
+        "{{\"workload\":\"W4\",\"locks\":{locks},\"keys_per_call\":{batch},\"hold_s\":{},\"lost\":{lost},\"lost_at_release\":{lost_at_release},\"renewal_calls_per_100_locks_per_tick\":{per_100_per_tick:.2},\"client_cpu_percent\":{cpu_percent:.1},\"redis_us_per_renewal_call\":{redis_us_per_call:.0},\"client_rss_bytes_per_lock\":{rss_json},\"redis_bytes_per_lock\":{redis_per_lock:.0}}}",
         hold.as_secs()
     );
     format!(
-        "{locks:>8} {batch:>10} {lost:>6} {per_100_per_tick:>14.2} {cpu_percent:>9.1} {rss_per_lock:>11.0} {redis_per_lock:>12.0}"
+        "{locks:>8} {batch:>10} {lost:>6} {per_100_per_tick:>14.2} {redis_us_per_call:>12.0} {cpu_percent:>9.1} {rss_cell:>11} {redis_per_lock:>12.0}"
     )
 }
 
@@ -1046,7 +1065,8 @@ fn main() {
         let rows: Vec<String> = runs
             .iter()
             .map(|&(locks, batch)| {
-                let row = runtime.block_on(w4(&server, locks, hold, batch));
+                let first_of_size = batch == 100;
+                let row = runtime.block_on(w4(&server, locks, hold, batch, first_of_size));
                 let floor = runtime.block_on(async {
                     let mut conn = server.raw().await;
                     // The script must be known before the floor's first EVALSHA.
@@ -1067,11 +1087,12 @@ fn main() {
         println!();
         println!("W4: one client holds N watchdog locks (3 s watchdog) for {hold:?}");
         println!(
-            "{:>8} {:>10} {:>6} {:>14} {:>9} {:>11} {:>12} {:>12}",
+            "{:>8} {:>10} {:>6} {:>14} {:>12} {:>9} {:>11} {:>12} {:>12}",
             "locks",
             "keys/call",
             "lost",
             "calls/100/tick",
+            "Redis µs/call",
             "client %",
             "RSS B/lock",
             "Redis B/lock",
