@@ -298,22 +298,25 @@ fn warn_unconfirmed(name: &str, e: &Error) {
 }
 
 /// Where a node's answer that came after the quorum goes: into the guard while it is held,
-/// released at once otherwise.
+/// back to the caller, to release, otherwise.
 pub(crate) struct Joiner {
     state: std::sync::Weak<GroupState>,
 }
 
 impl Joiner {
-    pub(crate) fn join(&self, hold: LockGuard) {
+    /// Adds `hold` to the guard; returns it when the guard was released or dropped.
+    #[must_use]
+    pub(crate) fn join(&self, hold: LockGuard) -> Option<LockGuard> {
         let Some(state) = self.state.upgrade() else {
-            return; // the guard is gone: dropping the hold releases it
+            return Some(hold);
         };
         let mut holds = state.holds.lock().unwrap_or_else(|p| p.into_inner());
         if state.released.load(Ordering::Acquire) {
-            return;
+            return Some(hold);
         }
         holds.push(hold);
         drop(holds);
         state.joined.notify_waiters();
+        None
     }
 }

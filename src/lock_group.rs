@@ -491,7 +491,15 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
                                     group_fence::raise(&nodes[index], &owner, token, node_timeout)
                                         .await;
                                 }
-                                joiner.join(hold);
+                                if let Some(late) = joiner.join(hold) {
+                                    // Released in this task rather than by a drop, which
+                                    // would spawn a task of its own for it.
+                                    if let Err(e) = late.unlock().await {
+                                        if !e.is_lock_lost() {
+                                            tracing::warn!(error = %e, "a late hold's release failed; it expires with its lease");
+                                        }
+                                    }
+                                }
                             }
                         }
                     });

@@ -545,3 +545,29 @@ async fn an_unlock_returns_once_a_majority_has_released() {
     taken.unlock().await.unwrap();
     assert_eq!(held_on(&group, "early", &[false; 5]).await, [false; 5]);
 }
+
+#[tokio::test]
+async fn masters_that_answer_after_the_unlock_are_released_too() {
+    let group = RedisGroup::start(5);
+    let a = clients(&group, Duration::from_secs(30)).await;
+    group.servers[3].freeze();
+    group.servers[4].freeze();
+    // Long enough for the frozen two to answer late rather than fail.
+    let lock = redlock(&a, "late").with_node_timeout(Duration::from_millis(900));
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(guard.held_on(), 3, "returned at the majority");
+    guard.unlock().await.unwrap();
+    // Their acquires, answered now, find the guard released.
+    group.servers[3].thaw();
+    group.servers[4].thaw();
+    assert_eq!(held_on(&group, "late", &[false; 5]).await, [false; 5]);
+    let rival = clients(&group, Duration::from_secs(30)).await;
+    let all = redlock(&rival, "late")
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free everywhere");
+    assert_eq!(held_on(&group, "late", &[true; 5]).await, [true; 5]);
+    all.unlock().await.unwrap();
+    assert_eq!(held_on(&group, "late", &[false; 5]).await, [false; 5]);
+}
