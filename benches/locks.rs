@@ -7,7 +7,8 @@
 //! of ratios. Workloads are those of the project's BENCHMARKS.md, run in this order:
 //!
 //! - W1: one task, lock + unlock on one key: the raw hash-script floor, the raw SET NX
-//!   floor, rslock 0.10, `RLock` (watchdog and 30 s lease) and `FairLock`.
+//!   floor, rslock 0.10, `RLock` (watchdog and 30 s lease) and `FairLock`; with client and
+//!   server on CPUs of their own, then on one CPU.
 //! - W2: 32 tasks of one client, one key each, lock + unlock for 5 s: the two raw floors,
 //!   rslock 0.10 and `RLock`, with pairs/s, latency and redis-server CPU per pair.
 //! - W3: 8 tasks contending for one key (lock, hold 1 ms, unlock): `RLock`, `FairLock` and
@@ -660,7 +661,16 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let results = runtime.block_on(async {
+    // W1 in both placements: client and server on CPUs of their own (a cross-CPU wake-up
+    // in every round trip), then both on CPU 0 (each waits for the other's turn, so the
+    // client's own work weighs more).
+    let placements = [
+        ("cross_cpu", "server on CPU 1, client on CPU 0", "1"),
+        ("same_cpu", "client and server both on CPU 0", "0"),
+    ];
+    for (placement, described, server_cpu) in placements {
+        let pinned = pinned && pin(server.pid(), server_cpu);
+        let results = runtime.block_on(async {
         let conn = server.raw().await;
         let acquire = Script::new(include_str!("../lua/acquire.lua"));
         let unlock = Script::new(include_str!("../lua/unlock.lua"));
@@ -737,10 +747,10 @@ fn main() {
         results
     });
 
-    let floor = results[0].percentile(0.5);
-    for figures in &results {
-        println!(
-            "{{\"workload\":\"W1\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_floor\":{:.3},\"client_cpu_us_per_pair\":{:.1},\"pinned\":{}}}",
+        let floor = results[0].percentile(0.5);
+        for figures in &results {
+            println!(
+            "{{\"workload\":\"W1\",\"placement\":\"{placement}\",\"contender\":\"{}\",\"pairs\":{},\"p50_us\":{:.1},\"p99_us\":{:.1},\"ops_per_s\":{:.0},\"ratio_p50_to_floor\":{:.3},\"client_cpu_us_per_pair\":{:.1},\"pinned\":{}}}",
             figures.name,
             figures.micros.len(),
             figures.percentile(0.5),
@@ -750,24 +760,26 @@ fn main() {
             figures.cpu_per_pair(),
             pinned,
         );
-    }
-    println!();
-    println!("W1: 1 task, lock + unlock on one key ({pairs} pairs each after {warmup} warm-up, in turns of {BLOCK}; server pinned: {pinned})");
-    println!(
-        "{:<30} {:>9} {:>9} {:>10} {:>8} {:>14}",
-        "contender", "p50 µs", "p99 µs", "pairs/s", "×floor", "client CPU µs"
-    );
-    for figures in &results {
+        }
+        println!();
+        println!("W1: 1 task, lock + unlock on one key ({pairs} pairs each after {warmup} warm-up, in turns of {BLOCK}; {described}; pinned: {pinned})");
         println!(
-            "{:<30} {:>9.1} {:>9.1} {:>10.0} {:>8.2} {:>14.1}",
-            figures.name,
-            figures.percentile(0.5),
-            figures.percentile(0.99),
-            figures.ops_per_sec(),
-            figures.percentile(0.5) / floor,
-            figures.cpu_per_pair(),
+            "{:<30} {:>9} {:>9} {:>10} {:>8} {:>14}",
+            "contender", "p50 µs", "p99 µs", "pairs/s", "×floor", "client CPU µs"
         );
+        for figures in &results {
+            println!(
+                "{:<30} {:>9.1} {:>9.1} {:>10.0} {:>8.2} {:>14.1}",
+                figures.name,
+                figures.percentile(0.5),
+                figures.percentile(0.99),
+                figures.ops_per_sec(),
+                figures.percentile(0.5) / floor,
+                figures.cpu_per_pair(),
+            );
+        }
     }
+    let pinned = pinned && pin(server.pid(), "1");
 
     let contention = if quick {
         Duration::from_secs(2)
