@@ -186,51 +186,54 @@ async fn raw_quorum_pair(
     request: u64,
 ) {
     let quorum = conns.len() / 2 + 1;
-    let acquired: Vec<Vec<i64>> = conns
-        .iter()
-        .map(|conn| {
-            let mut conn = conn.clone();
-            async move {
-                acquire
-                    .key(&names.key)
-                    .arg(30_000)
-                    .arg(&names.owner)
-                    .invoke_async(&mut conn)
-                    .await
-                    .unwrap()
-            }
-        })
-        .collect::<futures_util::stream::FuturesUnordered<_>>()
-        .take(quorum)
-        .collect()
-        .await;
+    let acquired = first_answers(conns, quorum, |mut conn| async move {
+        acquire
+            .key(&names.key)
+            .arg(30_000)
+            .arg(&names.owner)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap()
+    })
+    .await;
     assert!(acquired.iter().all(|got| got == &[-3]), "acquired");
-    let latch = format!("redisson_unlock_latch:{{{}}}:{request:032x}", names.key);
-    let freed: Vec<Vec<i64>> = conns
+    let latch = &format!("redisson_unlock_latch:{{{}}}:{request:032x}", names.key);
+    let freed = first_answers(conns, quorum, |mut conn| async move {
+        unlock
+            .key(&names.key)
+            .key(&names.channel)
+            .key(latch)
+            .arg("0")
+            .arg(5_000)
+            .arg(30_000)
+            .arg(&names.owner)
+            .arg("0")
+            .invoke_async(&mut conn)
+            .await
+            .unwrap()
+    })
+    .await;
+    assert!(freed.iter().all(|got| got == &[1]), "freed");
+}
+
+/// Runs `call` on every connection at once; returns the first `quorum` answers, leaving
+/// the others to arrive on their own.
+async fn first_answers<'a, F, Fut>(
+    conns: &'a [MultiplexedConnection],
+    quorum: usize,
+    call: F,
+) -> Vec<Vec<i64>>
+where
+    F: Fn(MultiplexedConnection) -> Fut,
+    Fut: Future<Output = Vec<i64>> + 'a,
+{
+    conns
         .iter()
-        .map(|conn| {
-            let mut conn = conn.clone();
-            let latch = &latch;
-            async move {
-                unlock
-                    .key(&names.key)
-                    .key(&names.channel)
-                    .key(latch)
-                    .arg("0")
-                    .arg(5_000)
-                    .arg(30_000)
-                    .arg(&names.owner)
-                    .arg("0")
-                    .invoke_async(&mut conn)
-                    .await
-                    .unwrap()
-            }
-        })
+        .map(|conn| call(conn.clone()))
         .collect::<futures_util::stream::FuturesUnordered<_>>()
         .take(quorum)
         .collect()
-        .await;
-    assert!(freed.iter().all(|got| got == &[1]), "freed");
+        .await
 }
 
 /// The second floor: SET NX PX and a compare-and-delete script.
