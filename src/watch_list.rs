@@ -20,6 +20,7 @@ use crate::hold::Hold;
 /// [`Hold::watch_slot`] of a hold that is in no slot.
 pub(crate) const NOT_LISTED: usize = usize::MAX;
 
+/// The watchdog holds of one client, one per slot; freed slots are reused.
 #[derive(Debug, Default)]
 pub(crate) struct WatchList {
     slots: Mutex<Slots>,
@@ -33,6 +34,7 @@ struct Slots {
 }
 
 impl Slots {
+    /// Empties slot `index`, which holds a hold.
     fn take_out(&mut self, index: usize) {
         self.slots[index] = None;
         if self.free.len() + 1 == self.slots.len() {
