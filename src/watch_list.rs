@@ -54,6 +54,12 @@ impl WatchList {
 
     /// Puts `hold` in a slot, unless it has one.
     pub(crate) fn enlist(&self, hold: &Arc<Hold>) {
+        // A re-entry finds its hold listed already: no lock taken. A hold leaves its slot at
+        // its last release, which no re-entry races with, or once found lost, when a
+        // re-entry that raced with that joins a lost hold either way.
+        if hold.watch_slot().load(Ordering::Relaxed) != NOT_LISTED {
+            return;
+        }
         let mut slots = self.slots();
         if hold.watch_slot().load(Ordering::Relaxed) != NOT_LISTED {
             return;
