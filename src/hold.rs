@@ -598,18 +598,24 @@ impl Holds {
         self.watch.slot_count()
     }
 
-    /// The watchdog holds in slots `from..from + count` that are still live at `now`.
-    /// Holds found lost leave the watchdog's list and the registry, so that nothing keeps
-    /// renewing a lock its owner was told it lost.
-    pub(crate) fn due(&self, from: usize, count: usize, now: Instant) -> Vec<Arc<Hold>> {
-        let (due, lost) = self.watch.batch(from, count, |hold| {
+    /// Up to `count` watchdog holds still live at `now`, from the slots `from..end`, and
+    /// the slot to go on from. Holds found lost leave the watchdog's list and the
+    /// registry, so that nothing keeps renewing a lock its owner was told it lost.
+    pub(crate) fn due(
+        &self,
+        from: usize,
+        end: usize,
+        count: usize,
+        now: Instant,
+    ) -> (Vec<Arc<Hold>>, usize) {
+        let gathered = self.watch.batch(from, end, count, |hold| {
             hold.is_released() || hold.lost_reason_at(now).is_some()
         });
-        for hold in lost {
+        for hold in gathered.dropped {
             self.map
                 .remove_if(&hold.id(), |_, current| Arc::ptr_eq(current, &hold));
         }
-        due
+        (gathered.kept, gathered.next)
     }
 
     pub(crate) fn has_watchdog_holds(&self) -> bool {
@@ -686,7 +692,7 @@ mod tests {
     }
 
     fn due_keys(holds: &Holds) -> Vec<String> {
-        let due = holds.due(0, usize::MAX, Instant::now());
+        let (due, _) = holds.due(0, usize::MAX, usize::MAX, Instant::now());
         due.iter().map(|hold| hold.key.to_string()).collect()
     }
 

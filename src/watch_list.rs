@@ -97,30 +97,50 @@ impl WatchList {
         self.slots().slots.len()
     }
 
-    /// The holds in slots `from..from + count`, minus those `drop_out` picks, which leave
-    /// their slots and are returned apart.
+    /// Up to `count` holds from the slots `from..end`, passing over empty slots and those
+    /// `drop_out` picks, which leave their slots and are returned apart; and the slot to
+    /// go on from.
     pub(crate) fn batch(
         &self,
         from: usize,
+        end: usize,
         count: usize,
         drop_out: impl Fn(&Hold) -> bool,
-    ) -> (Vec<Arc<Hold>>, Vec<Arc<Hold>>) {
+    ) -> Gathered {
         let mut slots = self.slots();
-        let end = slots.slots.len().min(from.saturating_add(count));
-        let (mut kept, mut dropped) = (Vec::with_capacity(end.saturating_sub(from)), Vec::new());
-        for index in from..end {
-            // `get`: dropping the last hold empties the list.
-            let Some(hold) = slots.slots.get(index).and_then(Clone::clone) else {
+        let end = end.min(slots.slots.len());
+        let mut gathered = Gathered {
+            kept: Vec::with_capacity(count.min(end.saturating_sub(from))),
+            dropped: Vec::new(),
+            next: from,
+        };
+        // `slots.len()`: dropping the last hold empties the list.
+        while gathered.kept.len() < count && gathered.next < end.min(slots.slots.len()) {
+            let index = gathered.next;
+            gathered.next += 1;
+            let Some(hold) = slots.slots[index].clone() else {
                 continue;
             };
             if drop_out(&hold) {
                 hold.watch_slot().store(NOT_LISTED, Ordering::Relaxed);
                 slots.take_out(index);
-                dropped.push(hold);
+                gathered.dropped.push(hold);
             } else {
-                kept.push(hold);
+                gathered.kept.push(hold);
             }
         }
-        (kept, dropped)
+        if gathered.next >= slots.slots.len() {
+            // Nothing left to walk: the caller's walk is over.
+            gathered.next = usize::MAX;
+        }
+        gathered
     }
+}
+
+/// What [`WatchList::batch`] found.
+pub(crate) struct Gathered {
+    pub(crate) kept: Vec<Arc<Hold>>,
+    pub(crate) dropped: Vec<Arc<Hold>>,
+    /// The slot after the last one looked at.
+    pub(crate) next: usize,
 }

@@ -132,7 +132,8 @@ async fn renew_all(renewals: &Renewals) -> bool {
                 _ => tracing::warn!(slots, "watchdog: no connection to Redis in time"),
             }
             // A deadline passing now is a lost connection, not a holder that never asked.
-            for hold in renewals.holds.due(0, slots, Instant::now()) {
+            let (due, _) = renewals.holds.due(0, slots, usize::MAX, Instant::now());
+            for hold in due {
                 hold.renewal_sent();
             }
             return false;
@@ -145,12 +146,24 @@ async fn renew_all(renewals: &Renewals) -> bool {
     let settle_now = renewals.replica_sync.is_none();
     let sent = conn.clone();
     // Each batch takes its holds from the list when it goes out, not at the round's start,
-    // so that a hold is visited once, just before its renewal is written.
-    let batches: Vec<Batch> = stream::iter((0..slots).step_by(size))
-        .map(move |from| {
+    // so that a hold is visited once, just before its renewal is written; and takes `size`
+    // live holds however many empty slots lie between them, so that a list thinned out by
+    // releases costs no more calls than a packed one.
+    // A plain iterator, polled lazily by the stream: an async cursor trips the compiler's
+    // higher-ranked lifetime check on this `Send` future.
+    let mut from = 0;
+    let gathered = stream::iter(std::iter::from_fn(move || {
+        (from < slots).then(|| {
+            let (due, next) = holds.due(from, slots, size, Instant::now());
+            from = next;
+            due
+        })
+    }));
+    let batches: Vec<Batch> = gathered
+        .filter(|due| std::future::ready(!due.is_empty()))
+        .map(move |due| {
             let conn = sent.clone();
             async move {
-                let due = holds.due(from, size, Instant::now());
                 match renew_batch(conn, lease_ms, due).await {
                     None => Batch::Failed,
                     Some(renewed) if settle_now => {

@@ -216,6 +216,37 @@ async fn locks_taken_in_the_slots_of_released_ones_are_renewed_and_released_ones
 }
 
 #[tokio::test]
+async fn locks_left_scattered_by_releases_are_still_renewed_a_full_batch_per_call() {
+    let server = RedisServer::start();
+    let client = client_with_watchdog(&server, Duration::from_secs(1)).await;
+    let mut guards = Vec::new();
+    for i in 0..400 {
+        guards.push(client.lock(format!("sparse:{i}")).lock().await.unwrap());
+    }
+    let mut kept = Vec::new();
+    for (i, guard) in guards.into_iter().enumerate() {
+        if i % 4 == 0 {
+            kept.push(guard);
+        } else {
+            guard.unlock().await.unwrap();
+        }
+    }
+    // 100 locks held, one in four of the watchdog's places: one call a round, not four.
+    let calls_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
+    tokio::time::sleep(Duration::from_millis(2_000)).await; // 6 rounds of 333 ms
+    let calls =
+        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+    assert!(
+        (1..=10).contains(&calls),
+        "{calls} renewal calls in 6 rounds"
+    );
+    assert!(kept.iter().all(|guard| !guard.is_lost()));
+    for guard in kept {
+        guard.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_watchdog_reentry_into_a_long_fixed_lease_shortens_the_validity_to_match_redis() {
     let server = RedisServer::start();
     let client = client_with_watchdog(&server, Duration::from_secs(2)).await;
