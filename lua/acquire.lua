@@ -4,18 +4,23 @@
 -- ARGV[2i - 1] lease of KEYS[i] in milliseconds
 -- ARGV[2i] owner field "<client-uuid>:<task-id>" asking for KEYS[i]
 -- Returns one integer per key: -3 when acquired (the owner's count went up by one and the
--- lease was reset), otherwise the holder's PTTL in milliseconds (-1 when the holder set no
--- expiry). Redisson answers nil for "acquired", which a Lua array cannot hold; PTTL never
--- answers below -2.
+-- lease was reset); -4 when the key is not a lock (another type, a read-write lock, a hash
+-- of other data: nothing written); otherwise the holder's PTTL in milliseconds (-1 when
+-- the holder set no expiry). Redisson answers nil for "acquired", which a Lua array cannot
+-- hold; PTTL never answers below -2.
 local replies = {}
 for i = 1, #KEYS do
-    local lease, owner = ARGV[2 * i - 1], ARGV[2 * i]
-    if (redis.call('exists', KEYS[i]) == 0) or (redis.call('hexists', KEYS[i], owner) == 1) then
-        redis.call('hincrby', KEYS[i], owner, 1)
-        redis.call('pexpire', KEYS[i], lease)
+    local key, lease, owner = KEYS[i], ARGV[2 * i - 1], ARGV[2 * i]
+    -- pcall: a key of another type must fail its own item, not every caller's in the batch.
+    local mine = redis.call('exists', key) == 0 or redis.pcall('hexists', key, owner)
+    if mine == true or mine == 1 then
+        redis.call('hincrby', key, owner, 1)
+        redis.call('pexpire', key, lease)
         replies[i] = -3
+    elseif mine == 0 and lock_shaped(key) then
+        replies[i] = redis.call('pttl', key)
     else
-        replies[i] = redis.call('pttl', KEYS[i])
+        replies[i] = -4
     end
 end
 return replies

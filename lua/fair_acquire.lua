@@ -2,50 +2,55 @@
 -- KEYS[1] lock hash
 -- KEYS[2] waiting queue (list of owner fields)
 -- KEYS[3] waiter deadlines (zset owner -> ms on the server clock)
--- KEYS[4] unlock channel; a waiter's own channel is this followed by ':<owner>'
--- ARGV[1] lease in milliseconds
--- ARGV[2] owner field "<client-uuid>:<task-id>"
--- ARGV[3] how long a queued waiter keeps its place without refreshing it, in ms
--- ARGV[4] "queue" to join the queue (or refresh the place in it) when the lock is not
+-- ARGV[1] unlock channel; a waiter's own channel is this followed by ':<owner>'
+-- ARGV[2] unlock message ("0")
+-- ARGV[3] lease in milliseconds
+-- ARGV[4] owner field "<client-uuid>:<task-id>"
+-- ARGV[5] how long a queued waiter keeps its place without refreshing it, in ms
+-- ARGV[6] "queue" to join the queue (or refresh the place in it) when the lock is not
 --         taken, "try" to leave the queue alone
--- ARGV[5] unlock message ("0")
 -- Returns nil when acquired (or re-entered); otherwise how long to wait at most before
 -- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
 -- free but another waiter heads the queue, the time until that waiter's deadline.
+local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
+if misshapen then
+    return misshapen
+end
+local owner = ARGV[4]
 local now = server_now()
 purge(KEYS[2], KEYS[3], now)
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+if redis.call('hexists', KEYS[1], owner) == 1 then
+    redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], ARGV[3])
     return nil
 end
 local free = redis.call('exists', KEYS[1]) == 0
 local head = redis.call('lindex', KEYS[2], 0)
-if free and head ~= false and head ~= ARGV[2] then
+if free and head ~= false and head ~= owner then
     -- A hand-over is under way, or its message was lost, or the head is gone: make sure
     -- a head that can hear is told, then look again.
-    notify_head(KEYS[2], KEYS[4], ARGV[5])
+    notify_head(KEYS[2], ARGV[1], ARGV[2])
     head = redis.call('lindex', KEYS[2], 0)
 end
-if free and (head == false or head == ARGV[2]) then
-    if head == ARGV[2] then
+if free and (head == false or head == owner) then
+    if head == owner then
         redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], ARGV[2])
+        redis.call('zrem', KEYS[3], owner)
     end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    redis.call('hset', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], ARGV[3])
     return nil
 end
-if ARGV[4] == 'queue' then
+if ARGV[6] == 'queue' then
     -- ZADD refreshes the deadline of a waiter already queued, and reports a new one.
-    if redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2]) == 1 then
-        redis.call('rpush', KEYS[2], ARGV[2])
+    if redis.call('zadd', KEYS[3], now + tonumber(ARGV[5]), owner) == 1 then
+        redis.call('rpush', KEYS[2], owner)
     end
 end
 if free then
     local deadline = redis.call('zscore', KEYS[3], head)
     if deadline == false then
-        return tonumber(ARGV[3])
+        return tonumber(ARGV[5])
     end
     return math.max(1, tonumber(deadline) - now)
 end

@@ -1,7 +1,9 @@
--- Shared by every fair-lock script (prepended at build time).
+-- Shared by every fair-lock script (prepended at build time, after lock_common.lua).
 -- Layout (Redisson RFairLock): lock hash, waiting queue `redisson_lock_queue:{K}` (a list of
 -- owner fields, head first), deadlines `redisson_lock_timeout:{K}` (a zset owner -> ms), and
--- one channel per waiter, `redisson_lock__channel:{K}:<owner>`.
+-- one channel per waiter, `redisson_lock__channel:{K}:<owner>`. Every fair script takes
+-- the three keys as KEYS[1..3], and the channel prefix and the unlock message as ARGV[1]
+-- and ARGV[2].
 
 -- Writes after TIME need effects replication on Redis < 5; a no-op on Redis 7.
 if redis.replicate_commands then
@@ -56,11 +58,14 @@ end
 -- reconnecting) step back behind that waiter, in their order, and the hand-over goes on
 -- at once. They keep their places otherwise: a dead one until its deadline drops it, a
 -- live one that reconnects having lost a turn for each release it missed.
+-- Publishes before it writes, and callers call it before they free the lock, so that a
+-- PUBLISH the user may not send fails the script with the lock and the queue as they were.
 local function notify_head(queue, channel, message)
     local index, hearer = first_hearer(queue, channel)
     if index == nil then
         return
     end
+    redis.call('publish', channel .. ':' .. hearer, message)
     if index > 0 then
         local unheard = {}
         for i = 1, index do
@@ -70,6 +75,21 @@ local function notify_head(queue, channel, message)
             redis.call('linsert', queue, 'after', hearer, unheard[i])
         end
     end
-    redis.call('publish', channel .. ':' .. hearer, message)
+end
+
+-- A NOTALOCK error for the first of a fair lock's keys that holds something a fair lock
+-- does not keep there, or nil when they all fit: checked before anything is written.
+local function fair_shape_error(lock, queue, timeouts)
+    local kind = type_of(lock)
+    if kind ~= 'none' and (kind ~= 'hash' or not lock_shaped(lock)) then
+        return not_a_lock(lock)
+    end
+    if not (type_of(queue) == 'none' or type_of(queue) == 'list') then
+        return not_a_lock(queue)
+    end
+    if not (type_of(timeouts) == 'none' or type_of(timeouts) == 'zset') then
+        return not_a_lock(timeouts)
+    end
+    return nil
 end
 

@@ -5,10 +5,25 @@
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner field "<client-uuid>:<task-id>"
 -- Returns {1, token} when acquired (or re-entered: every acquire gets a new token, as in
--- Redisson), otherwise {0, holder's PTTL} (-1 when the holder set no expiry).
-if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+-- Redisson), the token as a decimal string, exact over INCR's whole range; otherwise
+-- {0, holder's PTTL} (-1 when the holder set no expiry). Fails with NOTALOCK when either
+-- key is not what a fenced lock keeps there, and with Redis' own error when the counter
+-- cannot grow; nothing is written then.
+local mine = redis.call('exists', KEYS[1]) == 0 or redis.pcall('hexists', KEYS[1], ARGV[2])
+if mine == true or mine == 1 then
+    local kind = type_of(KEYS[2])
+    if kind ~= 'none' and kind ~= 'string' then
+        return not_a_lock(KEYS[2])
+    end
+    -- The counter first: if it cannot grow (not an integer, or at 2^63 - 1), INCR fails
+    -- before the lock is written.
+    redis.call('incr', KEYS[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, redis.call('incr', KEYS[2])}
+    -- GET, not INCR's reply: that reaches Lua as a double.
+    return {1, redis.call('get', KEYS[2])}
 end
-return {0, redis.call('pttl', KEYS[1])}
+if mine == 0 and lock_shaped(KEYS[1]) then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+return not_a_lock(KEYS[1])

@@ -1,10 +1,19 @@
--- Delete a lock whoever holds it, and wake one waiter.
+#!lua flags=allow-oom
+-- Delete a lock whoever holds it, and wake one waiter. Refuses a key that is not a lock,
+-- so that a name that collides with other data never deletes it.
+-- allow-oom: see unlock.lua.
 -- KEYS[1] lock hash
--- KEYS[2] unlock channel
--- ARGV[1] unlock message ("0")
+-- ARGV[1] unlock channel
+-- ARGV[2] unlock message ("0")
 -- Returns 1 when a lock was deleted, 0 when there was none.
-if redis.call('del', KEYS[1]) == 1 then
-    redis.call('publish', KEYS[2], ARGV[1])
-    return 1
+local kind = type_of(KEYS[1])
+if kind == 'none' then
+    return 0
 end
-return 0
+if kind ~= 'hash' or not lock_shaped(KEYS[1]) then
+    return not_a_lock(KEYS[1])
+end
+-- Published first: a refused PUBLISH fails the call before anything is deleted.
+redis.call('publish', ARGV[1], ARGV[2])
+redis.call('del', KEYS[1])
+return 1

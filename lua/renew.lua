@@ -1,4 +1,5 @@
--- Extend many watchdog locks in one call.
+-- Extend many watchdog locks in one call. PEXPIRE never grows memory, so this works when
+-- Redis is full too.
 -- KEYS[i] lock hash i
 -- ARGV[1] lease in milliseconds
 -- ARGV[i + 1] owner field expected in KEYS[i]

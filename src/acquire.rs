@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::client::Client;
 use crate::detach::FinishOnDrop;
 use crate::error::Result;
+use crate::explain;
 use crate::guard::LockGuard;
 use crate::hold::{Applied, Hold, Lease, Terms};
 use crate::names::LockNames;
@@ -23,7 +24,8 @@ use crate::owner::current_owner_field;
 use crate::pubsub::Subscription;
 use crate::queue::{leave_in_background, QueuePlace};
 use crate::release::Release;
-use crate::scripts::{AcquireCall, AcquireReply, UnlockOutcome};
+use crate::release::Released;
+use crate::scripts::{AcquireCall, AcquireReply};
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
 /// (which this crate never writes but a foreign client might), or, for a lock group, the
@@ -162,7 +164,7 @@ async fn wait_for_lock(
 /// Whether a failed script call may still have run in Redis: anything but a refused
 /// connection or an error Redis itself returned (a timed-out command is not withdrawn).
 fn may_have_run(error: &redis::RedisError) -> bool {
-    crate::connection::is_transient(error) && !error.is_connection_refusal()
+    crate::error::is_transient(error) && !error.is_connection_refusal()
 }
 
 /// Time left until `deadline` (`None`: no deadline, so without end).
@@ -199,6 +201,8 @@ pub(crate) async fn attempt(
     join_queue: bool,
 ) -> Result<Attempt> {
     let inner = &client.inner;
+    // At the kind's first use: may the user run every command its scripts run?
+    inner.commands.ensure(&inner.connections, names).await?;
     // A write that waits for replicas blocks its connection meanwhile: it goes out on a
     // pooled connection of its own, kept checked out until its WAIT is answered.
     let (conn, shared, checkout) = match &inner.replica_sync {
@@ -258,6 +262,7 @@ pub(crate) async fn attempt(
         let (took_lock, may_be_queued) = match &outcome {
             Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
             Ok((AcquireReply::RetryWithin(_), _)) => (false, join_queue),
+            Ok((AcquireReply::NotALock, _)) => (false, false),
             Err(e) => (
                 may_have_run(e) && !client.inner.holds.is_held(&id),
                 join_queue && may_have_run(e),
@@ -300,6 +305,8 @@ pub(crate) async fn attempt(
             let hold = inner.holds.add(&id, terms, started, applied);
             if hold.is_watchdog() {
                 inner.watchdog.ensure_running();
+            } else {
+                inner.lease_check.ensure_running();
             }
             tracing::debug!(lock = %names.key, %owner, "acquired");
             Ok(Attempt::Acquired(LockGuard::new(
@@ -312,6 +319,9 @@ pub(crate) async fn attempt(
         Ok((AcquireReply::RetryWithin(wait_ms), _)) => Ok(Attempt::RetryWithin(
             u64::try_from(wait_ms).ok().map(Duration::from_millis),
         )),
+        Ok((AcquireReply::NotALock, _)) => {
+            Err(explain::not_a_lock(&inner.connections, names.key.to_string()).await)
+        }
         Err(e) => {
             if let Some(shared) = &shared {
                 inner.connections.report(shared, &e);
@@ -331,7 +341,7 @@ pub(crate) async fn attempt(
                     .on(client.runtime())
                     .await;
             }
-            Err(e.into())
+            Err(explain::explain(&inner.connections, "acquiring", names, e.into()).await)
         }
     }
 }
@@ -369,7 +379,7 @@ fn undo(
         let key = names.key.clone();
         let release = Release::new(client, names, owner, lease_ms).pinned_to(pinned);
         match release.run().await {
-            Ok(UnlockOutcome::StillHeld) => {
+            Ok(Released::StillHeld) => {
                 if let (Some(hold), Some(applied), true) = (live, restore, counts) {
                     hold.lease_applied(undo_started, applied);
                 }

@@ -175,6 +175,14 @@ async fn send_batch<T: Batched>(conn: &mut MultiplexedConnection, batch: Vec<Que
                 let _ = caller.send(Err(wrong_reply_count()));
             }
         }
+        // Redis refused a key of the batch before running anything (an ACL user limited
+        // to key patterns): one caller's lock name must not fail the others'. Sent again
+        // one by one, each caller gets its own answer.
+        Err(e) if e.code() == Some("NOPERM") && items.len() > 1 => {
+            for (item, caller) in items.into_iter().zip(waiting) {
+                let _ = caller.send(send_alone(conn, item).await);
+            }
+        }
         Err(e) => {
             for caller in waiting {
                 let _ = caller.send(Err(e.clone()));

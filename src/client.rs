@@ -6,18 +6,23 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::batch::Batcher;
-use crate::config::{ClientBuilder, Settings};
-use crate::connection::Connections;
+use crate::config::ClientBuilder;
+use crate::connection::{Connections, Reconnects};
 use crate::error::{Error, Result};
 use crate::fair_lock::FairLock;
 use crate::fenced_lock::FencedLock;
 use crate::hold::Holds;
 use crate::latches::LatchReaper;
+use crate::lease_check::LeaseCheck;
 use crate::lock::{Lock, RLock};
+use crate::permissions::CommandCheck;
 use crate::pubsub::UnlockListener;
 use crate::queue::Heartbeat;
 use crate::replica_sync::ReplicaSync;
-use crate::scripts::{self, AcquireItem, UnlockItem};
+use crate::scripts::{AcquireItem, UnlockItem};
+use crate::server_check;
+use crate::server_url::ServerUrl;
+use crate::settings::Settings;
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis server and the source of its locks.
@@ -37,6 +42,9 @@ use crate::watchdog::Watchdog;
 /// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
+///
+/// `Debug` shows the client id, the URL with its password replaced by `***`, and how many
+/// locks the client holds.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -50,6 +58,8 @@ pub(crate) struct Inner {
     pub(crate) connections: Arc<Connections>,
     pub(crate) holds: Arc<Holds>,
     pub(crate) watchdog: Watchdog,
+    /// Checks fixed-lease holds after a reconnection.
+    pub(crate) lease_check: LeaseCheck,
     pub(crate) heartbeat: Heartbeat,
     pub(crate) listener: UnlockListener,
     pub(crate) latches: LatchReaper,
@@ -59,6 +69,8 @@ pub(crate) struct Inner {
     pub(crate) releases: Arc<Batcher<UnlockItem>>,
     /// Set when lock writes must reach a replica before they count.
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
+    /// Whether the user may run each lock kind's commands, checked at its first use.
+    pub(crate) commands: CommandCheck,
     /// The runtime the client was built on, where its connections are driven.
     runtime: tokio::runtime::Handle,
 }
@@ -94,19 +106,34 @@ impl Client {
         // drivers run too, so that a lock call from another runtime cannot tie them to a
         // runtime that may go away first.
         let runtime = tokio::runtime::Handle::current();
+        let reconnects = Arc::new(Reconnects::default());
         let listener = UnlockListener::new(
-            &settings.url,
+            settings.redis_client()?,
             settings.connect_timeout,
             settings.subscribe_timeout,
+            settings.ping_interval,
+            reconnects.clone(),
             runtime.clone(),
         )?;
-        let connections = Arc::new(Connections::open(&settings).await?);
+        let url = &settings.url;
+        let connections = Arc::new(
+            Connections::open(&settings, reconnects)
+                .await
+                .map_err(|e| first_contact(url, e))?,
+        );
         let mut conn = connections.shared().await?.conn;
-        let pong: String = redis::cmd("PING").query_async(&mut conn).await?;
+        let pong: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| first_contact(url, e.into()))?;
         if pong != "PONG" {
-            return Err(Error::Pool(format!("unexpected PING reply `{pong}`")));
+            return Err(Error::NotRedis {
+                url: url.to_string(),
+                detail: format!("PING answered `{pong}`"),
+            });
         }
-        scripts::load_all(&mut conn).await?;
+        server_check::check_server(&mut conn, url).await?;
+        let commands = CommandCheck::new(settings.replica_sync.is_some());
         let holds = Arc::new(Holds::default());
         let latches = LatchReaper::start(&connections, &runtime);
         let replica_sync = settings
@@ -118,6 +145,12 @@ impl Client {
             settings.watchdog_timeout,
             settings.watchdog_batch_size,
             replica_sync.clone(),
+            runtime.clone(),
+        );
+        let lease_check = LeaseCheck::new(
+            holds.clone(),
+            connections.clone(),
+            settings.watchdog_batch_size,
             runtime.clone(),
         );
         let heartbeat = Heartbeat::new(
@@ -137,12 +170,14 @@ impl Client {
                 connections,
                 holds,
                 watchdog,
+                lease_check,
                 heartbeat,
                 listener,
                 latches,
                 acquires: Batcher::new(runtime.clone()),
                 releases: Batcher::new(runtime.clone()),
                 replica_sync,
+                commands,
                 runtime,
             }),
         })
@@ -216,9 +251,21 @@ impl Client {
         self.inner.heartbeat.len()
     }
 
-    /// How many unlock channels this client is subscribed to: one per lock that has local
-    /// waiters, and one per waiting task for fair locks.
+    /// How many unlock channels this client is subscribed to, as Redis confirmed: one per
+    /// lock that has local waiters, and one per waiting task for fair locks.
     pub fn subscribed_channel_count(&self) -> usize {
         self.inner.listener.channel_count()
+    }
+}
+
+/// The first failure to reach the server, in words for a user who may have the wrong
+/// address: a reply redis-rs cannot parse means something else listens there.
+fn first_contact(url: &ServerUrl, error: Error) -> Error {
+    match error {
+        Error::Redis(e) if e.kind() == redis::ErrorKind::Parse => Error::NotRedis {
+            url: url.to_string(),
+            detail: url.scrub(&e.to_string()),
+        },
+        other => other,
     }
 }

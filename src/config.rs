@@ -1,28 +1,10 @@
-//! [`ClientBuilder`]: every setting of a [`Client`], with its default.
+//! [`ClientBuilder`]: every setting of a [`Client`], with its default and its range.
 
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::error::{Error, Result};
-use crate::validate;
-
-/// Settings of a [`Client`], checked by [`ClientBuilder::build`].
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) url: String,
-    pub(crate) key_prefix: String,
-    pub(crate) watchdog_timeout: Duration,
-    pub(crate) watchdog_batch_size: usize,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) response_timeout: Duration,
-    pub(crate) retry_attempts: u32,
-    pub(crate) retry_delay: Duration,
-    pub(crate) subscribe_timeout: Duration,
-    pub(crate) pool_size: usize,
-    pub(crate) fair_waiter_timeout: Duration,
-    /// Replicas to `WAIT` for after lock writes, and for how long; `None`: no waiting.
-    pub(crate) replica_sync: Option<(usize, Duration)>,
-}
+use crate::error::Result;
+use crate::settings::Settings;
 
 /// Builds a [`Client`]. Start from [`Client::builder`].
 ///
@@ -36,6 +18,9 @@ pub(crate) struct Settings {
 ///     .await?;
 /// # Ok(()) }
 /// ```
+///
+/// `Debug` prints the URL with its password replaced by `***`, and of TLS certificates only
+/// whether they are set.
 #[must_use = "a builder does nothing until `build` is awaited"]
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
@@ -45,27 +30,14 @@ pub struct ClientBuilder {
 impl ClientBuilder {
     pub(crate) fn new(url: impl Into<String>) -> Self {
         ClientBuilder {
-            settings: Settings {
-                url: url.into(),
-                key_prefix: String::new(),
-                watchdog_timeout: Duration::from_secs(30),
-                watchdog_batch_size: 100,
-                connect_timeout: Duration::from_secs(2),
-                response_timeout: Duration::from_secs(1),
-                retry_attempts: 3,
-                retry_delay: Duration::from_millis(100),
-                subscribe_timeout: Duration::from_secs(5),
-                pool_size: 4,
-                fair_waiter_timeout: Duration::from_secs(5),
-                replica_sync: None,
-            },
+            settings: Settings::new(url.into()),
         }
     }
 
     /// The lease of locks taken without an explicit lease; the watchdog renews them every
     /// third of it while they are held. Redisson's `lockWatchdogTimeout`.
     ///
-    /// Default: 30 s. Must be at least 10 ms.
+    /// Default: 30 s. From 10 ms to 24 hours.
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.settings.watchdog_timeout = timeout;
         self
@@ -73,7 +45,7 @@ impl ClientBuilder {
 
     /// How many locks one renewal script call extends. Redisson's `lockWatchdogBatchSize`.
     ///
-    /// Default: 100. Must be at least 1.
+    /// Default: 100. From 1 to 10,000.
     pub fn watchdog_batch_size(mut self, size: usize) -> Self {
         self.settings.watchdog_batch_size = size;
         self
@@ -82,7 +54,7 @@ impl ClientBuilder {
     /// Prepended to every lock name to form its Redis key (Redisson's `NameMapper` does the
     /// same job): a Java client must use the same mapping to share locks.
     ///
-    /// Default: empty.
+    /// Default: empty. At most 64 KiB.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.settings.key_prefix = prefix.into();
         self
@@ -90,7 +62,7 @@ impl ClientBuilder {
 
     /// How long opening a connection to Redis may take.
     ///
-    /// Default: 2 s.
+    /// Default: 2 s. From 1 ms to 5 minutes.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.settings.connect_timeout = timeout;
         self
@@ -98,7 +70,7 @@ impl ClientBuilder {
 
     /// How long one command may wait for Redis' reply before it fails with a timeout.
     ///
-    /// Default: 1 s.
+    /// Default: 1 s. From 1 ms to 5 minutes.
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.settings.response_timeout = timeout;
         self
@@ -107,7 +79,7 @@ impl ClientBuilder {
     /// How many times a command that failed to reach Redis is tried in all before the error
     /// is returned; unlocks are retried idempotently (Redisson's unlock latch).
     ///
-    /// Default: 3. Must be at least 1.
+    /// Default: 3. From 1 to 100.
     pub fn retry_attempts(mut self, attempts: u32) -> Self {
         self.settings.retry_attempts = attempts;
         self
@@ -116,7 +88,7 @@ impl ClientBuilder {
     /// The pause before retrying a command that failed to reach Redis; a random jitter of up
     /// to the same amount is added so that clients do not retry in step.
     ///
-    /// Default: 100 ms.
+    /// Default: 100 ms. At most 60 s.
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.settings.retry_delay = delay;
         self
@@ -125,7 +97,7 @@ impl ClientBuilder {
     /// How long a waiting lock call may wait for its unlock subscription to be confirmed
     /// before it fails with [`Error::Timeout`](crate::Error::Timeout).
     ///
-    /// Default: 5 s.
+    /// Default: 5 s. From 1 ms to 1 hour.
     pub fn subscribe_timeout(mut self, timeout: Duration) -> Self {
         self.settings.subscribe_timeout = timeout;
         self
@@ -134,7 +106,7 @@ impl ClientBuilder {
     /// The most command connections the client opens. Lock calls share one multiplexed
     /// connection; the watchdog and reconnections take theirs from this pool.
     ///
-    /// Default: 4. Must be at least 2.
+    /// Default: 4. From 2 to 1,024.
     pub fn pool_size(mut self, size: usize) -> Self {
         self.settings.pool_size = size;
         self
@@ -148,7 +120,7 @@ impl ClientBuilder {
     /// closed is passed over at once, whatever this is. Redisson's nearest setting,
     /// `fairLockWaitTimeout`, defaults to 5 minutes.
     ///
-    /// Default: 5 s. Must be at least 100 ms.
+    /// Default: 5 s. From 100 ms to 24 hours.
     pub fn fair_waiter_timeout(mut self, timeout: Duration) -> Self {
         self.settings.fair_waiter_timeout = timeout;
         self
@@ -174,10 +146,53 @@ impl ClientBuilder {
     /// never blocks the connection all lock calls share), one per call in flight: raise
     /// [`pool_size`](ClientBuilder::pool_size) for many concurrent acquires.
     ///
-    /// Default: off. `replicas` must be at least 1, and `timeout` at least 1 ms and shorter
+    /// Default: off. `replicas` from 1 to 1,000, and `timeout` at least 1 ms and shorter
     /// than the [`response_timeout`](ClientBuilder::response_timeout).
     pub fn replica_sync(mut self, replicas: usize, timeout: Duration) -> Self {
         self.settings.replica_sync = Some((replicas, timeout));
+        self
+    }
+
+    /// How often the pub/sub connection is pinged while the client waits for unlock
+    /// messages, so that a connection whose peer vanished without closing it (a half-open
+    /// connection behind a NAT or a load balancer) is noticed and replaced instead of
+    /// silently hearing nothing. Redisson's `pingConnectionInterval`.
+    ///
+    /// Default: 5 s. From 100 ms to 1 hour.
+    pub fn ping_interval(mut self, interval: Duration) -> Self {
+        self.settings.ping_interval = interval;
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` (one or more PEM certificates) for a
+    /// `rediss://` URL, instead of the system's trusted roots: for a Redis whose
+    /// certificate a private CA signed. Used by every connection of the client: lock
+    /// calls, the pool and pub/sub.
+    ///
+    /// A URL ending in `#insecure` (redis-rs's syntax) accepts any certificate instead; keep
+    /// that for tests.
+    ///
+    /// # Errors
+    /// [`build`](ClientBuilder::build) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pem` holds no PEM
+    /// certificate, or the URL is not a `rediss://` one.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: Vec<u8>) -> Self {
+        self.settings.tls.root_certificate = Some(pem);
+        self
+    }
+
+    /// Presents this certificate chain and private key (PEM) to a Redis that requires
+    /// client certificates (`tls-auth-clients yes`): mutual TLS, for every connection of
+    /// the client. The key is never printed.
+    ///
+    /// # Errors
+    /// [`build`](ClientBuilder::build) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when either is not PEM,
+    /// or the URL is not a `rediss://` one.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_certificate(mut self, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> Self {
+        self.settings.tls.client_certificate = Some((cert_pem, key_pem));
         self
     }
 
@@ -188,53 +203,7 @@ impl ClientBuilder {
     /// sent); [`Error::Redis`](crate::Error::Redis), [`Error::Pool`](crate::Error::Pool) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be
     /// reached within the connect and response timeouts.
     pub async fn build(self) -> Result<Client> {
-        let settings = self.validated()?;
+        let settings = self.settings.validated()?;
         Client::from_settings(settings).await
-    }
-
-    fn validated(self) -> Result<Settings> {
-        let s = self.settings;
-        validate::positive("watchdog_timeout", s.watchdog_timeout)?;
-        if s.watchdog_timeout < Duration::from_millis(10) {
-            return Err(Error::invalid(format!(
-                "watchdog_timeout must be at least 10 ms, got {:?}",
-                s.watchdog_timeout
-            )));
-        }
-        if s.watchdog_batch_size == 0 {
-            return Err(Error::invalid("watchdog_batch_size must be at least 1"));
-        }
-        validate::positive("connect_timeout", s.connect_timeout)?;
-        validate::positive("response_timeout", s.response_timeout)?;
-        validate::positive("subscribe_timeout", s.subscribe_timeout)?;
-        if s.retry_attempts == 0 {
-            return Err(Error::invalid("retry_attempts must be at least 1"));
-        }
-        if s.retry_delay > Duration::from_secs(60) {
-            return Err(Error::invalid("retry_delay must be at most 60 s"));
-        }
-        validate::positive("fair_waiter_timeout", s.fair_waiter_timeout)?;
-        if s.fair_waiter_timeout < Duration::from_millis(100) {
-            return Err(Error::invalid(format!(
-                "fair_waiter_timeout must be at least 100 ms, got {:?}",
-                s.fair_waiter_timeout
-            )));
-        }
-        if s.pool_size < 2 {
-            return Err(Error::invalid("pool_size must be at least 2"));
-        }
-        if let Some((replicas, timeout)) = s.replica_sync {
-            if replicas == 0 {
-                return Err(Error::invalid("replica_sync needs at least 1 replica"));
-            }
-            if timeout < Duration::from_millis(1) || timeout >= s.response_timeout {
-                return Err(Error::invalid(format!(
-                    "the replica_sync timeout must be at least 1 ms and shorter than the \
-                     response timeout ({:?}), got {timeout:?}",
-                    s.response_timeout
-                )));
-            }
-        }
-        Ok(s)
     }
 }

@@ -7,8 +7,8 @@
 //! where a broken one is replaced from, with its connect and health-check timeouts.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
@@ -16,33 +16,14 @@ use deadpool_redis::{Manager, Pool, Runtime};
 use rand::Rng;
 use redis::{AsyncConnectionConfig, RedisError};
 
-use crate::config::Settings;
 use crate::error::{Error, Result};
+use crate::settings::Settings;
 
 /// Timed-out replies in a row, with none arriving in between, after which the shared
 /// connection is taken for half-open (its peer gone without a FIN) and replaced. One timeout
 /// alone may just be a slow or frozen server, where reconnecting would only add a connect
 /// timeout to every error.
 const RETIRE_AFTER_TIMEOUTS: u32 = 3;
-
-/// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
-/// timeouts, dropped connections, and a server that is loading or failing over.
-pub(crate) fn is_transient(e: &RedisError) -> bool {
-    use redis::{ErrorKind, ServerErrorKind};
-    e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_unrecoverable_error()
-        || matches!(
-            e.kind(),
-            ErrorKind::Server(
-                ServerErrorKind::BusyLoading
-                    | ServerErrorKind::TryAgain
-                    | ServerErrorKind::ClusterDown
-                    | ServerErrorKind::MasterDown
-            )
-        )
-}
 
 /// A failed attempt to open the shared connection: for a short while, callers get its error
 /// at once instead of each waiting out another connect timeout in turn.
@@ -72,17 +53,67 @@ pub(crate) struct Connections {
     retry_delay: Duration,
     /// Told when a fresh shared connection replaces a broken one: Redis may have restarted
     /// or failed over and forgotten locks, which is worth checking at once.
-    reconnected: tokio::sync::Notify,
+    reconnects: Arc<Reconnects>,
+    /// Set when the runtime the connections were opened on has shut down: their drivers
+    /// are gone with it, and every call would fail with a broken pipe.
+    runtime_gone: Arc<AtomicBool>,
+}
+
+/// The services told when the client reconnects to Redis after losing it (the shared
+/// connection replaced, the pub/sub connection re-established): Redis may have restarted or
+/// failed over and forgotten locks, which the watchdog and the fixed-lease check then look
+/// for at once.
+#[derive(Default)]
+pub(crate) struct Reconnects {
+    listeners: std::sync::Mutex<Vec<Arc<tokio::sync::Notify>>>,
+}
+
+impl Reconnects {
+    /// A notification for one more listener. Each keeps a permit if it is busy when told,
+    /// so that a reconnection during a round is seen by the next one.
+    pub(crate) fn listen(&self) -> Arc<tokio::sync::Notify> {
+        let notify = Arc::new(tokio::sync::Notify::new());
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(notify.clone());
+        notify
+    }
+
+    /// Tells every listener.
+    pub(crate) fn tell(&self) {
+        for listener in self
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            listener.notify_one();
+        }
+    }
+}
+
+/// Sets its flag when dropped: held by a task that never ends, it is dropped when the
+/// runtime that runs the task shuts down.
+struct RuntimeWatch(Arc<AtomicBool>);
+
+impl Drop for RuntimeWatch {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 impl Connections {
     /// Builds the pool and opens the shared connection. A malformed URL is rejected before
     /// any connection is attempted.
-    pub(crate) async fn open(settings: &Settings) -> Result<Self> {
+    pub(crate) async fn open(settings: &Settings, reconnects: Arc<Reconnects>) -> Result<Self> {
         let connection_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
             .set_response_timeout(Some(settings.response_timeout));
-        let manager = Manager::new_with_config(settings.url.as_str(), connection_config)
+        // The redis-rs client carries the TLS certificates; its connection info is what the
+        // pool's manager opens connections from.
+        let info = settings.redis_client()?.get_connection_info().clone();
+        let manager = Manager::new_with_config(info, connection_config)
             .map_err(|e| Error::invalid(format!("invalid Redis URL `{}`: {e}", settings.url)))?;
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size)
@@ -100,14 +131,29 @@ impl Connections {
             timeouts_in_a_row: AtomicU32::new(0),
             retry_attempts: settings.retry_attempts,
             retry_delay: settings.retry_delay,
-            reconnected: tokio::sync::Notify::new(),
+            reconnects,
+            runtime_gone: Arc::new(AtomicBool::new(false)),
         };
+        let watch = RuntimeWatch(connections.runtime_gone.clone());
+        tokio::spawn(async move {
+            let _watch = watch;
+            std::future::pending::<()>().await
+        });
         connections.shared().await?;
         Ok(connections)
     }
 
+    /// [`Error::RuntimeGone`] once the client's runtime has shut down.
+    fn check_runtime(&self) -> Result<()> {
+        if self.runtime_gone.load(Ordering::Acquire) {
+            return Err(Error::RuntimeGone);
+        }
+        Ok(())
+    }
+
     /// The shared connection, opened anew from the pool if the last one was retired.
     pub(crate) async fn shared(&self) -> Result<SharedConn> {
+        self.check_runtime()?;
         if let Some(current) = self.current() {
             return Ok(current);
         }
@@ -150,15 +196,14 @@ impl Connections {
         };
         *self.shared.write().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
         if fresh.generation > 1 {
-            // One waiter (the watchdog); a permit is kept if it is in the middle of a round.
-            self.reconnected.notify_one();
+            self.reconnects.tell();
         }
         Ok(fresh)
     }
 
-    /// Told each time a fresh shared connection replaces a broken one.
-    pub(crate) fn reconnected(&self) -> &tokio::sync::Notify {
-        &self.reconnected
+    /// Who is told each time a fresh shared connection replaces a broken one.
+    pub(crate) fn reconnects(&self) -> &Arc<Reconnects> {
+        &self.reconnects
     }
 
     fn current(&self) -> Option<SharedConn> {
@@ -197,6 +242,7 @@ impl Connections {
     /// A connection of its own from the pool, for work that should not queue behind lock
     /// calls on the shared connection (the watchdog's large renewal batches).
     pub(crate) async fn pooled(&self) -> Result<deadpool_redis::Connection> {
+        self.check_runtime()?;
         // Boxed for the same reason as in `shared`: an acquire awaits this with replica sync.
         Ok(Box::pin(self.pool.get()).await?)
     }
@@ -237,7 +283,10 @@ impl Connections {
         let mut attempt = 1;
         loop {
             let outcome = match &pinned {
-                Some(conn) => operation(conn.clone()).await.map_err(Error::from),
+                Some(conn) => match self.check_runtime() {
+                    Ok(()) => operation(conn.clone()).await.map_err(Error::from),
+                    Err(e) => Err(e),
+                },
                 None => match self.shared().await {
                     Ok(shared) => {
                         let outcome = operation(shared.conn.clone()).await;

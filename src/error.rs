@@ -105,6 +105,71 @@ pub enum Error {
         /// The bound that ran out.
         after: Duration,
     },
+
+    /// Redis refused a command for lack of an ACL permission of the connected user. Nothing
+    /// was changed: every script checks what it may be refused before it writes. The
+    /// README's "Security" section lists the rules a lock user needs.
+    #[error("Redis refused {operation} `{target}`: the user lacks {missing}")]
+    PermissionDenied {
+        /// What was being done, such as "unlocking".
+        operation: &'static str,
+        /// The lock, channel or server the operation was on.
+        target: String,
+        /// The permission that is missing, with the ACL rule that grants it when known,
+        /// such as "PUBLISH to channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)".
+        missing: String,
+    },
+
+    /// The key is not a lock of this kind (a string, a list, a Redisson read-write lock, a
+    /// hash of other data): the call was refused and nothing was changed.
+    #[error("`{name}` is {found}, not a lock of this kind; nothing was changed")]
+    NotALock {
+        /// The key.
+        name: String,
+        /// What it holds, such as "a string" or "a hash that is not a lock".
+        found: String,
+    },
+
+    /// Redis answered a lock operation with an error of its own (such as OOM when it is out
+    /// of memory, or a fencing counter that cannot grow any more). Nothing is retried.
+    #[error("{operation} `{lock}` was refused by Redis: {message}")]
+    Rejected {
+        /// What was being done, such as "acquiring".
+        operation: &'static str,
+        /// The lock's key.
+        lock: String,
+        /// Redis' answer, without the script's hash and line number.
+        message: String,
+        /// The error as redis-rs reported it.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// The server answered, but not as Redis does: something else listens at that address
+    /// (an HTTP server, a TLS port spoken to without TLS, ...).
+    #[error("the server at {url} did not answer as Redis: {detail}")]
+    NotRedis {
+        /// The URL, with its password redacted.
+        url: String,
+        /// What went wrong.
+        detail: String,
+    },
+
+    /// The server cannot hold locks for this client: a replica (locks must be written on
+    /// a master), a Sentinel, a cluster node, or a Redis older than 7.0.
+    #[error("the server at {url} cannot hold locks: {reason}")]
+    UnsupportedServer {
+        /// The URL, with its password redacted.
+        url: String,
+        /// Why, and what to connect to instead.
+        reason: String,
+    },
+
+    /// The tokio runtime the client was built on has shut down, and with it the client's
+    /// connections and background tasks: build the client on a runtime that outlives its
+    /// use.
+    #[error("the tokio runtime this client was built on has shut down")]
+    RuntimeGone,
 }
 
 impl Error {
@@ -128,10 +193,11 @@ impl Error {
     }
 
     /// True when the failure came from reaching Redis (or, with replica sync, its
-    /// replicas) rather than from what was asked: a later retry may succeed.
+    /// replicas) rather than from what was asked: a later retry may succeed. Failed
+    /// authentication is not one: retrying with the same credentials cannot succeed.
     pub fn is_connection_error(&self) -> bool {
         match self {
-            Error::Redis(e) => crate::connection::is_transient(e),
+            Error::Redis(e) => is_transient(e),
             Error::Pool(_)
             | Error::Timeout { .. }
             | Error::QuorumUnreachable { .. }
@@ -146,6 +212,28 @@ impl Error {
         matches!(self, Error::NotReplicated { .. })
     }
 
+    /// True when Redis refused the credentials: a wrong password or user name
+    /// (`WRONGPASS`), or none given to a server that requires them (`NOAUTH`). Final: it is
+    /// never retried.
+    pub fn is_auth_error(&self) -> bool {
+        match self {
+            Error::Redis(e) => is_auth_failure(e),
+            _ => false,
+        }
+    }
+
+    /// True when Redis refused a command for lack of an ACL permission
+    /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied)).
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Error::PermissionDenied { .. })
+    }
+
+    /// True when the key is not a lock of this kind
+    /// ([`Error::NotALock`](crate::Error::NotALock)).
+    pub fn is_not_a_lock(&self) -> bool {
+        matches!(self, Error::NotALock { .. })
+    }
+
     /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost).
     pub fn lost_reason(&self) -> Option<LostReason> {
         match self {
@@ -156,6 +244,61 @@ impl Error {
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::InvalidArgument(message.into())
+    }
+}
+
+/// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
+/// timeouts, dropped connections, and a server that is loading or failing over. Not
+/// refused credentials, and not an answer that is not Redis' (a protocol error at connect
+/// is reported as [`Error::NotRedis`]).
+pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    if is_auth_failure(e) {
+        return false;
+    }
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            )
+        )
+}
+
+/// Refused credentials: redis-rs' own kind for a failed `AUTH` at connect, and the server's
+/// codes when a command is sent unauthenticated or the credentials are wrong.
+pub(crate) fn is_auth_failure(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
+/// True for a refusal for lack of an ACL permission: `NOPERM` for the command itself, and
+/// the messages Redis 7 gives a script whose inner command was refused (which carry the
+/// code `ERR`: see `scriptCall` in Redis' `script.c`).
+pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.detail()
+            .is_some_and(|detail| detail.starts_with("The user executing the script can't"))
+}
+
+/// A server's error, without the hash and line of the script it came from: Redis 7 appends
+/// ` script: <sha>, on @user_script:<line>.` to errors raised inside scripts.
+pub(crate) fn server_message(e: &redis::RedisError) -> String {
+    let detail = e.detail().unwrap_or_default();
+    let detail = match detail.find(" script: ") {
+        Some(at) => &detail[..at],
+        None => detail,
+    };
+    match e.code() {
+        Some(code) if !detail.is_empty() => format!("{code} {detail}"),
+        Some(code) => code.to_string(),
+        None => e.to_string(),
     }
 }
 

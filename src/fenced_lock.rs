@@ -6,7 +6,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lock::{sealed, Lock, LockKind};
 use crate::names::LockNames;
-use crate::scripts;
+use crate::{explain, scripts, validate};
 
 /// A reentrant distributed lock whose every acquire gets a fencing token: a number strictly
 /// greater than every token handed out before for the same name, read with
@@ -60,10 +60,14 @@ impl Client {
     /// (same cluster slot). Equal tokens are accepted, so one holder may write many times.
     /// The key is used as given (no key prefix).
     ///
+    /// Tokens are compared exactly over the whole `u64` range.
+    ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty key (nothing
-    /// is sent); a connection error when Redis cannot be reached after the retries (a
-    /// retried write is harmless: the same token and value again).
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty key or one
+    /// over 64 KiB (nothing is sent); [`Error::NotALock`](crate::Error::NotALock) when the
+    /// fence key holds something other than a token; a connection error when Redis cannot
+    /// be reached after the retries (a retried write is harmless: the same token and value
+    /// again).
     ///
     /// # Cancel safety
     /// Not cancel safe: if dropped, the value may or may not have been written.
@@ -71,10 +75,18 @@ impl Client {
         if key.is_empty() {
             return Err(Error::invalid("a fenced write needs a key"));
         }
+        validate::key_length("a fenced write's key", key)?;
         let fence = LockNames::fence_of(key);
-        self.inner
-            .connections
+        let connections = &self.inner.connections;
+        let written = connections
             .with_retries(|conn| scripts::fenced_set(conn, key, &fence, token, value))
-            .await
+            .await;
+        match written {
+            Ok(written) => Ok(written),
+            Err(e) => {
+                let checks = || explain::fenced_write_checks(key, &fence);
+                Err(explain::explain_with(connections, "writing", key, checks, e).await)
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use crate::error::{Error, LostReason, Result};
 use crate::hold::Hold;
 use crate::names::LockNames;
 use crate::release::Release;
-use crate::scripts::UnlockOutcome;
+use crate::release::Released;
 
 /// Proof of one hold on a distributed lock.
 ///
@@ -187,13 +187,23 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
             hold.owner.clone(),
             applied.ms,
         );
-        match request.run().await? {
-            UnlockOutcome::Freed => Ok(()),
-            UnlockOutcome::StillHeld if last => {
+        let released = match request.run().await {
+            Ok(released) => released,
+            Err(e) => {
+                if e.is_not_a_lock() {
+                    // Someone wrote other data over the lock: it is gone.
+                    hold.release_found_lost(LostReason::Released);
+                }
+                return Err(e);
+            }
+        };
+        match released {
+            Released::Freed => Ok(()),
+            Released::StillHeld if last => {
                 release_leftovers(&client, &names, &hold.owner).await;
                 Ok(())
             }
-            UnlockOutcome::StillHeld => {
+            Released::StillHeld => {
                 // With replica sync on, this lease was not waited for: it does not count,
                 // and the watchdog's next acknowledged renewal moves the validity on.
                 if client.inner.replica_sync.is_none() {
@@ -201,13 +211,13 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
                 }
                 Ok(())
             }
-            UnlockOutcome::NotHeld => {
+            Released::NotHeld => {
                 let reason = if Instant::now() >= hold.valid_until() {
                     LostReason::Expired
                 } else {
                     LostReason::Released
                 };
-                hold.mark_lost(reason);
+                hold.release_found_lost(reason);
                 Err(lost_error(&hold, hold.lost_reason().unwrap_or(reason)))
             }
         }
@@ -231,7 +241,7 @@ async fn release_leftovers(client: &Client, names: &Arc<LockNames>, owner: &Arc<
         }
         let release = Release::new(client.clone(), names.clone(), owner.clone(), 0);
         match release.run().await {
-            Ok(UnlockOutcome::StillHeld) => {}
+            Ok(Released::StillHeld) => {}
             Ok(_) => return,
             Err(e) => {
                 tracing::debug!(lock = %names.key, error = %e, "leftover holds expire with their lease");

@@ -267,6 +267,17 @@ impl Hold {
         if self.retired.load(Ordering::Acquire) {
             return false;
         }
+        self.set_lost(reason)
+    }
+
+    /// Marks the hold lost when its own release found the lock gone: the hold is retired
+    /// by then, but the loss happened before, and a `lost()` future taken earlier must
+    /// resolve rather than wait forever.
+    pub(crate) fn release_found_lost(&self, reason: LostReason) -> bool {
+        self.set_lost(reason)
+    }
+
+    fn set_lost(&self, reason: LostReason) -> bool {
         let marked = self
             .lost
             .compare_exchange(
@@ -283,6 +294,22 @@ impl Hold {
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
         }
         marked
+    }
+
+    /// Redis answered that the owner's field is gone: the hold is lost, as
+    /// [`LostReason::Expired`] if its lease had run out locally too, otherwise as
+    /// [`LostReason::Released`] (someone removed it, or Redis forgot it). Nothing to report
+    /// for a hold already released.
+    pub(crate) fn found_gone(&self) {
+        if self.is_released() {
+            return;
+        }
+        let reason = if Instant::now() >= self.valid_until() {
+            LostReason::Expired
+        } else {
+            LostReason::Released
+        };
+        self.mark_lost(reason);
     }
 
     /// Why the hold was marked lost, if it was (the deadline unchecked).
@@ -326,8 +353,10 @@ impl Hold {
                 return reason;
             }
             if self.retired.load(Ordering::Acquire) {
-                // Released cleanly: nothing more can be lost.
-                std::future::pending::<()>().await;
+                // Released: the deadline means nothing any more, and only the release
+                // itself, finding the lock gone, can still mark it lost.
+                marked.await;
+                continue;
             }
             tokio::select! {
                 _ = marked => {}
@@ -620,6 +649,21 @@ impl Holds {
 
     pub(crate) fn has_watchdog_holds(&self) -> bool {
         !self.watch.is_empty()
+    }
+
+    /// The live holds the watchdog does not renew: those of fixed leases.
+    pub(crate) fn fixed_lease_holds(&self) -> Vec<Arc<Hold>> {
+        self.map
+            .iter()
+            .filter(|hold| !hold.is_watchdog() && !hold.is_released())
+            .filter(|hold| hold.lost_reason().is_none())
+            .map(|hold| hold.clone())
+            .collect()
+    }
+
+    /// Whether any hold has a fixed lease.
+    pub(crate) fn has_fixed_lease_holds(&self) -> bool {
+        self.map.iter().any(|hold| !hold.is_watchdog())
     }
 
     pub(crate) fn len(&self) -> usize {

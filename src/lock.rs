@@ -5,7 +5,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::AsyncCommands;
 use tracing::instrument;
 
 use crate::acquire::{acquire, Request};
@@ -15,7 +14,7 @@ use crate::guard::LockGuard;
 use crate::hold::Lease;
 use crate::names::LockNames;
 use crate::owner::current_owner_field;
-use crate::{scripts, validate};
+use crate::{explain, scripts, validate};
 
 /// A reentrant distributed lock, shared with every process (Rust or Java/Redisson) that
 /// names the same key.
@@ -181,6 +180,15 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
+    /// The lock's names, once the connected user is known to be allowed every command of
+    /// this kind (checked at the kind's first use).
+    async fn checked_names(&self) -> Result<&Arc<LockNames>> {
+        let names = self.names()?;
+        let inner = &self.client.inner;
+        inner.commands.ensure(&inner.connections, names).await?;
+        Ok(names)
+    }
+
     /// The client and names a call on this lock uses; an invalid name is the error.
     pub(crate) fn parts(&self) -> Result<(&Client, &Arc<LockNames>)> {
         Ok((&self.client, self.names()?))
@@ -314,14 +322,13 @@ impl<K: LockKind> Lock<K> {
     /// Not cancel safe: if dropped, the lock may or may not have been deleted.
     #[instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
-        let names = self.names()?;
+        let names = self.checked_names().await?;
+        let connections = &self.client.inner.connections;
         let hit = self.client.inner.holds.holds_of(&names.key);
-        let deleted = self
-            .client
-            .inner
-            .connections
+        let deleted = connections
             .with_retries(|conn| scripts::force_unlock(conn, names))
-            .await?;
+            .await;
+        let deleted = explain::explained(connections, "force-unlocking", names, deleted).await?;
         if deleted {
             hit.iter().for_each(|hold| {
                 hold.mark_lost(LostReason::Released);
@@ -333,14 +340,14 @@ impl<K: LockKind> Lock<K> {
     /// Whether anyone holds the lock.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name;
+    /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
+    /// connection error.
     ///
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn is_locked(&self) -> Result<bool> {
-        let names = self.names()?;
-        self.query(|mut conn| async move { conn.exists(&*names.key).await })
-            .await
+        Ok(self.state().await?.pttl_ms != -2)
     }
 
     /// Whether the calling task holds the lock.
@@ -351,13 +358,7 @@ impl<K: LockKind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn is_held_by_current_task(&self) -> Result<bool> {
-        let names = self.names()?;
-        let owner = current_owner_field(&self.client.inner.id_text);
-        self.query(|mut conn| {
-            let owner = owner.clone();
-            async move { conn.hexists(&*names.key, &*owner).await }
-        })
-        .await
+        Ok(self.state().await?.count > 0)
     }
 
     /// How many holds the calling task has on the lock (0 when it holds none).
@@ -368,15 +369,7 @@ impl<K: LockKind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn hold_count(&self) -> Result<u32> {
-        let names = self.names()?;
-        let owner = current_owner_field(&self.client.inner.id_text);
-        let count: Option<u32> = self
-            .query(|mut conn| {
-                let owner = owner.clone();
-                async move { conn.hget(&*names.key, &*owner).await }
-            })
-            .await?;
-        Ok(count.unwrap_or(0))
+        Ok(self.state().await?.count)
     }
 
     /// How long until the lock's lease runs out: `None` when it is not held (or, if a
@@ -388,18 +381,18 @@ impl<K: LockKind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
-        let names = self.names()?;
-        let pttl: i64 = self
-            .query(|mut conn| async move { conn.pttl(&*names.key).await })
-            .await?;
+        let pttl = self.state().await?.pttl_ms;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
 
-    async fn query<T, F, Fut>(&self, operation: F) -> Result<T>
-    where
-        F: FnMut(redis::aio::MultiplexedConnection) -> Fut,
-        Fut: std::future::Future<Output = redis::RedisResult<T>>,
-    {
-        self.client.inner.connections.with_retries(operation).await
+    /// The lock as Redis has it, seen by the calling task; one read-only script call.
+    async fn state(&self) -> Result<scripts::LockState> {
+        let names = self.checked_names().await?;
+        let owner = current_owner_field(&self.client.inner.id_text);
+        let connections = &self.client.inner.connections;
+        let state = connections
+            .with_retries(|conn| scripts::inspect(conn, &names.key, &owner))
+            .await;
+        explain::explained(connections, "reading", names, state).await
     }
 }

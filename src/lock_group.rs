@@ -324,7 +324,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
         if P::DISTINCT_NODES {
             let mut seen = std::collections::HashSet::new();
             for node in &nodes {
-                if !seen.insert(node.client.inner.settings.url.as_str()) {
+                if !seen.insert(node.client.inner.settings.url.raw()) {
                     return Err(Error::invalid(format!(
                         "a {} needs one lock per independent master; `{}` is given twice",
                         P::TYPE_NAME,

@@ -17,14 +17,12 @@ use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result};
+use crate::connection::Reconnects;
+use crate::error::{is_permission_failure, Error, Result};
+use crate::explain::subscribe_missing;
 
 /// Pause between reconnection attempts while waiters want a subscription.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
-
-/// How often an idle pub/sub connection is pinged, so that a half-open connection (a peer
-/// that vanished without a FIN) is noticed and replaced instead of silently hearing nothing.
-const KEEPALIVE_EVERY: Duration = Duration::from_secs(5);
 
 /// The waiters of one channel on this client.
 #[derive(Debug)]
@@ -32,8 +30,19 @@ struct Channel {
     /// Wake-up permits: one per unlock message, capped at the number of waiters.
     wakeups: Semaphore,
     waiters: AtomicUsize,
-    /// True while Redis has confirmed our subscription on the current connection.
-    subscribed: watch::Sender<bool>,
+    /// Whether Redis confirmed our subscription on the current connection.
+    subscribed: watch::Sender<Subscribed>,
+}
+
+/// Where a channel's subscription stands on the current connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subscribed {
+    /// Asked for, or to be asked for once connected.
+    Pending,
+    Confirmed,
+    /// The user may not subscribe to it (ACL): its waiters are told at once, and the
+    /// connection, which is fine, is kept.
+    Refused,
 }
 
 impl Channel {
@@ -63,6 +72,12 @@ struct Shared {
     redis: redis::Client,
     /// Bound on each SUBSCRIBE, UNSUBSCRIBE and PING of the connection task.
     command_timeout: Duration,
+    /// Told when this connection is re-established after a loss: the shared connection's
+    /// listeners check their holds then too.
+    reconnects: Arc<Reconnects>,
+    /// How often the connection is pinged, so that a half-open connection (a peer that
+    /// vanished without a FIN) is noticed and replaced instead of silently hearing nothing.
+    ping_interval: Duration,
     /// Where the connection task runs: the runtime the client was built on.
     runtime: tokio::runtime::Handle,
     connect_timeout: Duration,
@@ -80,18 +95,21 @@ pub(crate) struct UnlockListener {
 }
 
 impl UnlockListener {
+    /// `redis`: where to connect, with the client's TLS settings.
     pub(crate) fn new(
-        url: &str,
+        redis: redis::Client,
         connect_timeout: Duration,
         command_timeout: Duration,
+        ping_interval: Duration,
+        reconnects: Arc<Reconnects>,
         runtime: tokio::runtime::Handle,
     ) -> Result<Self> {
-        let redis = redis::Client::open(url)
-            .map_err(|e| Error::invalid(format!("invalid Redis URL `{url}`: {e}")))?;
         Ok(UnlockListener {
             shared: Arc::new(Shared {
                 redis,
+                reconnects,
                 command_timeout,
+                ping_interval,
                 runtime,
                 connect_timeout,
                 channels: Mutex::new(HashMap::new()),
@@ -103,7 +121,9 @@ impl UnlockListener {
     /// Registers a waiter on `channel` and returns once Redis confirmed the subscription.
     ///
     /// # Errors
-    /// [`Error::Timeout`](crate::Error::Timeout) when the subscription is not confirmed within `timeout`.
+    /// [`Error::Timeout`](crate::Error::Timeout) when the subscription is not confirmed
+    /// within `timeout`; [`Error::PermissionDenied`](crate::Error::PermissionDenied) as soon
+    /// as Redis refuses it.
     pub(crate) async fn subscribe(
         &self,
         channel: &Arc<str>,
@@ -121,7 +141,7 @@ impl UnlockListener {
                     Arc::new(Channel {
                         wakeups: Semaphore::new(0),
                         waiters: AtomicUsize::new(0),
-                        subscribed: watch::Sender::new(false),
+                        subscribed: watch::Sender::new(Subscribed::Pending),
                     })
                 })
                 .clone();
@@ -141,16 +161,22 @@ impl UnlockListener {
             holds_wakeup: false,
         };
         let mut subscribed = subscription.channel.subscribed.subscribe();
-        let confirmed = tokio::time::timeout(timeout, subscribed.wait_for(|s| *s))
-            .await
-            .is_ok();
-        if confirmed {
-            Ok(subscription)
-        } else {
-            Err(Error::Timeout {
+        let settled =
+            tokio::time::timeout(timeout, subscribed.wait_for(|s| *s != Subscribed::Pending)).await;
+        let settled = settled
+            .ok()
+            .and_then(|state| state.ok().map(|state| *state));
+        match settled {
+            Some(Subscribed::Confirmed) => Ok(subscription),
+            Some(_) => Err(Error::PermissionDenied {
+                operation: "subscribing to",
+                target: channel.to_string(),
+                missing: subscribe_missing(channel),
+            }),
+            _ => Err(Error::Timeout {
                 during: "subscribing to the unlock channel",
                 after: timeout,
-            })
+            }),
         }
     }
 
@@ -165,13 +191,16 @@ impl UnlockListener {
         }
     }
 
-    /// How many channels this client is subscribed to (for tests and diagnostics).
+    /// How many channels Redis confirmed this client's subscription to (for tests and
+    /// diagnostics): a waiter counts once it can hear an unlock, not when it asks to.
     pub(crate) fn channel_count(&self) -> usize {
         self.shared
             .channels
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .len()
+            .values()
+            .filter(|channel| *channel.subscribed.borrow() == Subscribed::Confirmed)
+            .count()
     }
 }
 
@@ -194,7 +223,7 @@ impl Shared {
             let respawn = task.is_some();
             if respawn {
                 for (_, channel) in self.wanted() {
-                    channel.subscribed.send_replace(false);
+                    channel.subscribed.send_replace(Subscribed::Pending);
                 }
             }
             let (sender, receiver) = mpsc::unbounded_channel();
@@ -274,15 +303,22 @@ async fn run(
             tokio::time::sleep(RECONNECT_DELAY).await;
             continue;
         }
-        let command_timeout = listener.command_timeout;
+        if reconnecting {
+            listener.reconnects.tell();
+        }
+        let (command_timeout, ping_interval) = (listener.command_timeout, listener.ping_interval);
         drop(listener);
         reconnecting = true;
-        let mut keepalive = tokio::time::interval(KEEPALIVE_EVERY);
+        let mut keepalive = tokio::time::interval(ping_interval);
         keepalive.tick().await;
         loop {
             tokio::select! {
                 _ = keepalive.tick() => {
-                    if bounded(command_timeout, async { Ok(sink.ping::<String>().await?) }).await.is_err() {
+                    // Any reply will do: on RESP2 a subscribed connection answers PING with
+                    // `["pong", ""]`, on RESP3 with `PONG`.
+                    let pong = async { Ok(sink.ping::<redis::Value>().await?) };
+                    if let Err(e) = bounded(command_timeout, pong).await {
+                        tracing::debug!(error = %e, "pub/sub ping failed");
                         break;
                     }
                 }
@@ -309,7 +345,7 @@ async fn run(
         tracing::debug!("pub/sub connection lost; reconnecting");
         if let Some(listener) = shared.upgrade() {
             for (_, channel) in listener.wanted() {
-                channel.subscribed.send_replace(false);
+                channel.subscribed.send_replace(Subscribed::Pending);
             }
         }
     }
@@ -337,14 +373,50 @@ async fn subscribe_all(listener: &Shared, sink: &mut PubSubSink, reconnected: bo
         return Ok(());
     }
     let names: Vec<&str> = wanted.iter().map(|(name, _)| &**name).collect();
-    sink.subscribe(&names).await?;
-    for (_, channel) in &wanted {
-        channel.subscribed.send_replace(true);
-        if reconnected {
-            channel.wake_all();
+    match sink.subscribe(&names).await {
+        Ok(()) => {
+            for (_, channel) in &wanted {
+                confirm(channel, reconnected);
+            }
         }
+        // Redis refuses the whole SUBSCRIBE when one channel is refused: ask for each
+        // alone, to tell the refused ones' waiters and serve the others.
+        Err(e) if is_permission_failure(&e) => {
+            for (name, channel) in &wanted {
+                subscribe_one(sink, name, channel).await?;
+                if reconnected {
+                    channel.wake_all();
+                }
+            }
+        }
+        Err(e) => return Err(e.into()),
     }
     Ok(())
+}
+
+/// Marks `channel` subscribed, waking its waiters to re-check after a reconnection.
+fn confirm(channel: &Channel, reconnected: bool) {
+    channel.subscribed.send_replace(Subscribed::Confirmed);
+    if reconnected {
+        channel.wake_all();
+    }
+}
+
+/// Subscribes one channel; a refusal is the channel's, told to its waiters, and keeps the
+/// connection (reconnecting would only be refused again, ten times a second).
+async fn subscribe_one(sink: &mut PubSubSink, name: &str, channel: &Channel) -> Result<()> {
+    match sink.subscribe(name).await {
+        Ok(()) => {
+            channel.subscribed.send_replace(Subscribed::Confirmed);
+            Ok(())
+        }
+        Err(e) if is_permission_failure(&e) => {
+            tracing::warn!(channel = name, error = %e, "the user may not subscribe to an unlock channel");
+            channel.subscribed.send_replace(Subscribed::Refused);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Applies one command, skipping it if the channel's waiters changed their mind since.
@@ -354,8 +426,7 @@ async fn apply(listener: &Shared, sink: &mut PubSubSink, command: Command) -> Re
             let Some(channel) = listener.channel(&name) else {
                 return Ok(());
             };
-            sink.subscribe(&*name).await?;
-            channel.subscribed.send_replace(true);
+            subscribe_one(sink, &name, &channel).await?;
         }
         Command::Unsubscribe(name) => {
             if listener.channel(&name).is_none() {

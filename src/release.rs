@@ -10,9 +10,21 @@ use std::sync::Arc;
 use redis::aio::MultiplexedConnection;
 
 use crate::client::Client;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::explain;
 use crate::names::LockNames;
 use crate::scripts::{UnlockCall, UnlockOutcome};
+
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The owner held nothing.
+    NotHeld,
+    /// One hold was released and others remain.
+    StillHeld,
+    /// The last hold was released; the lock is free and one waiter was told.
+    Freed,
+}
 
 /// One release request of `owner`'s hold on a lock.
 pub(crate) struct Release {
@@ -73,7 +85,13 @@ impl Release {
     }
 
     /// Runs the request, retrying failures to reach Redis.
-    pub(crate) async fn run(self) -> Result<UnlockOutcome> {
+    ///
+    /// # Errors
+    /// A connection error after the retries; [`Error::NotALock`] when the key is no lock
+    /// any more, and [`Error::PermissionDenied`] when the user may not publish the unlock
+    /// message or reach a key (nothing was written then: the lock stays until its lease
+    /// runs out); [`Error::Rejected`] for any other refusal.
+    pub(crate) async fn run(self) -> Result<Released> {
         let call = self.call();
         let mut tries = 0;
         let outcome = self
@@ -86,6 +104,21 @@ impl Release {
                 call.run(conn, retry)
             })
             .await;
+        let connections = &self.client.inner.connections;
+        let outcome = match outcome {
+            Ok(UnlockOutcome::NotHeld) => Ok(Released::NotHeld),
+            Ok(UnlockOutcome::StillHeld) => Ok(Released::StillHeld),
+            Ok(UnlockOutcome::Freed) => Ok(Released::Freed),
+            Ok(UnlockOutcome::NotALock) => {
+                Err(explain::not_a_lock(connections, self.names.key.to_string()).await)
+            }
+            Ok(UnlockOutcome::PublishRefused) => Err(Error::PermissionDenied {
+                operation: "unlocking",
+                target: self.names.key.to_string(),
+                missing: explain::publish_missing(&self.names.channel),
+            }),
+            Err(e) => Err(explain::explain(connections, "unlocking", &self.names, e).await),
+        };
         self.forget_latch();
         outcome
     }

@@ -11,41 +11,67 @@
 use std::sync::{Arc, LazyLock};
 
 use redis::aio::MultiplexedConnection;
-use redis::{RedisResult, Script};
+use redis::{ErrorKind, RedisError, RedisResult, Script};
 
 use crate::batch::{send_alone, Batched, Batcher};
 use crate::evalsha::EvalSha;
 use crate::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
-macro_rules! script {
-    ($file:literal) => {
-        LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))))
+/// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
+/// then the helpers it shares with other scripts, then its body.
+fn assemble(shared: &[&str], body: &str) -> String {
+    let (flags, body) = match body.strip_prefix("#!") {
+        Some(_) => body.split_once('\n').unwrap_or((body, "")),
+        None => ("", body),
     };
+    let mut source = String::with_capacity(body.len() + 64);
+    if !flags.is_empty() {
+        source.push_str(flags);
+        source.push('\n');
+    }
+    for part in shared {
+        source.push_str(part);
+    }
+    source.push_str(body);
+    source
 }
 
-macro_rules! fair_script {
-    ($file:literal) => {
+/// A script of `lua/`, with the shared helper files listed after it prepended.
+macro_rules! script {
+    ($file:literal $(, $shared:literal)*) => {
         LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/fair_common.lua"),
-                include_str!(concat!("../lua/", $file))
+            Script::new(&assemble(
+                &[$(include_str!(concat!("../lua/", $shared))),*],
+                include_str!(concat!("../lua/", $file)),
             ))
         })
     };
 }
 
-static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
+/// A fair-lock script: the lock helpers and `lua/fair_common.lua` prepended.
+macro_rules! fair_script {
+    ($file:literal) => {
+        script!($file, "lock_common.lua", "fair_common.lua")
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = script!("acquire.lua", "lock_common.lua");
 static UNLOCK: LazyLock<Script> = script!("unlock.lua");
-static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua");
+static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua", "lock_common.lua");
 static RENEW: LazyLock<Script> = script!("renew.lua");
-static FENCED_ACQUIRE: LazyLock<Script> = script!("fenced_acquire.lua");
-static FENCED_SET: LazyLock<Script> = script!("fenced_set.lua");
-static FENCED_RAISE: LazyLock<Script> = script!("fenced_raise.lua");
+static FENCED_ACQUIRE: LazyLock<Script> = script!("fenced_acquire.lua", "lock_common.lua");
+static FENCED_SET: LazyLock<Script> =
+    script!("fenced_set.lua", "lock_common.lua", "fence_common.lua");
+static FENCED_RAISE: LazyLock<Script> =
+    script!("fenced_raise.lua", "lock_common.lua", "fence_common.lua");
 static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("fair_acquire.lua");
 static FAIR_UNLOCK: LazyLock<Script> = fair_script!("fair_unlock.lua");
 static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("fair_force_unlock.lua");
 static FAIR_LEAVE: LazyLock<Script> = fair_script!("fair_leave.lua");
 static FAIR_HEARTBEAT: LazyLock<Script> = fair_script!("fair_heartbeat.lua");
+static ACL_PROBE: LazyLock<Script> = script!("acl_probe.lua");
+static INSPECT: LazyLock<Script> = script!("inspect.lua", "lock_common.lua");
+static STILL_HELD: LazyLock<Script> = script!("still_held.lua");
 
 /// Loads every script, so that later calls find them by hash.
 pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()> {
@@ -62,6 +88,9 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()
         &FAIR_FORCE_UNLOCK,
         &FAIR_LEAVE,
         &FAIR_HEARTBEAT,
+        &ACL_PROBE,
+        &INSPECT,
+        &STILL_HELD,
     ];
     for script in all {
         script.prepare_invoke().load_async(conn).await?;
@@ -72,27 +101,36 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()
 /// The most bytes a number argument takes.
 const NUMBER_BYTES: usize = 20;
 
-/// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines,
-/// channel (a key, not an argument, so that a cluster routes the call by its slot).
+/// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines.
 fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
     call.arg(&*names.key)
         .arg(&*queue.list)
-        .arg(&*queue.deadlines)
-        .arg(&*names.channel);
+        .arg(&*queue.deadlines);
 }
 
-/// A call of a fair-lock script on one lock, its four keys written: `more_keys` keys and
-/// then `args` arguments are to follow.
+/// A call of a fair-lock script on one lock: its three keys, then `more_keys` keys (to be
+/// added), then the channel and the unlock message, then `args` arguments (to be added).
+/// The channel is an argument, not a key: it needs no key permission (see the README's
+/// ACL rules), and the lock key routes the call.
 fn fair_call<'s>(
     script: &'s Script,
     names: &LockNames,
     queue: &QueueNames,
-    more_keys: usize,
+    more_keys: &[&str],
     args: usize,
 ) -> EvalSha<'s> {
     let bytes = names.key.len() * 4 + 128 + args * NUMBER_BYTES;
-    let mut call = EvalSha::new(script, 4 + more_keys, 4 + more_keys + args, bytes);
+    let mut call = EvalSha::new(
+        script,
+        3 + more_keys.len(),
+        5 + more_keys.len() + args,
+        bytes,
+    );
     fair_keys(&mut call, names, queue);
+    for key in more_keys {
+        call.arg(*key);
+    }
+    call.arg(&*names.channel).arg(UNLOCK_MESSAGE);
     call
 }
 
@@ -116,6 +154,8 @@ pub(crate) enum AcquireReply {
     Acquired { token: Option<u64> },
     /// Not acquired: try again within this many ms at the latest (-1: no bound known).
     RetryWithin(i64),
+    /// The lock key is not a lock of this kind; nothing was written.
+    NotALock,
 }
 
 impl From<Option<i64>> for AcquireReply {
@@ -129,6 +169,12 @@ impl From<Option<i64>> for AcquireReply {
 
 /// `lua/acquire.lua`'s answer for a key that was acquired (below any PTTL).
 const ACQUIRED: i64 = -3;
+
+/// The batched scripts' answer for a key that is not a lock (below any PTTL).
+const NOT_A_LOCK: i64 = -4;
+
+/// `lua/unlock.lua`'s answer when the user may not publish the unlock message.
+const PUBLISH_REFUSED: i64 = -5;
 
 /// One plain lock's acquire, as an item of `lua/acquire.lua`.
 pub(crate) struct AcquireItem {
@@ -160,6 +206,7 @@ impl Batched for AcquireItem {
             .into_iter()
             .map(|reply| match reply {
                 ACQUIRED => AcquireReply::Acquired { token: None },
+                NOT_A_LOCK => AcquireReply::NotALock,
                 wait_ms => AcquireReply::RetryWithin(wait_ms),
             })
             .collect())
@@ -170,18 +217,28 @@ impl AcquireCall<'_> {
     /// `lua/acquire.lua`, `lua/fenced_acquire.lua` or `lua/fair_acquire.lua`.
     pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<AcquireReply> {
         if let Some(token) = &self.names.token {
-            let (acquired, value): (i64, i64) = FENCED_ACQUIRE
-                .key(&*self.names.key)
-                .key(&**token)
+            let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
+            let mut call = EvalSha::new(&FENCED_ACQUIRE, 2, 4, bytes);
+            call.arg(&*self.names.key)
+                .arg(&**token)
                 .arg(self.lease_ms)
-                .arg(&**self.owner)
-                .invoke_async(&mut conn)
-                .await?;
+                .arg(&**self.owner);
+            // The token arrives as a decimal string: exact over the counter's whole range.
+            let (acquired, value): (i64, String) = call.query(&mut conn).await?;
+            let parsed = |what: &str| {
+                value.parse::<i64>().map_err(|_| {
+                    RedisError::from((
+                        ErrorKind::UnexpectedReturnType,
+                        "the fenced acquire answered a malformed number",
+                        format!("{what} `{value}`"),
+                    ))
+                })
+            };
             return Ok(match acquired {
                 1 => AcquireReply::Acquired {
-                    token: u64::try_from(value).ok(),
+                    token: Some(parsed("token")?.unsigned_abs()),
                 },
-                _ => AcquireReply::RetryWithin(value),
+                _ => AcquireReply::RetryWithin(parsed("pttl")?),
             });
         }
         let Some(queue) = &self.names.queue else {
@@ -195,12 +252,11 @@ impl AcquireCall<'_> {
                 None => send_alone(&mut conn, item).await,
             };
         };
-        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, 0, 5);
+        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, &[], 4);
         call.arg(self.lease_ms)
             .arg(&**self.owner)
             .arg(self.place_ms)
-            .arg(if self.join_queue { "queue" } else { "try" })
-            .arg(UNLOCK_MESSAGE);
+            .arg(if self.join_queue { "queue" } else { "try" });
         let reply: Option<i64> = call.query(&mut conn).await?;
         Ok(reply.into())
     }
@@ -215,6 +271,11 @@ pub(crate) enum UnlockOutcome {
     StillHeld,
     /// The last hold was released; the lock is free and one waiter was told.
     Freed,
+    /// The key is not a lock; nothing was written.
+    NotALock,
+    /// The user may not publish the unlock message; nothing was written (the lock is still
+    /// held).
+    PublishRefused,
 }
 
 impl From<Option<i64>> for UnlockOutcome {
@@ -222,6 +283,8 @@ impl From<Option<i64>> for UnlockOutcome {
         match found {
             None | Some(-1) => UnlockOutcome::NotHeld,
             Some(0) => UnlockOutcome::StillHeld,
+            Some(NOT_A_LOCK) => UnlockOutcome::NotALock,
+            Some(PUBLISH_REFUSED) => UnlockOutcome::PublishRefused,
             Some(_) => UnlockOutcome::Freed,
         }
     }
@@ -269,17 +332,16 @@ impl Batched for UnlockItem {
                         + 1
                 })
                 .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, 3 * items.len(), 2 + 6 * items.len(), bytes);
+        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 2 + 6 * items.len(), bytes);
         for item in items {
-            call.arg(&*item.names.key)
-                .arg(&*item.names.channel)
-                .arg(&*item.latch);
+            call.arg(&*item.names.key).arg(&*item.latch);
         }
         // Every item of one client asks for the same latch lifetime; the longest is safe.
         let latch_ttl_ms = items.iter().map(|i| i.latch_ttl_ms).max().unwrap_or(0);
         call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms);
         for item in items {
-            call.arg(item.lease_ms)
+            call.arg(&*item.names.channel)
+                .arg(item.lease_ms)
                 .arg(&*item.owner)
                 .arg(if item.retry { "1" } else { "0" });
         }
@@ -309,10 +371,8 @@ impl UnlockCall<'_> {
                 None => send_alone(&mut conn, item).await,
             };
         };
-        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, 1, 4);
-        call.arg(&**self.latch)
-            .arg(UNLOCK_MESSAGE)
-            .arg(self.lease_ms)
+        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, &[self.latch], 3);
+        call.arg(self.lease_ms)
             .arg(&**self.owner)
             .arg(self.latch_ttl_ms);
         let found: Option<i64> = call.query(&mut conn).await?;
@@ -326,15 +386,16 @@ pub(crate) async fn force_unlock(
     mut conn: MultiplexedConnection,
     names: &LockNames,
 ) -> RedisResult<bool> {
-    let mut call = match &names.queue {
+    let call = match &names.queue {
         None => {
-            let mut call = EvalSha::new(&FORCE_UNLOCK, 2, 3, 2 * names.key.len() + 64);
-            call.arg(&*names.key).arg(&*names.channel);
+            let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 3, 2 * names.key.len() + 64);
+            call.arg(&*names.key)
+                .arg(&*names.channel)
+                .arg(UNLOCK_MESSAGE);
             call
         }
-        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, 0, 1),
+        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], 0),
     };
-    call.arg(UNLOCK_MESSAGE);
     call.query(&mut conn).await
 }
 
@@ -348,8 +409,8 @@ pub(crate) async fn leave_queue(
     let Some(queue) = &names.queue else {
         return Ok(());
     };
-    let mut call = fair_call(&FAIR_LEAVE, names, queue, 0, 2);
-    call.arg(owner).arg(UNLOCK_MESSAGE);
+    let mut call = fair_call(&FAIR_LEAVE, names, queue, &[], 1);
+    call.arg(owner);
     let _was_queued: i64 = call.query(&mut conn).await?;
     Ok(())
 }
@@ -407,13 +468,13 @@ pub(crate) async fn refresh_places<'a>(
     let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
         (n + 1, bytes + 4 * names.key.len() + 128 + owner.len())
     });
-    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 4 * waiters, 5 * waiters + 2, bytes);
+    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 2, bytes);
     for (names, queue, _) in batch.clone() {
         fair_keys(&mut call, names, queue);
     }
     call.arg(place_ms).arg(UNLOCK_MESSAGE);
-    for (_, _, owner) in batch {
-        call.arg(owner);
+    for (names, _, owner) in batch {
+        call.arg(&*names.channel).arg(owner);
     }
     let places: Vec<i64> = call.query(conn).await?;
     Ok(places
@@ -435,13 +496,9 @@ pub(crate) async fn fenced_set(
     token: u64,
     value: &[u8],
 ) -> RedisResult<bool> {
-    FENCED_SET
-        .key(key)
-        .key(fence)
-        .arg(token)
-        .arg(value)
-        .invoke_async(&mut conn)
-        .await
+    let mut call = EvalSha::new(&FENCED_SET, 2, 4, key.len() + fence.len() + value.len());
+    call.arg(key).arg(fence).arg(token).arg(value);
+    call.query(&mut conn).await
 }
 
 /// `lua/fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
@@ -455,11 +512,71 @@ pub(crate) async fn fenced_raise(
     let Some(counter) = &names.token else {
         return Ok(false);
     };
-    FENCED_RAISE
-        .key(&*names.key)
-        .key(&**counter)
-        .arg(owner)
-        .arg(token)
-        .invoke_async(&mut conn)
-        .await
+    let mut call = EvalSha::new(&FENCED_RAISE, 2, 4, names.key.len() * 2 + owner.len() + 64);
+    call.arg(&*names.key).arg(&**counter).arg(owner).arg(token);
+    call.query(&mut conn).await
+}
+
+/// `lua/acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
+/// user may not run, by their index in `checks`.
+pub(crate) async fn refused_checks(
+    conn: &mut MultiplexedConnection,
+    checks: &[Vec<String>],
+) -> RedisResult<Vec<usize>> {
+    let args: usize = checks.iter().map(|check| check.len() + 1).sum();
+    let bytes = checks.iter().flatten().map(String::len).sum::<usize>() + args * 4;
+    let mut call = EvalSha::new(&ACL_PROBE, 0, args, bytes);
+    for check in checks {
+        call.arg(check.len());
+        for word in check {
+            call.arg(word.as_str());
+        }
+    }
+    let refused: Vec<usize> = call.query(conn).await?;
+    Ok(refused
+        .into_iter()
+        .filter_map(|n| n.checked_sub(1))
+        .collect())
+}
+
+/// What [`inspect`] read of one lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LockState {
+    /// The lock's PTTL: -2 when it is not held, -1 when it has no expiry.
+    pub(crate) pttl_ms: i64,
+    /// How many holds the asked owner has.
+    pub(crate) count: u32,
+}
+
+/// `lua/inspect.lua`: the state of the lock `key` as seen by `owner`, or a NOTALOCK error
+/// when the key is not a lock.
+pub(crate) async fn inspect(
+    mut conn: MultiplexedConnection,
+    key: &str,
+    owner: &str,
+) -> RedisResult<LockState> {
+    let mut call = EvalSha::new(&INSPECT, 1, 2, key.len() + owner.len());
+    call.arg(key).arg(owner);
+    let (pttl_ms, count): (i64, u32) = call.query(&mut conn).await?;
+    Ok(LockState { pttl_ms, count })
+}
+
+/// `lua/still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still
+/// holds the lock.
+pub(crate) async fn still_held<'a>(
+    conn: &mut MultiplexedConnection,
+    batch: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> RedisResult<Vec<bool>> {
+    let (keys, bytes) = batch.clone().fold((0, 0), |(n, bytes), (key, owner)| {
+        (n + 1, bytes + key.len() + owner.len())
+    });
+    let mut call = EvalSha::new(&STILL_HELD, keys, 2 * keys, bytes);
+    for (key, _) in batch.clone() {
+        call.arg(key);
+    }
+    for (_, owner) in batch {
+        call.arg(owner);
+    }
+    let held: Vec<i64> = call.query(conn).await?;
+    Ok(held.into_iter().map(|h| h == 1).collect())
 }

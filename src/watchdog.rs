@@ -12,7 +12,6 @@ use futures_util::stream::{self, StreamExt};
 use tokio::time::Instant;
 
 use crate::connection::Connections;
-use crate::error::LostReason;
 use crate::hold::{Applied, Hold, Holds};
 use crate::periodic::{Periodic, Rounds};
 use crate::replica_sync::ReplicaSync;
@@ -33,6 +32,8 @@ pub(crate) struct Watchdog {
 struct Renewals {
     holds: Arc<Holds>,
     connections: Arc<Connections>,
+    /// Told when the client reconnects (see [`Rounds::cut_short`]).
+    reconnected: Arc<tokio::sync::Notify>,
     lease_ms: u64,
     batch_size: usize,
     /// Set when a renewal counts only once a replica has it.
@@ -50,6 +51,7 @@ impl Watchdog {
     ) -> Self {
         let renewals = Renewals {
             holds,
+            reconnected: connections.reconnects().listen(),
             connections,
             lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
             batch_size,
@@ -108,7 +110,7 @@ impl Rounds for Renewals {
     /// over to a replica that lacked a lock, the renewal finds the owner's field gone and the
     /// holder is told now, not a third of a lease later.
     fn cut_short(&self) -> Option<&tokio::sync::Notify> {
-        Some(self.connections.reconnected())
+        Some(&self.reconnected)
     }
 }
 
@@ -277,14 +279,7 @@ async fn renew_batch(
 fn settle(hold: &Hold, renewed: bool, started: Instant, applied: Applied) {
     if renewed {
         hold.renewed(started, applied);
-    } else if !hold.is_released() {
-        // The owner's field is gone. If the lease had run out locally too, it expired;
-        // otherwise somebody removed it.
-        let reason = if Instant::now() >= hold.valid_until() {
-            LostReason::Expired
-        } else {
-            LostReason::Released
-        };
-        hold.mark_lost(reason);
+    } else {
+        hold.found_gone();
     }
 }

@@ -228,3 +228,94 @@ async fn a_retried_unlock_whose_first_try_ran_releases_one_hold_only() {
     assert_eq!(hash.get(outer.owner()), Some(&1), "{hash:?}");
     outer.unlock().await.unwrap();
 }
+
+/// A server that answers every connection like a web server would, then hangs up.
+fn http_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = [0; 1024];
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_redis_is_named_as_such_and_not_retried() {
+    let port = http_server();
+    let started = Instant::now();
+    let err = Client::connect(format!("redis://127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotRedis { .. }), "{err:?}");
+    assert!(!err.is_connection_error(), "retrying cannot help: {err}");
+    assert!(err.to_string().contains("did not answer as Redis"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_replica_is_refused_at_connect() {
+    let master = RedisServer::start();
+    let replica = support::start_replica_of(&master).await;
+    let err = Client::connect(replica.url()).await.unwrap_err();
+    assert!(matches!(err, Error::UnsupportedServer { .. }), "{err:?}");
+    assert!(err.to_string().contains("replica"), "{err}");
+    Client::connect(master.url()).await.unwrap();
+}
+
+#[test]
+fn a_client_whose_runtime_shut_down_says_so() {
+    let server = RedisServer::start();
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let (client, guard) = first.block_on(async {
+        let client = Client::connect(server.url()).await.unwrap();
+        let guard = client
+            .lock("held")
+            .lock_with_lease(Duration::from_secs(30))
+            .await
+            .unwrap();
+        (client, guard)
+    });
+    drop(first);
+
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let err = client.lock("other").lock().await.unwrap_err();
+        assert!(matches!(err, Error::RuntimeGone), "{err:?}");
+        assert!(err.to_string().contains("runtime"), "{err}");
+        let err = guard.unlock().await.unwrap_err();
+        assert!(matches!(err, Error::RuntimeGone), "{err:?}");
+        let err = client.lock("held").is_locked().await.unwrap_err();
+        assert!(matches!(err, Error::RuntimeGone), "{err:?}");
+    });
+}
+
+#[tokio::test]
+async fn a_fixed_lease_holder_is_told_when_a_restarted_redis_forgot_its_lock() {
+    let mut server = RedisServer::start();
+    let client = client(&server).await;
+    let guard = client
+        .lock("fixed")
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let lost = guard.lost();
+
+    server.restart();
+    // Any call after the restart makes the client replace its connection.
+    let _ = client.lock("another").try_lock().await;
+    let reason = tokio::time::timeout(Duration::from_secs(5), lost)
+        .await
+        .expect("told long before the 60 s lease runs out");
+    assert_eq!(reason, redis_rlock::LostReason::Released);
+    assert!(guard.is_lost());
+    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+}

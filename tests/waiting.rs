@@ -290,3 +290,89 @@ async fn a_call_abandoned_while_redis_is_frozen_leaves_no_lock_once_it_thaws() {
         "the abandoned acquire was undone, not left for its 30 s lease"
     );
 }
+
+/// The id of the one pub/sub connection on a server (`CLIENT LIST TYPE pubsub`), and the
+/// last command it ran; asked on `raw`, so that asking opens no connection.
+async fn pubsub_connection(raw: &redis::aio::MultiplexedConnection) -> Option<(String, String)> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut raw.clone())
+        .await
+        .unwrap();
+    let line = list.lines().find(|line| line.contains("sub="))?;
+    let field = |name: &str| {
+        line.split(' ')
+            .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
+            .unwrap_or_default()
+            .to_string()
+    };
+    Some((field("id"), field("cmd")))
+}
+
+/// `total_connections_received` of `INFO stats`, asked on `raw`.
+async fn connections_received(raw: &redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(&mut raw.clone())
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_pubsub_connection_is_kept_while_healthy_on_resp2_and_resp3() {
+    for protocol in ["", "?protocol=resp3"] {
+        let server = RedisServer::start();
+        let raw = server.raw().await;
+        let holder = client(&server).await;
+        let waiter = redis_rlock::Client::builder(format!("{}{protocol}", server.url()))
+            .ping_interval(Duration::from_millis(100))
+            .build()
+            .await
+            .unwrap();
+        let guard = holder.lock("kept").lock().await.unwrap();
+        let lock = waiter.lock("kept");
+        let waiting = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await });
+        eventually("the waiter subscribed", GENEROUS, || {
+            waiter.subscribed_channel_count() == 1
+        })
+        .await;
+        let (id, _) = pubsub_connection(&raw).await.expect("a pub/sub connection");
+        let connections = connections_received(&raw).await;
+
+        // Many pings later, the same connection still serves the waiter.
+        let pinged = support::settles_to(true, GENEROUS, || async {
+            pubsub_connection(&raw)
+                .await
+                .is_some_and(|(_, cmd)| cmd == "ping")
+        })
+        .await;
+        assert!(pinged, "{protocol}: the connection is pinged");
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let (still, cmd) = pubsub_connection(&raw).await.expect("a pub/sub connection");
+        assert_eq!(
+            (&still, cmd.as_str()),
+            (&id, "ping"),
+            "{protocol}: one connection, pinged"
+        );
+        assert_eq!(
+            connections_received(&raw).await,
+            connections,
+            "{protocol}: no new connection"
+        );
+
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        tokio::time::timeout(GENEROUS, waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert!(released.elapsed() < Duration::from_secs(1), "{protocol}");
+    }
+}

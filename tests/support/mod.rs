@@ -10,6 +10,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod acl;
+/// `rediss://`: a test PKI and a redis-server with a TLS port next to its plain one.
+#[cfg(feature = "tls")]
+pub mod tls;
+
 /// How long a freshly spawned server may take to answer `PING`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many times to try a new port (or the same port, on restart) before giving up.

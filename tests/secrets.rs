@@ -1,0 +1,140 @@
+//! Secrets never appear in what the crate prints: `Debug` of the builder, the client, the
+//! locks and the guards, error messages, and log lines at every level.
+
+mod support;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use redis_rlock::Client;
+use support::RedisServer;
+
+const SECRET: &str = "s3cret-Pa55word";
+
+/// A server with a user `app` whose password is [`SECRET`].
+fn server_with_password() -> RedisServer {
+    let server = RedisServer::start();
+    let set = format!(">{SECRET}");
+    server.cli(&["ACL", "SETUSER", "app", "on", &set, "~*", "&*", "+@all"]);
+    server
+}
+
+fn url_of(server: &RedisServer) -> String {
+    format!("redis://app:{SECRET}@127.0.0.1:{}", server.port())
+}
+
+#[tokio::test]
+async fn debug_output_shows_the_url_without_its_password() {
+    let server = server_with_password();
+    let builder = Client::builder(url_of(&server));
+    let printed = format!("{builder:?}");
+    assert!(!printed.contains(SECRET), "{printed}");
+    assert!(printed.contains("redis://app:***@127.0.0.1"), "{printed}");
+
+    let client = builder.build().await.unwrap();
+    let lock = client.lock("order:1");
+    let guard = lock.lock().await.unwrap();
+    for printed in [
+        format!("{client:?}"),
+        format!("{client:#?}"),
+        format!("{lock:?}"),
+        format!("{guard:?}"),
+    ] {
+        assert!(!printed.contains(SECRET), "{printed}");
+    }
+    assert!(format!("{client:?}").contains("app:***@"));
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn errors_about_a_url_never_quote_its_password() {
+    let bad_urls = [
+        format!("redis://:{SECRET}@127.0.0.1:notaport"),
+        format!("redis://app:{SECRET}@[::1/"),
+        format!("redis://app:{SECRET}@127.0.0.1:6379/notadb"),
+        format!("redis+unix:///nonexistent.sock?pass={SECRET}&db=x"),
+        format!("http://app:{SECRET}@127.0.0.1:6379"),
+    ];
+    for url in bad_urls {
+        let err = Client::connect(url.as_str()).await.unwrap_err();
+        let printed = format!("{err} / {err:?}");
+        assert!(err.is_invalid_argument(), "{url}: {printed}");
+        assert!(!printed.contains(SECRET), "{printed}");
+    }
+}
+
+#[tokio::test]
+async fn refused_credentials_are_final_and_never_quoted() {
+    let server = server_with_password();
+    let wrong = format!("redis://app:{SECRET}-wrong@127.0.0.1:{}", server.port());
+    let err = Client::connect(wrong.as_str()).await.unwrap_err();
+    assert!(err.is_auth_error(), "{err:?}");
+    assert!(!err.is_connection_error(), "retrying cannot help: {err:?}");
+    assert!(!format!("{err} {err:?}").contains(SECRET));
+
+    // No password at all for a server that requires one: NOAUTH.
+    server.cli(&["CONFIG", "SET", "requirepass", SECRET]);
+    let err = Client::connect(server.url()).await.unwrap_err();
+    assert!(err.is_auth_error(), "{err:?}");
+    assert!(!err.is_connection_error(), "{err:?}");
+}
+
+/// Where the test's log lines go.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn log_lines_never_carry_the_password() {
+    let server = server_with_password();
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    // Everything on this thread, background tasks included: a current-thread runtime.
+    tracing::subscriber::with_default(subscriber, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client = Client::builder(url_of(&server))
+                .watchdog_timeout(std::time::Duration::from_millis(300))
+                .build()
+                .await
+                .unwrap();
+            let guard = client.lock("order:1").lock().await.unwrap();
+            // A renewal round and a waiter's subscription log too.
+            let waiter = client.lock("order:1");
+            let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            guard.unlock().await.unwrap();
+            waiting.await.unwrap().unwrap();
+            let wrong = format!("redis://app:{SECRET}x@127.0.0.1:{}", server.port());
+            Client::connect(wrong.as_str()).await.unwrap_err();
+        });
+    });
+    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logged.contains("connected"),
+        "the connect line is logged:\n{logged}"
+    );
+    assert!(
+        logged.contains("app:***@"),
+        "the URL is logged redacted:\n{logged}"
+    );
+    assert!(!logged.contains(SECRET), "{logged}");
+}
