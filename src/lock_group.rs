@@ -133,8 +133,6 @@ struct Failure {
     retry_within: Option<Duration>,
     /// Some locks were granted, but too few: rivals may have split the nodes.
     split: bool,
-    /// The nodes that answered (granted or busy): they can announce unlocks.
-    answered: Vec<usize>,
     /// The nodes held by someone else: only their unlocks can let the group in.
     busy: Vec<usize>,
 }
@@ -142,12 +140,11 @@ struct Failure {
 impl Failure {
     /// The quorum was reached, but nothing usable was left of the lease by the time the
     /// group could be returned: try again at once (after the split-vote pause).
-    fn no_time_left(answered: Vec<usize>, busy: Vec<usize>) -> Self {
+    fn no_time_left(busy: Vec<usize>) -> Self {
         Failure {
             unreachable: None,
             retry_within: Some(Duration::ZERO),
             split: true,
-            answered,
             busy,
         }
     }
@@ -347,7 +344,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let retry_attempts = first.inner.connections.retry_attempts();
         let mut unreachable_rounds = 0;
-        // One per node, made once the node has answered, so that a node that is down costs
+        // One per node, made once the node has answered busy, so that a node that is down costs
         // no subscribe timeout; retried each round until it is made.
         let mut subscriptions: Vec<Option<Subscription>> = nodes.iter().map(|_| None).collect();
         loop {
@@ -378,7 +375,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             let subscribed = subscribe_missing(
                 &nodes,
                 &owner,
-                &failure.answered,
+                &failure.busy,
                 &mut subscriptions,
                 remaining(deadline),
             )
@@ -427,7 +424,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             })
             .collect();
         let mut held = Vec::with_capacity(total);
-        let (mut answered, mut busy) = (Vec::new(), Vec::new());
+        let mut busy = Vec::new();
         let mut unreachable = 0;
         let mut retry_within: Option<Duration> = None;
         let mut last_error = None;
@@ -435,11 +432,9 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             match outcome {
                 Ok(Attempt::Acquired(guard)) => {
                     held.push((index, guard));
-                    answered.push(index);
                 }
                 Ok(Attempt::RetryWithin(bound)) => {
                     busy.push(index);
-                    answered.push(index);
                     retry_within = match (retry_within, bound) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -462,7 +457,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
                     // Too few masters still held the lock to vouch for the token: as if the
                     // quorum were never reached. Dropping the holds releases them.
                     tracing::debug!(lock = %self.first_name(), "fencing token not agreed");
-                    return Round::Failed(Failure::no_time_left(answered, busy));
+                    return Round::Failed(Failure::no_time_left(busy));
                 }
                 agreed
             } else {
@@ -509,7 +504,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             // Reaching the quorum took what the lease left after the node timeout (a stalled
             // process): no time is left to use it. Dropping the guard releases it.
             tracing::debug!(lock = %self.first_name(), "quorum reached too late");
-            return Round::Failed(Failure::no_time_left(answered, busy));
+            return Round::Failed(Failure::no_time_left(busy));
         }
         // Not acquired: the attempts still out are dropped, and each undoes what it took
         // when its answer comes; what was taken is released on every node at once, awaited
@@ -529,23 +524,24 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             unreachable,
             retry_within,
             split,
-            answered,
             busy,
         })
     }
 }
 
-/// Subscribes to the unlock channel of every node in `answered` that has no subscription
-/// yet, all at once; returns whether any was made. A node that cannot confirm in time keeps
-/// none, and is asked again after the next round.
+/// Subscribes to the unlock channel of every node in `busy` that has no subscription yet,
+/// all at once; returns whether any was made. Only a busy node's unlock can let the group
+/// in: a subscription elsewhere would only cost a round (each new one is followed by a
+/// retry, for an unlock published before it was made). A node that cannot confirm in time
+/// keeps none, and is asked again after the next round.
 async fn subscribe_missing(
     nodes: &[Node],
     owner: &str,
-    answered: &[usize],
+    busy: &[usize],
     subscriptions: &mut [Option<Subscription>],
     remaining: Duration,
 ) -> bool {
-    let missing: Vec<usize> = answered
+    let missing: Vec<usize> = busy
         .iter()
         .copied()
         .filter(|&index| subscriptions[index].is_none())

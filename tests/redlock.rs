@@ -262,9 +262,16 @@ async fn a_redlock_is_reentrant_on_every_master() {
     let lock = redlock(&a, "nested");
     let outer = lock.lock().await.unwrap();
     let inner = lock.lock().await.unwrap();
+    // Each call returns at the majority; the other masters' answers join in the background.
     for server in &group.servers {
-        let hash = lock_hash(&mut server.raw().await, "nested").await;
-        assert_eq!(hash.get(outer.owner()), Some(&2), "{hash:?}");
+        let conn = server.raw().await;
+        let count = settles_to(Some(2), GENEROUS, || {
+            let mut conn = conn.clone();
+            let owner = outer.owner().to_string();
+            async move { lock_hash(&mut conn, "nested").await.get(&owner).copied() }
+        })
+        .await;
+        assert_eq!(count, Some(2), "re-entered on every master");
     }
     inner.unlock().await.unwrap();
     assert_eq!(held_on(&group, "nested", &[true; 5]).await, [true; 5]);
@@ -296,9 +303,11 @@ async fn a_multilock_rolls_back_while_one_lock_is_held_elsewhere() {
 
     let waiting = multi.clone();
     let waiter = tokio::spawn(async move { waiting.lock().await.unwrap() });
+    // It listens where only an unlock can let it in: b's master. (Which other locks answer
+    // before b is decided in a round depends on timing; it never needs their unlocks.)
     let subscribed = settles_to(true, GENEROUS, || {
-        let (one, two) = (one.clone(), two.clone());
-        async move { one.subscribed_channel_count() == 2 && two.subscribed_channel_count() == 1 }
+        let two = two.clone();
+        async move { two.subscribed_channel_count() == 1 }
     })
     .await;
     assert!(subscribed);

@@ -1,10 +1,7 @@
 //! Secrets never appear in what the crate prints: `Debug` of the builder, the client, the
-//! locks and the guards, error messages, and log lines at every level.
+//! locks and the guards, and error messages. Log lines: `tests/log_redaction.rs`.
 
 mod support;
-
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 
 use redis_rlock::Client;
 use support::RedisServer;
@@ -77,64 +74,4 @@ async fn refused_credentials_are_final_and_never_quoted() {
     let err = Client::connect(server.url()).await.unwrap_err();
     assert!(err.is_auth_error(), "{err:?}");
     assert!(!err.is_connection_error(), "{err:?}");
-}
-
-/// Where the test's log lines go.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[test]
-fn log_lines_never_carry_the_password() {
-    let server = server_with_password();
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
-    // Everything on this thread, background tasks included: a current-thread runtime.
-    tracing::subscriber::with_default(subscriber, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let client = Client::builder(url_of(&server))
-                .watchdog_timeout(std::time::Duration::from_millis(300))
-                .build()
-                .await
-                .unwrap();
-            let guard = client.lock("order:1").lock().await.unwrap();
-            // A renewal round and a waiter's subscription log too.
-            let waiter = client.lock("order:1");
-            let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
-            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            guard.unlock().await.unwrap();
-            waiting.await.unwrap().unwrap();
-            let wrong = format!("redis://app:{SECRET}x@127.0.0.1:{}", server.port());
-            Client::connect(wrong.as_str()).await.unwrap_err();
-        });
-    });
-    let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert!(
-        logged.contains("connected"),
-        "the connect line is logged:\n{logged}"
-    );
-    assert!(
-        logged.contains("app:***@"),
-        "the URL is logged redacted:\n{logged}"
-    );
-    assert!(!logged.contains(SECRET), "{logged}");
 }
