@@ -10,65 +10,26 @@ pub const USER: &str = "locker";
 pub const PASSWORD: &str = "secret";
 
 /// The README's `ACL SETUSER` arguments for a lock user whose lock names match
-/// `lock_pattern` (such as `app:*`), verbatim: every lock kind, fenced writes and replica
-/// sync included.
+/// `lock_pattern` (such as `app:*`), read from the README itself so that the tests use
+/// exactly what users are told: every lock kind, fenced writes and replica sync included.
 pub fn readme_rules(lock_pattern: &str) -> Vec<String> {
-    let mut rules = vec!["ACL".to_string(), "SETUSER".to_string(), USER.to_string()];
-    let words = [
-        "on",
-        ">secret",
-        "resetkeys",
-        "resetchannels",
-        "-@all",
-        &format!("~{lock_pattern}"),
-        "~redisson_unlock_latch:*",
-        "~redisson_lock_queue:*",
-        "~redisson_lock_timeout:*",
-        "~redisson_lock_token:*",
-        "~redis_rlock_fence:*",
-        "&redisson_lock__channel:*",
-        // Every lock kind.
-        "+evalsha",
-        "+script|load",
-        "+ping",
-        "+hello",
-        "+unwatch",
-        "+exists",
-        "+type",
-        "+hexists",
-        "+hget",
-        "+hincrby",
-        "+hrandfield",
-        "+pexpire",
-        "+pttl",
-        "+del",
-        "+unlink",
-        "+set",
-        "+get",
-        "+publish",
-        "+subscribe",
-        "+unsubscribe",
-        // Fair locks.
-        "+hset",
-        "+lindex",
-        "+lpop",
-        "+rpush",
-        "+linsert",
-        "+lrange",
-        "+lrem",
-        "+zadd",
-        "+zrem",
-        "+zscore",
-        "+zrangebyscore",
-        "+pubsub|numsub",
-        "+time",
-        // Fenced locks.
-        "+incr",
-        // Replica sync only.
-        "+wait",
-        "+info",
-    ];
-    rules.extend(words.iter().map(|word| word.to_string()));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let block = readme
+        .split("```text\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("\n```").map(|(block, _)| block))
+        .find(|block| block.starts_with("ACL SETUSER locker"))
+        .expect("the README shows the lock user's rules in a ```text block");
+    let rules: Vec<String> = block
+        .split_whitespace()
+        .map(|word| match word {
+            "~app:*" => format!("~{lock_pattern}"),
+            other => other.to_string(),
+        })
+        .collect();
+    assert_eq!(rules[..3], ["ACL", "SETUSER", USER]);
+    assert!(rules.contains(&format!(">{PASSWORD}")));
     rules
 }
 
