@@ -121,6 +121,12 @@ fn pin(pid: u32, cpu: &str) -> bool {
         .is_ok_and(|out| out.status.success())
 }
 
+/// `lua/acquire.lua` as the library sends it: after the helpers it shares.
+const ACQUIRE_SOURCE: &str = concat!(
+    include_str!("../lua/lock_common.lua"),
+    include_str!("../lua/acquire.lua")
+);
+
 /// The names the raw hash-script floor uses for one lock, in the library's layout.
 struct HashNames {
     key: String,
@@ -158,13 +164,13 @@ async fn raw_hash_pair(
     assert_eq!(got, [-3], "acquired");
     let freed: Vec<i64> = unlock
         .key(&names.key)
-        .key(&names.channel)
         .key(format!(
             "redisson_unlock_latch:{{{}}}:{request:032x}",
             names.key
         ))
         .arg("0")
         .arg(5_000)
+        .arg(&names.channel)
         .arg(30_000)
         .arg(&names.owner)
         .arg("0")
@@ -675,7 +681,7 @@ fn main() {
         let pinned = pinned && pin(server.pid(), server_cpu);
         let results = runtime.block_on(async {
         let conn = server.raw().await;
-        let acquire = Script::new(include_str!("../lua/acquire.lua"));
+        let acquire = Script::new(ACQUIRE_SOURCE);
         let unlock = Script::new(include_str!("../lua/unlock.lua"));
         let delete = Script::new(
             "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
@@ -795,7 +801,7 @@ fn main() {
         // rslock's tasks one LockManager.
         let w2_results = runtime.block_on(async {
         let conn = server.raw().await;
-        let acquire = Arc::new(Script::new(include_str!("../lua/acquire.lua")));
+        let acquire = Arc::new(Script::new(ACQUIRE_SOURCE));
         let unlock = Arc::new(Script::new(include_str!("../lua/unlock.lua")));
         let delete = Arc::new(Script::new(
             "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
@@ -967,7 +973,7 @@ fn main() {
             let redlock = RedLock::new(clients.iter().map(|c| c.lock("w5:w1")).collect());
             let lock = clients[0].lock("w5:single");
             let (redlock, lock) = (&redlock, &lock);
-            let acquire = Script::new(include_str!("../lua/acquire.lua"));
+            let acquire = Script::new(ACQUIRE_SOURCE);
             let unlock = Script::new(include_str!("../lua/unlock.lua"));
             let names = HashNames::new("w5:raw", 0);
             let request = std::cell::Cell::new(0u64);
