@@ -626,18 +626,14 @@ async fn a_user_without_fair_lock_commands_is_refused_fair_locks_before_anything
 
     let lock = client.fair_lock("app:f");
     let second = Duration::from_secs(1);
-    let errors = [
-        refused(lock.lock().await),
-        refused(lock.lock_with_lease(second).await),
-        refused(lock.try_lock().await),
-        refused(lock.try_lock_for(second).await),
-        refused(lock.try_lock_with(second, second).await),
-        refused(lock.force_unlock().await),
-        refused(lock.is_locked().await),
-        refused(lock.is_held_by_current_task().await),
-        refused(lock.hold_count().await),
-        refused(lock.remaining_ttl().await),
-    ];
+    let mut calls = support::every_acquire(&lock, second, second).await;
+    calls.extend(support::every_read(&lock).await);
+    let forced = support::bounded("force_unlock()", lock.force_unlock()).await;
+    calls.push(("force_unlock()", forced.map(drop)));
+    let errors: Vec<Error> = calls
+        .into_iter()
+        .map(|(_, outcome)| refused(outcome))
+        .collect();
     for error in &errors {
         assert_denied(error, &["app:f", "+linsert"]);
     }
@@ -673,18 +669,14 @@ async fn a_user_without_incr_is_refused_fenced_locks_before_anything_is_written(
 
     let lock = client.fenced_lock("app:t");
     let second = Duration::from_secs(1);
-    let errors = [
-        refused(lock.lock().await),
-        refused(lock.lock_with_lease(second).await),
-        refused(lock.try_lock().await),
-        refused(lock.try_lock_for(second).await),
-        refused(lock.try_lock_with(second, second).await),
-        refused(lock.force_unlock().await),
-        refused(lock.is_locked().await),
-        refused(lock.is_held_by_current_task().await),
-        refused(lock.hold_count().await),
-        refused(lock.remaining_ttl().await),
-    ];
+    let mut calls = support::every_acquire(&lock, second, second).await;
+    calls.extend(support::every_read(&lock).await);
+    let forced = support::bounded("force_unlock()", lock.force_unlock()).await;
+    calls.push(("force_unlock()", forced.map(drop)));
+    let errors: Vec<Error> = calls
+        .into_iter()
+        .map(|(_, outcome)| refused(outcome))
+        .collect();
     for error in &errors {
         assert_denied(error, &["app:t", "+incr"]);
     }

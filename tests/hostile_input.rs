@@ -6,10 +6,11 @@
 
 mod support;
 
+use support::bounded;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,15 +66,6 @@ const TWO_POW_53: u64 = 1 << 53;
 
 const NS: Duration = Duration::from_nanos(1);
 
-/// Runs `call`, failing the test if it takes longer than [`GENEROUS`] (a refusal that
-/// turned into a wait).
-async fn bounded<T>(what: &str, call: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(GENEROUS, call).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what}: did not return within {GENEROUS:?}"),
-    }
-}
-
 fn expect_invalid<T: Debug>(what: &str, result: redis_rlock::Result<T>) {
     match result {
         Err(e) => assert!(e.is_invalid_argument(), "{what}: {e}"),
@@ -93,15 +85,6 @@ fn expect_not_a_lock<T: Debug>(what: &str, result: redis_rlock::Result<T>) -> Er
 
 async fn dbsize(conn: &mut MultiplexedConnection) -> i64 {
     redis::cmd("DBSIZE").query_async(conn).await.unwrap()
-}
-
-async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
 }
 
 /// `DUMP` of `key` and its PTTL: equal before and after means the key was not touched.
@@ -472,7 +455,10 @@ async fn a_ten_ms_lease_and_a_ten_year_lease_are_accepted() {
             .unwrap()
             .expect("a free lock is taken");
         guard.unlock().await.unwrap();
-        assert!(!exists(&mut raw, &name).await, "{kind}: released");
+        assert!(
+            !support::key_exists(&mut raw, &name).await,
+            "{kind}: released"
+        );
     }
 }
 
@@ -526,9 +512,9 @@ impl BoxedLock {
         lease: Duration,
     ) -> Vec<(&'static str, redis_rlock::Result<()>)> {
         match self {
-            BoxedLock::R(l) => acquire_all(l, wait, lease).await,
-            BoxedLock::Fair(l) => acquire_all(l, wait, lease).await,
-            BoxedLock::Fenced(l) => acquire_all(l, wait, lease).await,
+            BoxedLock::R(l) => support::every_acquire(l, wait, lease).await,
+            BoxedLock::Fair(l) => support::every_acquire(l, wait, lease).await,
+            BoxedLock::Fenced(l) => support::every_acquire(l, wait, lease).await,
         }
     }
 }
@@ -681,65 +667,6 @@ async fn max_hold_of_ten_ms_and_of_ten_years_is_accepted() {
     }
 }
 
-/// Every acquire call of `lock`, each bounded; the guards are dropped.
-async fn acquire_all(
-    lock: &impl DistributedLock,
-    wait: Duration,
-    lease: Duration,
-) -> Vec<(&'static str, redis_rlock::Result<()>)> {
-    vec![
-        ("lock()", bounded("lock()", lock.lock()).await.map(drop)),
-        (
-            "lock_with_lease()",
-            bounded("lock_with_lease()", lock.lock_with_lease(lease))
-                .await
-                .map(drop),
-        ),
-        (
-            "try_lock()",
-            bounded("try_lock()", lock.try_lock()).await.map(drop),
-        ),
-        (
-            "try_lock_for()",
-            bounded("try_lock_for()", lock.try_lock_for(wait))
-                .await
-                .map(drop),
-        ),
-        (
-            "try_lock_with()",
-            bounded("try_lock_with()", lock.try_lock_with(wait, lease))
-                .await
-                .map(drop),
-        ),
-    ]
-}
-
-/// Every query of `lock`, each bounded.
-async fn query_all(lock: &impl DistributedLock) -> Vec<(&'static str, redis_rlock::Result<()>)> {
-    vec![
-        (
-            "is_locked()",
-            bounded("is_locked()", lock.is_locked()).await.map(drop),
-        ),
-        (
-            "is_held_by_current_task()",
-            bounded("is_held_by_current_task()", lock.is_held_by_current_task())
-                .await
-                .map(drop),
-        ),
-        (
-            "hold_count()",
-            bounded("hold_count()", lock.hold_count()).await.map(drop),
-        ),
-        (
-            "remaining_ttl()",
-            bounded("remaining_ttl()", lock.remaining_ttl())
-                .await
-                .map(drop),
-        ),
-    ]
-}
-
 // ---------------------------------------------------------------------------------------
 // Names
 // ---------------------------------------------------------------------------------------
@@ -748,8 +675,8 @@ async fn query_all(lock: &impl DistributedLock) -> Vec<(&'static str, redis_rloc
 async fn every_call_refuses_the_name(kind: &str, label: &str, lock: &impl DistributedLock) {
     let wait = Duration::from_secs(1);
     let lease = Duration::from_secs(10);
-    let mut calls = acquire_all(lock, wait, lease).await;
-    calls.extend(query_all(lock).await);
+    let mut calls = support::every_acquire(lock, wait, lease).await;
+    calls.extend(support::every_read(lock).await);
     calls.push((
         "force_unlock()",
         bounded("force_unlock()", lock.force_unlock())
@@ -879,7 +806,10 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
         let hash = lock_hash(&mut raw, &name).await;
         assert_eq!(hash.get(second.owner()), Some(&1), "{kind}");
         second.unlock().await.unwrap();
-        assert!(!exists(&mut raw, &name).await, "{kind}: released");
+        assert!(
+            !support::key_exists(&mut raw, &name).await,
+            "{kind}: released"
+        );
     }
     // The queries and force_unlock take it too.
     let name = "q".repeat(MAX_NAME);
@@ -889,7 +819,7 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
     assert_eq!(lock.hold_count().await.unwrap(), 1);
     assert!(lock.remaining_ttl().await.unwrap().is_some());
     assert!(lock.force_unlock().await.unwrap());
-    assert!(!exists(&mut raw, &name).await);
+    assert!(!support::key_exists(&mut raw, &name).await);
     drop(guard);
 }
 
@@ -1045,8 +975,8 @@ async fn refuses_to_take_over(
     let keys_before = dbsize(&mut raw).await;
     let wait = Duration::from_millis(300);
     let lease = Duration::from_secs(10);
-    let mut calls = acquire_all(lock, wait, lease).await;
-    calls.extend(query_all(lock).await);
+    let mut calls = support::every_acquire(lock, wait, lease).await;
+    calls.extend(support::every_read(lock).await);
     for (call, result) in calls {
         let err = expect_not_a_lock(&format!("{lock_kind}.{call} on {kind:?}"), result);
         assert!(err.to_string().contains(key), "{err}");
@@ -1100,7 +1030,10 @@ async fn fenced_lock_acquire_calls_and_queries_refuse_keys_that_are_not_locks() 
         plant(&mut raw, kind, &key).await;
         refuses_to_take_over(&server, "FencedLock", kind, &key, &client.fenced_lock(&key)).await;
         let counter = format!("redisson_lock_token:{{{key}}}");
-        assert!(!exists(&mut raw, &counter).await, "no token drawn");
+        assert!(
+            !support::key_exists(&mut raw, &counter).await,
+            "no token drawn"
+        );
     }
     assert_eq!(client.held_lock_count(), 0);
 }
@@ -1190,7 +1123,10 @@ async fn fair_lock_refuses_a_queue_key_that_is_a_string_and_writes_nothing() {
         assert!(err.to_string().contains(queue), "{call}: {err}");
     }
     assert_eq!(get(&mut raw, queue).await.as_deref(), Some("not a queue"));
-    assert!(!exists(&mut raw, "jobs").await, "the lock was written");
+    assert!(
+        !support::key_exists(&mut raw, "jobs").await,
+        "the lock was written"
+    );
     assert_eq!(dbsize(&mut raw).await, 1, "keys written");
 }
 
@@ -1214,7 +1150,10 @@ async fn fair_lock_refuses_a_timeout_key_that_is_a_hash_and_writes_nothing() {
         assert!(err.to_string().contains(timeouts), "{call}: {err}");
     }
     assert_eq!(before, snapshot(&mut raw, timeouts).await);
-    assert!(!exists(&mut raw, "jobs").await, "the lock was written");
+    assert!(
+        !support::key_exists(&mut raw, "jobs").await,
+        "the lock was written"
+    );
     assert_eq!(dbsize(&mut raw).await, 1, "keys written");
 }
 
@@ -1244,7 +1183,10 @@ async fn fenced_lock_with_a_non_numeric_counter_fails_without_writing_the_lock()
     ] {
         let err = result.expect_err(call);
         assert!(!err.is_invalid_argument(), "{call}: {err}");
-        assert!(!exists(&mut raw, "ledger").await, "{call}: half an acquire");
+        assert!(
+            !support::key_exists(&mut raw, "ledger").await,
+            "{call}: half an acquire"
+        );
     }
     assert_eq!(get(&mut raw, counter).await.as_deref(), Some("abc"));
     assert_eq!(client.held_lock_count(), 0);
@@ -1270,7 +1212,10 @@ async fn fenced_lock_refuses_a_counter_that_is_a_hash_and_writes_nothing() {
         assert!(err.to_string().contains(counter), "{call}: {err}");
     }
     assert_eq!(before, snapshot(&mut raw, counter).await);
-    assert!(!exists(&mut raw, "ledger").await, "half an acquire");
+    assert!(
+        !support::key_exists(&mut raw, "ledger").await,
+        "half an acquire"
+    );
     assert_eq!(dbsize(&mut raw).await, 1, "keys written");
 }
 
@@ -1384,7 +1329,10 @@ async fn fencing_tokens_reach_i64_max_then_fail_without_writing_the_lock() {
         let err = result.expect_err(call);
         assert!(!err.is_invalid_argument(), "{call}: {err}");
         assert!(!err.is_connection_error(), "{call}: {err}");
-        assert!(!exists(&mut raw, "ledger").await, "{call}: half an acquire");
+        assert!(
+            !support::key_exists(&mut raw, "ledger").await,
+            "{call}: half an acquire"
+        );
     }
     assert_eq!(get(&mut raw, counter).await, Some(i64::MAX.to_string()));
     assert_eq!(client.held_lock_count(), 0);

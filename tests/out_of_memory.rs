@@ -4,7 +4,8 @@
 
 mod support;
 
-use std::future::Future;
+use support::bounded;
+
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -35,22 +36,6 @@ async fn fill(server: &RedisServer, raw: &mut MultiplexedConnection) {
 /// Lifts the limit again.
 fn drain(server: &RedisServer) {
     assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "0"]), "OK");
-}
-
-async fn bounded<T>(what: &str, call: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(GENEROUS, call).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what}: did not return within {GENEROUS:?}"),
-    }
-}
-
-async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
 }
 
 async fn dbsize(conn: &mut MultiplexedConnection) -> i64 {
@@ -86,7 +71,10 @@ async fn releases_work_when_full(
     bounded("final unlock", outer.unlock())
         .await
         .unwrap_or_else(|e| panic!("{kind}: final release when full: {e}"));
-    assert!(!exists(raw, &name).await, "{kind}: the lock is free");
+    assert!(
+        !support::key_exists(raw, &name).await,
+        "{kind}: the lock is free"
+    );
     assert!(!lock.is_locked().await.unwrap(), "{kind}");
     drain(server);
 }
@@ -177,7 +165,10 @@ async fn force_unlock_works_for_every_kind_when_redis_is_full() {
         assert!(deleted, "{kind}: it was held");
     }
     for name in ["plain", "fair", "fenced"] {
-        assert!(!exists(&mut raw, name).await, "{name} is deleted");
+        assert!(
+            !support::key_exists(&mut raw, name).await,
+            "{name} is deleted"
+        );
     }
     for lost in lost {
         let reason = bounded("lost()", lost).await;
@@ -235,31 +226,7 @@ async fn every_acquire_fails_clearly(kind: &str, lock: &impl DistributedLock) {
     let name = lock.name().to_string();
     let wait = Duration::from_millis(300);
     let lease = Duration::from_secs(10);
-    for (call, result) in [
-        ("lock()", bounded("lock()", lock.lock()).await.map(drop)),
-        (
-            "lock_with_lease()",
-            bounded("lock_with_lease()", lock.lock_with_lease(lease))
-                .await
-                .map(drop),
-        ),
-        (
-            "try_lock()",
-            bounded("try_lock()", lock.try_lock()).await.map(drop),
-        ),
-        (
-            "try_lock_for()",
-            bounded("try_lock_for()", lock.try_lock_for(wait))
-                .await
-                .map(drop),
-        ),
-        (
-            "try_lock_with()",
-            bounded("try_lock_with()", lock.try_lock_with(wait, lease))
-                .await
-                .map(drop),
-        ),
-    ] {
+    for (call, result) in support::every_acquire(lock, wait, lease).await {
         let err = match result {
             Err(e) => e,
             Ok(()) => panic!("{kind}.{call} acquired while Redis was full"),
