@@ -101,14 +101,15 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    pub(crate) async fn from_settings(settings: Settings) -> Result<Client> {
+    /// `redis`: the redis-rs client of the settings' URL and certificates.
+    pub(crate) async fn from_settings(settings: Settings, redis: redis::Client) -> Result<Client> {
         // Background tasks (watchdog, unlock listener) run here, where the connections'
         // drivers run too, so that a lock call from another runtime cannot tie them to a
         // runtime that may go away first.
         let runtime = tokio::runtime::Handle::current();
         let reconnects = Arc::new(Reconnects::default());
         let listener = UnlockListener::new(
-            settings.redis_client()?,
+            redis.clone(),
             settings.connect_timeout,
             settings.subscribe_timeout,
             settings.ping_interval,
@@ -117,7 +118,7 @@ impl Client {
         )?;
         let url = &settings.url;
         let connections = Arc::new(
-            Connections::open(&settings, reconnects)
+            Connections::open(&settings, &redis, reconnects)
                 .await
                 .map_err(|e| first_contact(url, e))?,
         );

@@ -203,7 +203,7 @@ impl ClientBuilder {
     /// sent); [`Error::Redis`](crate::Error::Redis), [`Error::Pool`](crate::Error::Pool) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be
     /// reached within the connect and response timeouts.
     pub async fn build(self) -> Result<Client> {
-        let settings = self.settings.validated()?;
-        Client::from_settings(settings).await
+        let (settings, redis) = self.settings.validated()?;
+        Client::from_settings(settings, redis).await
     }
 }

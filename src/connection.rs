@@ -104,15 +104,19 @@ impl Drop for RuntimeWatch {
 }
 
 impl Connections {
-    /// Builds the pool and opens the shared connection. A malformed URL is rejected before
-    /// any connection is attempted.
-    pub(crate) async fn open(settings: &Settings, reconnects: Arc<Reconnects>) -> Result<Self> {
+    /// Builds the pool on `redis` (the client's URL and certificates) and opens the shared
+    /// connection.
+    pub(crate) async fn open(
+        settings: &Settings,
+        redis: &redis::Client,
+        reconnects: Arc<Reconnects>,
+    ) -> Result<Self> {
         let connection_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
             .set_response_timeout(Some(settings.response_timeout));
         // The redis-rs client carries the TLS certificates; its connection info is what the
         // pool's manager opens connections from.
-        let info = settings.redis_client()?.get_connection_info().clone();
+        let info = redis.get_connection_info().clone();
         let manager = Manager::new_with_config(info, connection_config)
             .map_err(|e| Error::invalid(format!("invalid Redis URL `{}`: {e}", settings.url)))?;
         let pool = Pool::builder(manager)

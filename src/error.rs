@@ -287,6 +287,12 @@ pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
             .is_some_and(|detail| detail.starts_with("The user executing the script can't"))
 }
 
+/// How a refused PUBLISH or SUBSCRIBE (`verb`) to an unlock channel is named in
+/// [`Error::PermissionDenied`], with the ACL rule that grants it.
+pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
+    format!("{verb} to channel `{channel}` (`&redisson_lock__channel:*`)")
+}
+
 /// A server's error, without the hash and line of the script it came from: Redis 7 appends
 /// ` script: <sha>, on @user_script:<line>.` to errors raised inside scripts.
 pub(crate) fn server_message(e: &redis::RedisError) -> String {

@@ -7,7 +7,9 @@
 //! explanations cost extra round trips, on error paths only.
 
 use crate::connection::Connections;
-use crate::error::{is_auth_failure, is_permission_failure, is_transient, server_message, Error};
+use crate::error::{
+    channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message, Error,
+};
 use crate::names::LockNames;
 use crate::scripts;
 
@@ -80,17 +82,10 @@ pub(crate) fn fenced_write_checks(key: &str, fence: &str) -> Vec<Check> {
 
 /// PUBLISH to `channel`.
 pub(crate) fn publish_check(channel: &str) -> Check {
-    Check::new(&["publish", channel, "0"], publish_missing(channel))
-}
-
-/// How a refused PUBLISH to `channel` is named.
-pub(crate) fn publish_missing(channel: &str) -> String {
-    format!("PUBLISH to channel `{channel}` (`&redisson_lock__channel:*`)")
-}
-
-/// How a refused SUBSCRIBE to `channel` is named.
-pub(crate) fn subscribe_missing(channel: &str) -> String {
-    format!("SUBSCRIBE to channel `{channel}` (`&redisson_lock__channel:*`)")
+    Check::new(
+        &["publish", channel, "0"],
+        channel_missing("PUBLISH", channel),
+    )
 }
 
 /// `error`, from `operation` on the lock `names`, as the typed error it stands for.

@@ -18,8 +18,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::connection::Reconnects;
-use crate::error::{is_permission_failure, Error, Result};
-use crate::explain::subscribe_missing;
+use crate::error::{channel_missing, is_permission_failure, Error, Result};
 
 /// Pause between reconnection attempts while waiters want a subscription.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
@@ -171,7 +170,7 @@ impl UnlockListener {
             Some(_) => Err(Error::PermissionDenied {
                 operation: "subscribing to",
                 target: channel.to_string(),
-                missing: subscribe_missing(channel),
+                missing: channel_missing("SUBSCRIBE", channel),
             }),
             _ => Err(Error::Timeout {
                 during: "subscribing to the unlock channel",

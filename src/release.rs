@@ -10,7 +10,7 @@ use std::sync::Arc;
 use redis::aio::MultiplexedConnection;
 
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::{channel_missing, Error, Result};
 use crate::explain;
 use crate::names::LockNames;
 use crate::scripts::{UnlockCall, UnlockOutcome};
@@ -115,7 +115,7 @@ impl Release {
             Ok(UnlockOutcome::PublishRefused) => Err(Error::PermissionDenied {
                 operation: "unlocking",
                 target: self.names.key.to_string(),
-                missing: explain::publish_missing(&self.names.channel),
+                missing: channel_missing("PUBLISH", &self.names.channel),
             }),
             Err(e) => Err(explain::explain(connections, "unlocking", &self.names, e).await),
         };

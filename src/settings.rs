@@ -123,8 +123,10 @@ impl Settings {
         }
     }
 
-    /// Checks every setting against its documented range.
-    pub(crate) fn validated(self) -> Result<Self> {
+    /// Checks every setting against its documented range, and makes the redis-rs client
+    /// every connection of the client is opened from (a malformed URL or certificate fails
+    /// here, before anything is sent).
+    pub(crate) fn validated(self) -> Result<(Self, redis::Client)> {
         let s = self;
         let ms = Duration::from_millis;
         let secs = Duration::from_secs;
@@ -159,15 +161,13 @@ impl Settings {
                 )));
             }
         }
-        // Built once here so that a malformed URL or certificate fails `build()` before
-        // anything is sent.
-        s.redis_client()?;
-        Ok(s)
+        let redis = s.redis_client()?;
+        Ok((s, redis))
     }
 
     /// The redis-rs client for this URL, with its TLS certificates: what every connection
     /// of the client (pooled, shared, pub/sub) is opened from.
-    pub(crate) fn redis_client(&self) -> Result<redis::Client> {
+    fn redis_client(&self) -> Result<redis::Client> {
         use redis::IntoConnectionInfo;
         let info = self.url.raw().into_connection_info().map_err(|e| {
             let reason = if self.url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
