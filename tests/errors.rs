@@ -319,3 +319,11 @@ async fn a_fixed_lease_holder_is_told_when_a_restarted_redis_forgot_its_lock() {
     assert!(guard.is_lost());
     assert!(guard.unlock().await.unwrap_err().is_lock_lost());
 }
+
+#[tokio::test]
+async fn a_cluster_node_is_refused_at_connect_until_cluster_support_exists() {
+    let node = RedisServer::start_with_args(&["--cluster-enabled", "yes"]);
+    let err = Client::connect(node.url()).await.unwrap_err();
+    assert!(matches!(err, Error::UnsupportedServer { .. }), "{err:?}");
+    assert!(err.to_string().contains("cluster mode"), "{err}");
+}
