@@ -84,6 +84,12 @@ fn refused<T>(outcome: redis_rlock::Result<T>) -> Error {
     }
 }
 
+/// Takes `lock` and releases it: a control that the user may use it, or the kind's first
+/// use, after which its commands are known to be allowed.
+async fn take_and_release(lock: &impl redis_rlock::DistributedLock) {
+    lock.lock().await.unwrap().unlock().await.unwrap();
+}
+
 /// The owner fields of the lock hash at `key`, read as the default user.
 async fn holders(server: &RedisServer, key: &str) -> Vec<String> {
     let mut raw = server.raw().await;
@@ -302,14 +308,7 @@ async fn the_readme_rules_leave_the_acl_log_empty() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     guard.unlock().await.unwrap();
     waiting.await.unwrap().unwrap().unlock().await.unwrap();
-    client
-        .fair_lock("app:log:fair")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.fair_lock("app:log:fair")).await;
     let fenced = client.fenced_lock("app:log:fenced").lock().await.unwrap();
     let token = fenced.fencing_token().unwrap();
     client.fenced_set("app:log:res", token, b"v").await.unwrap();
@@ -333,14 +332,7 @@ async fn a_refused_publish_leaves_the_lock_held() {
     ));
     let client = user_client(&server).await;
     // Control: a lock whose channel the user may publish to is released as usual.
-    client
-        .lock("app:ok1")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.lock("app:ok1")).await;
 
     let guard = client.lock("app:bad").lock().await.unwrap();
     let owner = guard.owner().to_string();
@@ -613,14 +605,7 @@ async fn a_user_without_a_command_every_lock_runs_is_refused_before_anything_is_
 async fn a_user_without_fair_lock_commands_is_refused_fair_locks_before_anything_is_written() {
     let server = server_with_user(&without(&readme_rules("app:*"), "+linsert"));
     let client = user_client(&server).await;
-    client
-        .lock("app:r")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.lock("app:r")).await;
     let fenced = client.fenced_lock("app:t").lock().await.unwrap();
     fenced.unlock().await.unwrap();
 
@@ -650,22 +635,8 @@ async fn a_user_without_fair_lock_commands_is_refused_fair_locks_before_anything
 async fn a_user_without_incr_is_refused_fenced_locks_before_anything_is_written() {
     let server = server_with_user(&without(&readme_rules("app:*"), "+incr"));
     let client = user_client(&server).await;
-    client
-        .lock("app:r")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-    client
-        .fair_lock("app:f")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.lock("app:r")).await;
+    take_and_release(&client.fair_lock("app:f")).await;
 
     let lock = client.fenced_lock("app:t");
     let second = Duration::from_secs(1);
