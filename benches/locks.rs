@@ -123,8 +123,8 @@ fn pin(pid: u32, cpu: &str) -> bool {
 
 /// `lua/acquire.lua` as the library sends it: after the helpers it shares.
 const ACQUIRE_SOURCE: &str = concat!(
-    include_str!("../lua/lock_common.lua"),
-    include_str!("../lua/acquire.lua")
+    include_str!("../src/protocol/scripts/lock_common.lua"),
+    include_str!("../src/protocol/scripts/acquire.lua")
 );
 
 /// The names the raw hash-script floor uses for one lock, in the library's layout.
@@ -432,7 +432,7 @@ trait Contender: Clone + Send + Sync + 'static {
 #[derive(Clone)]
 struct Single<L>(L);
 
-impl<L: DistributedLock> Contender for Single<L> {
+impl<L: DistributedLock<Guard = LockGuard>> Contender for Single<L> {
     fn take(&self) -> Pin<Box<dyn Future<Output = Held> + Send + '_>> {
         Box::pin(async move { Held::One(self.0.lock().await.unwrap()) })
     }
@@ -546,7 +546,7 @@ async fn w4_raw_floor(server: &RedisServer, locks: usize, hold: Duration, batch:
         }
         let () = pipe.query_async(&mut conn.clone()).await.unwrap();
     }
-    let renew = Script::new(include_str!("../lua/renew.lua"));
+    let renew = Script::new(include_str!("../src/protocol/scripts/renew.lua"));
     let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     while started.elapsed() < hold {
@@ -682,7 +682,7 @@ fn main() {
         let results = runtime.block_on(async {
         let conn = server.raw().await;
         let acquire = Script::new(ACQUIRE_SOURCE);
-        let unlock = Script::new(include_str!("../lua/unlock.lua"));
+        let unlock = Script::new(include_str!("../src/protocol/scripts/unlock.lua"));
         let delete = Script::new(
             "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
         );
@@ -802,7 +802,7 @@ fn main() {
         let w2_results = runtime.block_on(async {
         let conn = server.raw().await;
         let acquire = Arc::new(Script::new(ACQUIRE_SOURCE));
-        let unlock = Arc::new(Script::new(include_str!("../lua/unlock.lua")));
+        let unlock = Arc::new(Script::new(include_str!("../src/protocol/scripts/unlock.lua")));
         let delete = Arc::new(Script::new(
             "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
         ));
@@ -974,7 +974,7 @@ fn main() {
             let lock = clients[0].lock("w5:single");
             let (redlock, lock) = (&redlock, &lock);
             let acquire = Script::new(ACQUIRE_SOURCE);
-            let unlock = Script::new(include_str!("../lua/unlock.lua"));
+            let unlock = Script::new(include_str!("../src/protocol/scripts/unlock.lua"));
             let names = HashNames::new("w5:raw", 0);
             let request = std::cell::Cell::new(0u64);
             let (conns, acquire, unlock, names, request) =
@@ -1091,7 +1091,7 @@ fn main() {
                 let floor = runtime.block_on(async {
                     let mut conn = server.raw().await;
                     // The script must be known before the floor's first EVALSHA.
-                    let _: String = Script::new(include_str!("../lua/renew.lua"))
+                    let _: String = Script::new(include_str!("../src/protocol/scripts/renew.lua"))
                         .prepare_invoke()
                         .load_async(&mut conn)
                         .await

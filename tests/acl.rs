@@ -86,7 +86,9 @@ fn refused<T>(outcome: redis_rlock::Result<T>) -> Error {
 
 /// Takes `lock` and releases it: a control that the user may use it, or the kind's first
 /// use, after which its commands are known to be allowed.
-async fn take_and_release(lock: &impl redis_rlock::DistributedLock) {
+async fn take_and_release(
+    lock: &impl redis_rlock::DistributedLock<Guard = redis_rlock::LockGuard>,
+) {
     lock.lock().await.unwrap().unlock().await.unwrap();
 }
 
@@ -176,7 +178,7 @@ async fn a_waiter_with_the_readme_rules_is_woken_by_the_unlock() {
     let lock = waiter.lock("app:order:2");
     let waiting = tokio::spawn(async move { lock.lock().await });
     support::eventually("the waiter subscribed", Duration::from_secs(5), || {
-        waiter.subscribed_channel_count() == 1
+        waiter.status().subscribed_channels == 1
     })
     .await;
     let released = Instant::now();
@@ -300,7 +302,7 @@ async fn the_readme_rules_leave_the_acl_log_empty() {
     let lock = waiter.lock("app:log");
     let waiting = tokio::spawn(async move { lock.lock().await });
     support::eventually("the waiter subscribed", Duration::from_secs(5), || {
-        waiter.subscribed_channel_count() == 1
+        waiter.status().subscribed_channels == 1
     })
     .await;
     // A few watchdog rounds (every 200 ms), on pooled connections, which deadpool checks
@@ -562,7 +564,7 @@ async fn a_refused_subscribe_leaves_the_other_waiters_of_the_client_served() {
     support::eventually(
         "the permitted waiter subscribed",
         Duration::from_secs(5),
-        || client.subscribed_channel_count() == 1,
+        || client.status().subscribed_channels == 1,
     )
     .await;
     let released = Instant::now();

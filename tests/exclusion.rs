@@ -82,7 +82,7 @@ async fn a_dropped_guard_releases_in_the_background() {
         let lock = waiter_client.lock("dropped");
         let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
         eventually("the waiter subscribed", Duration::from_secs(5), || {
-            waiter_client.subscribed_channel_count() == 1
+            waiter_client.status().subscribed_channels == 1
         })
         .await;
         let dropped = Instant::now();
@@ -96,7 +96,7 @@ async fn a_dropped_guard_releases_in_the_background() {
             dropped.elapsed() < Duration::from_millis(500),
             "released at drop, not at expiry (plain thread: {on_a_plain_thread})"
         );
-        assert_eq!(holder.held_lock_count(), 0);
+        assert_eq!(holder.status().held_locks, 0);
         guard.unlock().await.unwrap();
     }
 }

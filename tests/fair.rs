@@ -259,7 +259,7 @@ async fn a_release_wakes_the_head_of_the_queue_alone() {
         );
     }
     assert_eq!(
-        waiters_client.subscribed_channel_count(),
+        waiters_client.status().subscribed_channels,
         8,
         "one channel per waiter"
     );
@@ -309,8 +309,8 @@ async fn a_cancelled_waiter_leaves_at_once_and_the_next_gets_the_lock() {
     .await;
     assert!(cancelled.elapsed() < Duration::from_secs(1));
     assert_eq!(queue_len(&raw, "cancel").await, (1, 1));
-    assert_eq!(a.queued_waiter_count(), 0);
-    assert_eq!(a.subscribed_channel_count(), 0);
+    assert_eq!(a.status().queued_waiters, 0);
+    assert_eq!(a.status().subscribed_channels, 0);
 
     let released = Instant::now();
     holder.unlock().await.unwrap();
@@ -375,7 +375,7 @@ async fn try_lock_variants_leave_the_queue_and_never_jump_it() {
     );
     // Already out of the queue when the call returns.
     assert_eq!(queue_len(&raw, "try").await, (0, 0));
-    assert_eq!(other.queued_waiter_count(), 0);
+    assert_eq!(other.status().queued_waiters, 0);
 
     assert!(lock.try_lock().await.unwrap().is_none());
     assert_eq!(

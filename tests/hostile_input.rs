@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
-use redis_rlock::{Client, ClientBuilder, DistributedLock, Error, MultiLock, RedLock};
+use redis_rlock::{
+    Client, ClientBuilder, DistributedLock, Error, Lock, LockGuard, LockKind, MultiLock, RedLock,
+};
 use support::{client, lock_hash, RedisServer};
 use tokio::sync::Barrier;
 
@@ -403,7 +405,7 @@ fn bad_leases() -> [Duration; 6] {
 }
 
 /// Every call of `lock` that takes a lease refuses each of [`bad_leases`].
-async fn refuses_bad_leases(kind: &str, lock: &impl DistributedLock) {
+async fn refuses_bad_leases(kind: &str, lock: &impl DistributedLock<Guard = LockGuard>) {
     for lease in bad_leases() {
         let what = format!("{kind} lock_with_lease({lease:?})");
         expect_invalid(&what, bounded(&what, lock.lock_with_lease(lease)).await);
@@ -421,7 +423,7 @@ async fn leases_under_ten_ms_or_over_ten_years_are_refused_with_nothing_written(
     refuses_bad_leases("FairLock", &client.fair_lock("lease")).await;
     refuses_bad_leases("FencedLock", &client.fenced_lock("lease")).await;
     assert_eq!(dbsize(&mut server.raw().await).await, 0, "nothing written");
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]
@@ -672,7 +674,7 @@ async fn max_hold_of_ten_ms_and_of_ten_years_is_accepted() {
 // ---------------------------------------------------------------------------------------
 
 /// Every call of `lock` refuses its name at once.
-async fn every_call_refuses_the_name(kind: &str, label: &str, lock: &impl DistributedLock) {
+async fn every_call_refuses_the_name<K: LockKind>(kind: &str, label: &str, lock: &Lock<K>) {
     let wait = Duration::from_secs(1);
     let lease = Duration::from_secs(10);
     let mut calls = support::every_acquire(lock, wait, lease).await;
@@ -729,8 +731,8 @@ async fn empty_and_oversized_names_are_refused_at_once_by_every_call() {
     }
     let mut raw = server.raw().await;
     assert_eq!(dbsize(&mut raw).await, 0, "nothing written");
-    assert_eq!(client.held_lock_count(), 0);
-    assert_eq!(client.subscribed_channel_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
+    assert_eq!(client.status().subscribed_channels, 0);
 }
 
 #[tokio::test]
@@ -798,7 +800,7 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
             got.map(|g| g.expect("woken by the release"))
         });
         support::eventually("the other client waits", GENEROUS, || {
-            b.subscribed_channel_count() == 1
+            b.status().subscribed_channels == 1
         })
         .await;
         guard.unlock().await.unwrap();
@@ -963,12 +965,12 @@ async fn fair_and_fenced_force_unlock_refuse_keys_that_are_not_locks() {
 
 /// Every acquire call and query of `lock` (named `key`, which holds `kind`) is refused
 /// with `NotALock`, and the key and the key count stay as they were.
-async fn refuses_to_take_over(
+async fn refuses_to_take_over<K: LockKind>(
     server: &RedisServer,
     lock_kind: &str,
     kind: Foreign,
     key: &str,
-    lock: &impl DistributedLock,
+    lock: &Lock<K>,
 ) {
     let mut raw = server.raw().await;
     let before = snapshot(&mut raw, key).await;
@@ -1003,7 +1005,7 @@ async fn rlock_acquire_calls_and_queries_refuse_keys_that_are_not_locks() {
         plant(&mut raw, kind, &key).await;
         refuses_to_take_over(&server, "RLock", kind, &key, &client.lock(&key)).await;
     }
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]
@@ -1016,8 +1018,8 @@ async fn fair_lock_acquire_calls_and_queries_refuse_keys_that_are_not_locks() {
         plant(&mut raw, kind, &key).await;
         refuses_to_take_over(&server, "FairLock", kind, &key, &client.fair_lock(&key)).await;
     }
-    assert_eq!(client.held_lock_count(), 0);
-    assert_eq!(client.queued_waiter_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
+    assert_eq!(client.status().queued_waiters, 0);
 }
 
 #[tokio::test]
@@ -1035,7 +1037,7 @@ async fn fenced_lock_acquire_calls_and_queries_refuse_keys_that_are_not_locks() 
             "no token drawn"
         );
     }
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1189,7 +1191,7 @@ async fn fenced_lock_with_a_non_numeric_counter_fails_without_writing_the_lock()
         );
     }
     assert_eq!(get(&mut raw, counter).await.as_deref(), Some("abc"));
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]
@@ -1335,7 +1337,7 @@ async fn fencing_tokens_reach_i64_max_then_fail_without_writing_the_lock() {
         );
     }
     assert_eq!(get(&mut raw, counter).await, Some(i64::MAX.to_string()));
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]

@@ -154,7 +154,7 @@ async fn a_hash_written_by_another_redisson_client_is_respected() {
     // The Java side releases with Redisson's unlock: DEL + PUBLISH 0. Our waiter wakes.
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.owner().to_string()) });
     support::eventually("the waiter subscribed", Duration::from_secs(5), || {
-        client.subscribed_channel_count() == 1
+        client.status().subscribed_channels == 1
     })
     .await;
     let _: () = redis::pipe()

@@ -9,7 +9,7 @@ use support::bounded;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redis_rlock::{DistributedLock, LockGuard, LostReason};
+use redis_rlock::{DistributedLock, Lock, LockGuard, LockKind, LostReason};
 use support::{client, client_with_watchdog, lock_hash, pttl, settles_to, RedisServer};
 
 /// A bound for calls that must not wait.
@@ -45,11 +45,11 @@ async fn dbsize(conn: &mut MultiplexedConnection) -> i64 {
 /// Takes `lock` (a client of `server`) twice (count 2), fills Redis, then releases the
 /// inner hold (the lock stays held, count 1) and the outer one (the key is gone): both must
 /// succeed.
-async fn releases_work_when_full(
+async fn releases_work_when_full<K: LockKind>(
     kind: &str,
     server: &RedisServer,
     raw: &mut MultiplexedConnection,
-    lock: &impl DistributedLock,
+    lock: &Lock<K>,
 ) {
     let name = lock.name().to_string();
     let outer = lock.lock().await.unwrap();
@@ -222,7 +222,7 @@ fn has_sha(text: &str) -> bool {
 }
 
 /// Every acquire call of `lock` fails with a clear OOM error, not a connection error.
-async fn every_acquire_fails_clearly(kind: &str, lock: &impl DistributedLock) {
+async fn every_acquire_fails_clearly(kind: &str, lock: &impl DistributedLock<Guard = LockGuard>) {
     let name = lock.name().to_string();
     let wait = Duration::from_millis(300);
     let lease = Duration::from_secs(10);
@@ -272,7 +272,7 @@ async fn acquiring_when_full_fails_with_a_clear_oom_error_and_writes_nothing() {
         started.elapsed()
     );
     assert_eq!(dbsize(&mut raw).await, 0, "nothing written");
-    assert_eq!(client.held_lock_count(), 0);
-    assert_eq!(client.queued_waiter_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
+    assert_eq!(client.status().queued_waiters, 0);
     drain(&server);
 }

@@ -105,7 +105,7 @@ async fn a_waiting_group_is_woken_by_the_unlock() {
         let b = b.clone();
         async move {
             b.iter()
-                .filter(|c| c.subscribed_channel_count() == 1)
+                .filter(|c| c.status().subscribed_channels == 1)
                 .count()
                 >= 3
         }
@@ -307,7 +307,7 @@ async fn a_multilock_rolls_back_while_one_lock_is_held_elsewhere() {
     // before b is decided in a round depends on timing; it never needs their unlocks.)
     let subscribed = settles_to(true, GENEROUS, || {
         let two = two.clone();
-        async move { two.subscribed_channel_count() == 1 }
+        async move { two.status().subscribed_channels == 1 }
     })
     .await;
     assert!(subscribed);
@@ -417,7 +417,7 @@ async fn group_calls_cancelled_at_any_point_never_leave_a_lock_held() {
     let expected = [false; 5];
     assert_eq!(held_on(&group, "racy", &expected).await, expected);
     for client in &a {
-        assert_eq!(client.subscribed_channel_count(), 0);
+        assert_eq!(client.status().subscribed_channels, 0);
     }
 }
 

@@ -52,7 +52,7 @@ async fn batched_calls_survive_a_flushed_script_cache() {
     for task in join_all(tasks).await {
         task.unwrap();
     }
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]

@@ -243,7 +243,7 @@ mod library {
             })
         };
         eventually("the waiter subscribed", GENEROUS, || {
-            waiter.subscribed_channel_count() == 1
+            waiter.status().subscribed_channels == 1
         })
         .await;
         // The client counts the channel from the time it asks: the subscription reaches

@@ -21,7 +21,7 @@ async fn a_waiter_is_woken_by_the_unlock_message_far_sooner_than_the_ttl() {
         (Instant::now(), guard)
     });
     eventually("the waiter subscribed", GENEROUS, || {
-        waiter_client.subscribed_channel_count() == 1
+        waiter_client.status().subscribed_channels == 1
     })
     .await;
     assert_eq!(
@@ -41,7 +41,7 @@ async fn a_waiter_is_woken_by_the_unlock_message_far_sooner_than_the_ttl() {
     assert!(guard.owner().starts_with(&waiter_client.id().to_string()));
     guard.unlock().await.unwrap();
     eventually("the waiter unsubscribed", GENEROUS, || {
-        waiter_client.subscribed_channel_count() == 0
+        waiter_client.status().subscribed_channels == 0
     })
     .await;
 }
@@ -103,7 +103,7 @@ async fn try_lock_variants_honour_their_waits() {
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10)).await })
     };
     eventually("the waiter subscribed", GENEROUS, || {
-        other.subscribed_channel_count() == 1
+        other.status().subscribed_channels == 1
     })
     .await;
     guard.unlock().await.unwrap();
@@ -142,7 +142,7 @@ async fn force_unlock_deletes_and_wakes_a_waiter() {
     let lock = waiter_client.lock("stuck");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
     eventually("the waiter subscribed", GENEROUS, || {
-        waiter_client.subscribed_channel_count() == 1
+        waiter_client.status().subscribed_channels == 1
     })
     .await;
 
@@ -176,7 +176,7 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     let lock = waiter_client.lock("resilient");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
     eventually("the waiter subscribed", GENEROUS, || {
-        waiter_client.subscribed_channel_count() == 1
+        waiter_client.status().subscribed_channels == 1
     })
     .await;
 
@@ -196,7 +196,7 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     let lock = holder.lock("resilient");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
     eventually("the second waiter subscribed", GENEROUS, || {
-        holder.subscribed_channel_count() == 1
+        holder.status().subscribed_channels == 1
     })
     .await;
     let released = Instant::now();
@@ -215,7 +215,7 @@ async fn a_cancelled_wait_leaves_no_subscription_and_no_lock() {
 
     let waited = tokio::time::timeout(Duration::from_millis(200), lock.lock()).await;
     assert!(waited.is_err(), "still held: the wait was cancelled");
-    assert_eq!(waiter_client.subscribed_channel_count(), 0);
+    assert_eq!(waiter_client.status().subscribed_channels, 0);
     let channel = "redisson_lock__channel:{cancel}";
     eventually("Redis dropped the subscription", GENEROUS, || {
         server.cli(&["PUBSUB", "NUMSUB", channel]) == format!("{channel}\n0")
@@ -260,7 +260,7 @@ async fn lock_calls_cancelled_at_any_point_never_leave_the_lock_held() {
     tokio::time::timeout(Duration::from_secs(3), lock_free)
         .await
         .expect("no cancelled call left the lock held");
-    assert_eq!(client.subscribed_channel_count(), 0);
+    assert_eq!(client.status().subscribed_channels, 0);
 }
 
 #[tokio::test]
@@ -339,7 +339,7 @@ async fn the_pubsub_connection_is_kept_while_healthy_on_resp2_and_resp3() {
         let lock = waiter.lock("kept");
         let waiting = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await });
         eventually("the waiter subscribed", GENEROUS, || {
-            waiter.subscribed_channel_count() == 1
+            waiter.status().subscribed_channels == 1
         })
         .await;
         let (id, _) = pubsub_connection(&raw).await.expect("a pub/sub connection");

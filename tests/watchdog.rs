@@ -24,15 +24,15 @@ async fn the_watchdog_keeps_a_one_second_lease_alive_and_stops_on_unlock() {
     assert!(ttl > 0 && ttl <= 1_000, "renewed lease, got pttl {ttl}");
     assert!(!guard.is_lost());
     assert!(guard.valid_until() > Instant::now());
-    assert!(client.is_watchdog_running());
+    assert!(client.status().watchdog_running);
 
     guard.unlock().await.unwrap();
     assert_eq!(pttl(&mut raw, "long-job").await, -2);
     eventually("the watchdog stopped", GENEROUS, || {
-        !client.is_watchdog_running()
+        !client.status().watchdog_running
     })
     .await;
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]
@@ -45,7 +45,7 @@ async fn a_fixed_lease_expires_and_the_guard_reports_it() {
         .await
         .unwrap();
     assert!(
-        !holder.is_watchdog_running(),
+        !holder.status().watchdog_running,
         "no watchdog for a fixed lease"
     );
     let started = Instant::now();
@@ -114,7 +114,7 @@ async fn a_lock_deleted_behind_the_holders_back_is_reported_released() {
     assert!(guard.is_lost());
     let err = guard.unlock().await.unwrap_err();
     assert!(err.is_lock_lost());
-    assert_eq!(holder.held_lock_count(), 0);
+    assert_eq!(holder.status().held_locks, 0);
 }
 
 #[tokio::test]
@@ -212,7 +212,7 @@ async fn locks_taken_in_the_slots_of_released_ones_are_renewed_and_released_ones
     for guard in kept {
         guard.unlock().await.unwrap();
     }
-    assert_eq!(client.held_lock_count(), 0);
+    assert_eq!(client.status().held_locks, 0);
 }
 
 #[tokio::test]

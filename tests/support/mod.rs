@@ -485,7 +485,7 @@ pub async fn bounded<T>(what: &str, call: impl std::future::Future<Output = T>) 
 /// waits, with `lease` where it takes one), and what it returned, guards dropped: for
 /// promises every entry point keeps (refused input, permissions, a full Redis).
 pub async fn every_acquire(
-    lock: &impl redis_rlock::DistributedLock,
+    lock: &impl redis_rlock::DistributedLock<Guard = redis_rlock::LockGuard>,
     wait: Duration,
     lease: Duration,
 ) -> Vec<(&'static str, redis_rlock::Result<()>)> {
@@ -518,8 +518,8 @@ pub async fn every_acquire(
 
 /// Every read method of `lock` and `force_unlock`, each called once, and what it
 /// returned, values dropped.
-pub async fn every_read(
-    lock: &impl redis_rlock::DistributedLock,
+pub async fn every_read<K: redis_rlock::LockKind>(
+    lock: &redis_rlock::Lock<K>,
 ) -> Vec<(&'static str, redis_rlock::Result<()>)> {
     vec![
         (

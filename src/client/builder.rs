@@ -1,0 +1,209 @@
+//! [`ClientBuilder`]: every setting of a [`Client`], with its default and its range.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::config::settings::Settings;
+use crate::error::Result;
+
+/// Builds a [`Client`]. Start from [`Client::builder`].
+///
+/// ```no_run
+/// # async fn demo() -> redis_rlock::Result<()> {
+/// use std::time::Duration;
+/// let client = redis_rlock::Client::builder("redis://127.0.0.1:6379")
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .key_prefix("billing:")
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+///
+/// `Debug` prints the URL with its password replaced by `***`, and of TLS certificates only
+/// whether they are set.
+#[must_use = "a builder does nothing until `build` is awaited"]
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    settings: Settings,
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(url: impl Into<String>) -> Self {
+        ClientBuilder {
+            settings: Settings::new(url.into()),
+        }
+    }
+
+    /// The lease of locks taken without an explicit lease; the watchdog renews them every
+    /// third of it while they are held. Redisson's `lockWatchdogTimeout`.
+    ///
+    /// Default: 30 s. From 10 ms to 24 hours.
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.watchdog_timeout = timeout;
+        self
+    }
+
+    /// How many locks one renewal script call extends. Redisson's `lockWatchdogBatchSize`.
+    ///
+    /// Default: 100. From 1 to 10,000.
+    pub fn watchdog_batch_size(mut self, size: usize) -> Self {
+        self.settings.watchdog_batch_size = size;
+        self
+    }
+
+    /// Prepended to every lock name to form its Redis key (Redisson's `NameMapper` does the
+    /// same job): a Java client must use the same mapping to share locks.
+    ///
+    /// Default: empty. At most 64 KiB.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.settings.key_prefix = prefix.into();
+        self
+    }
+
+    /// How long opening a connection to Redis may take.
+    ///
+    /// Default: 2 s. From 1 ms to 5 minutes.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command may wait for Redis' reply before it fails with a timeout.
+    ///
+    /// Default: 1 s. From 1 ms to 5 minutes.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.response_timeout = timeout;
+        self
+    }
+
+    /// How many times a command that failed to reach Redis is tried in all before the error
+    /// is returned; unlocks are retried idempotently (Redisson's unlock latch).
+    ///
+    /// Default: 3. From 1 to 100.
+    pub fn retry_attempts(mut self, attempts: u32) -> Self {
+        self.settings.retry_attempts = attempts;
+        self
+    }
+
+    /// The pause before retrying a command that failed to reach Redis; a random jitter of up
+    /// to the same amount is added so that clients do not retry in step.
+    ///
+    /// Default: 100 ms. At most 60 s.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.settings.retry_delay = delay;
+        self
+    }
+
+    /// How long a waiting lock call may wait for its unlock subscription to be confirmed
+    /// before it fails with [`Error::Timeout`](crate::Error::Timeout).
+    ///
+    /// Default: 5 s. From 1 ms to 1 hour.
+    pub fn subscribe_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.subscribe_timeout = timeout;
+        self
+    }
+
+    /// The most command connections the client opens. Lock calls share one multiplexed
+    /// connection; the watchdog and reconnections take theirs from this pool.
+    ///
+    /// Default: 4. From 2 to 1,024.
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.settings.pool_size = size;
+        self
+    }
+
+    /// The longest a [`FairLock`](crate::FairLock) waiter that stopped responding can hold
+    /// up the queue: its place is dropped at most this long after its client last
+    /// refreshed it. Live waiters refresh their places every quarter of it (one script
+    /// call per batch of waiters), so a waiter keeps its place through Redis being
+    /// unreachable for up to half of it. A waiter whose process died with its connection
+    /// closed is passed over at once, whatever this is. Redisson's nearest setting,
+    /// `fairLockWaitTimeout`, defaults to 5 minutes.
+    ///
+    /// Default: 5 s. From 100 ms to 24 hours.
+    pub fn fair_waiter_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.fair_waiter_timeout = timeout;
+        self
+    }
+
+    /// Makes lock writes count only once a replica has them (Redisson's
+    /// `checkLockSyncedSlaves`), so that a failover to a replica keeps the lock: after an
+    /// acquire takes the lock, and after each watchdog renewal, the client sends
+    /// `WAIT <replicas> <timeout>` on the connection that wrote.
+    ///
+    /// - At least one replica acknowledged: the write counts (fewer than `replicas` is
+    ///   accepted, as in Redisson).
+    /// - None acknowledged while replicas are connected: an acquire is rolled back and
+    ///   tried again, up to `retry_attempts` in all, then fails with
+    ///   [`Error::NotReplicated`](crate::Error::NotReplicated); a renewal does not count,
+    ///   so the guard's validity is not pushed forward and, if no later renewal is
+    ///   acknowledged in time, it is lost ([`LostReason::ConnectionLost`](crate::LostReason::ConnectionLost)).
+    /// - No replica connected (`connected_slaves` of `INFO replication`, read at most once
+    ///   a second): nothing to wait for, the write counts.
+    ///
+    /// Unlocks are not waited for: a release a failover forgets only keeps the lock until
+    /// its lease runs out. Synced writes go out on pooled connections (so a lagging replica
+    /// never blocks the connection all lock calls share), one per call in flight: raise
+    /// [`pool_size`](ClientBuilder::pool_size) for many concurrent acquires.
+    ///
+    /// Default: off. `replicas` from 1 to 1,000, and `timeout` at least 1 ms and shorter
+    /// than the [`response_timeout`](ClientBuilder::response_timeout).
+    pub fn replica_sync(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.settings.replica_sync = Some((replicas, timeout));
+        self
+    }
+
+    /// How often the pub/sub connection is pinged while the client waits for unlock
+    /// messages, so that a connection whose peer vanished without closing it (a half-open
+    /// connection behind a NAT or a load balancer) is noticed and replaced instead of
+    /// silently hearing nothing. Redisson's `pingConnectionInterval`.
+    ///
+    /// Default: 5 s. From 100 ms to 1 hour.
+    pub fn ping_interval(mut self, interval: Duration) -> Self {
+        self.settings.ping_interval = interval;
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` (one or more PEM certificates) for a
+    /// `rediss://` URL, instead of the system's trusted roots: for a Redis whose
+    /// certificate a private CA signed. Used by every connection of the client: lock
+    /// calls, the pool and pub/sub.
+    ///
+    /// A URL ending in `#insecure` (redis-rs's syntax) accepts any certificate instead; keep
+    /// that for tests.
+    ///
+    /// # Errors
+    /// [`build`](ClientBuilder::build) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pem` holds no PEM
+    /// certificate, or the URL is not a `rediss://` one.
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: Vec<u8>) -> Self {
+        self.settings.tls.root_certificate = Some(pem);
+        self
+    }
+
+    /// Presents this certificate chain and private key (PEM) to a Redis that requires
+    /// client certificates (`tls-auth-clients yes`): mutual TLS, for every connection of
+    /// the client. The key is never printed.
+    ///
+    /// # Errors
+    /// [`build`](ClientBuilder::build) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when either is not PEM,
+    /// or the URL is not a `rediss://` one.
+    #[cfg(feature = "tls")]
+    pub fn tls_client_certificate(mut self, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> Self {
+        self.settings.tls.client_certificate = Some((cert_pem, key_pem));
+        self
+    }
+
+    /// Checks the settings, connects, and verifies that Redis answers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a malformed URL or an out-of-range setting (nothing is
+    /// sent); [`Error::Redis`](crate::Error::Redis), [`Error::Pool`](crate::Error::Pool) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be
+    /// reached within the connect and response timeouts.
+    pub async fn build(self) -> Result<Client> {
+        let (settings, redis) = self.settings.validated()?;
+        Client::from_settings(settings, redis).await
+    }
+}

@@ -1,0 +1,179 @@
+//! The public handle: [`Client`], made by a [`ClientBuilder`], and its [`Status`].
+//!
+//! The top layer. A client is a handle on a [`Core`](crate::core), which every lock it
+//! makes shares; it adds nothing but the public methods.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::config::settings::Settings;
+use crate::core::Core;
+use crate::error::Result;
+use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock};
+
+pub(crate) mod builder;
+mod status;
+
+pub use builder::ClientBuilder;
+pub use status::Status;
+
+/// A connection to one Redis server and the source of its locks.
+///
+/// Cheap to clone: clones share the connections, the client id, the watchdog and the
+/// unlock listener. A client belongs to the tokio runtime it was built on: its connections
+/// and background tasks run there, so build it on the runtime that outlives its use.
+///
+/// Each `Client` has its own random id, the `<client-uuid>` of the hash fields it writes, so
+/// two `Client`s in one process never share a lock's ownership.
+///
+/// ```no_run
+/// # async fn demo() -> redis_rlock::Result<()> {
+/// let client = redis_rlock::Client::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("order:1001").lock().await?;
+/// // ... the critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
+/// `Debug` shows the client id, the URL with its password replaced by `***`, and how many
+/// locks the client holds.
+#[derive(Clone)]
+pub struct Client {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.core.id)
+            .field("url", &self.core.settings.url)
+            .field("held_locks", &self.core.holds.len())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects with default settings and verifies that Redis answers.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a malformed URL; a connection error or
+    /// [`Error::Timeout`](crate::Error::Timeout) when Redis does not answer within the connect timeout (2 s by
+    /// default) and the response timeout (1 s).
+    pub async fn connect(url: impl Into<String>) -> Result<Client> {
+        Client::builder(url).build().await
+    }
+
+    /// A builder for a client with non-default settings; see [`ClientBuilder`].
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    /// `redis`: the redis-rs client of the settings' URL and certificates.
+    pub(crate) async fn from_settings(settings: Settings, redis: redis::Client) -> Result<Client> {
+        Ok(Client {
+            core: Core::start(settings, redis).await?,
+        })
+    }
+
+    /// This client's id: the `<client-uuid>` part of the hash fields it writes.
+    pub fn id(&self) -> Uuid {
+        self.core.id
+    }
+
+    /// A handle on the reentrant lock `name` (the Redis key is the configured key prefix
+    /// followed by `name`). Cheap; nothing is sent until a method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn lock(&self, name: impl AsRef<str>) -> RLock {
+        Lock::new(self.core.clone(), name.as_ref())
+    }
+
+    /// A handle on the fair lock `name`: reentrant like [`lock`](Client::lock), and served
+    /// to its waiters in arrival order (see [`FairLock`]). Cheap; nothing is sent until a
+    /// method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> FairLock {
+        Lock::new(self.core.clone(), name.as_ref())
+    }
+
+    /// The lease of locks taken without one; the watchdog renews them every third of it.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.core.settings.watchdog_timeout
+    }
+
+    /// A handle on the fenced lock `name`: reentrant like [`lock`](Client::lock), and every
+    /// acquire draws a fencing token (see [`FencedLock`]). Cheap; nothing is sent until a
+    /// method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fenced_lock(&self, name: impl AsRef<str>) -> FencedLock {
+        Lock::new(self.core.clone(), name.as_ref())
+    }
+
+    /// Sets the Redis key `key` to `value` for the holder of fencing token `token`, unless
+    /// a write with a higher token was accepted before: a reference for resources that
+    /// take fenced writes. Returns whether it was written.
+    ///
+    /// The highest token accepted is kept beside the key, in `redis_rlock_fence:{<key>}`
+    /// (same cluster slot). Equal tokens are accepted, so one holder may write many times.
+    /// The key is used as given (no key prefix).
+    ///
+    /// Tokens are compared exactly over the whole `u64` range.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty key or one
+    /// over 64 KiB (nothing is sent); [`Error::NotALock`](crate::Error::NotALock) when the
+    /// fence key holds something other than a token; a connection error when Redis cannot
+    /// be reached after the retries (a retried write is harmless: the same token and value
+    /// again).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: if dropped, the value may or may not have been written.
+    pub async fn fenced_set(&self, key: &str, token: u64, value: &[u8]) -> Result<bool> {
+        fenced::fenced_set(&self.core, key, token, value).await
+    }
+
+    /// What the client holds and waits for right now: held locks, watchdog holds, queued
+    /// fair-lock waiters and subscribed unlock channels. Local counts; nothing is sent.
+    pub fn status(&self) -> Status {
+        let core = &self.core;
+        Status {
+            held_locks: core.holds.len(),
+            watchdog_holds: core.holds.watchdog_hold_count(),
+            watchdog_running: core.watchdog.is_running(),
+            queued_waiters: core.heartbeat.len(),
+            subscribed_channels: core.listener.channel_count(),
+        }
+    }
+
+    /// How many (lock, owner) holds this client currently tracks, reentrant holds counting
+    /// once.
+    #[deprecated(since = "0.2.0", note = "use `Client::status().held_locks`")]
+    pub fn held_lock_count(&self) -> usize {
+        self.status().held_locks
+    }
+
+    /// Whether the watchdog task is running; it runs while a watchdog lock is held.
+    #[deprecated(since = "0.2.0", note = "use `Client::status().watchdog_running`")]
+    pub fn is_watchdog_running(&self) -> bool {
+        self.status().watchdog_running
+    }
+
+    /// How many fair-lock queue places this client keeps alive for its waiting tasks.
+    #[deprecated(since = "0.2.0", note = "use `Client::status().queued_waiters`")]
+    pub fn queued_waiter_count(&self) -> usize {
+        self.status().queued_waiters
+    }
+
+    /// How many unlock channels this client is subscribed to, as Redis confirmed.
+    #[deprecated(since = "0.2.0", note = "use `Client::status().subscribed_channels`")]
+    pub fn subscribed_channel_count(&self) -> usize {
+        self.status().subscribed_channels
+    }
+}

@@ -1,0 +1,258 @@
+//! [`Settings`]: every setting of one client, checked, and the redis-rs client they make.
+//!
+//! Filled in by the public [`ClientBuilder`](crate::ClientBuilder); read by the connection
+//! layer, which never sees the builder.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::config::server_url::ServerUrl;
+use crate::error::{Error, Result};
+use crate::util::validate;
+
+/// The largest connection pool accepted: deadpool allocates its slots up front, and more
+/// connections than this to one Redis only cost it memory.
+const MAX_POOL_SIZE: usize = 1024;
+
+/// The most locks one renewal call may carry: each is a key and an argument of one script
+/// call, which blocks Redis while it runs.
+const MAX_BATCH_SIZE: usize = 10_000;
+
+/// Settings of a client, checked by [`Settings::validated`].
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) url: ServerUrl,
+    pub(crate) key_prefix: String,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) watchdog_batch_size: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) retry_attempts: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) subscribe_timeout: Duration,
+    pub(crate) pool_size: usize,
+    pub(crate) fair_waiter_timeout: Duration,
+    /// Replicas to `WAIT` for after lock writes, and for how long; `None`: no waiting.
+    pub(crate) replica_sync: Option<(usize, Duration)>,
+    /// How often the pub/sub connection is pinged while it waits for messages.
+    pub(crate) ping_interval: Duration,
+    pub(crate) tls: TlsSettings,
+}
+
+/// Certificates for `rediss://` URLs, beyond the system's trusted roots.
+#[derive(Clone, Default)]
+pub(crate) struct TlsSettings {
+    /// PEM: the certificate authorities to trust instead of the system's.
+    pub(crate) root_certificate: Option<Vec<u8>>,
+    /// PEM: the client's certificate chain and private key, for mutual TLS.
+    pub(crate) client_certificate: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsSettings {
+    fn is_set(&self) -> bool {
+        self.root_certificate.is_some() || self.client_certificate.is_some()
+    }
+}
+
+impl fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Neither certificate is secret, but the key is: print what is set, never contents.
+        f.debug_struct("TlsSettings")
+            .field("root_certificate", &self.root_certificate.is_some())
+            .field("client_certificate", &self.client_certificate.is_some())
+            .finish()
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Written out so that a new field is a decision about whether it may be printed.
+        let Settings {
+            url,
+            key_prefix,
+            watchdog_timeout,
+            watchdog_batch_size,
+            connect_timeout,
+            response_timeout,
+            retry_attempts,
+            retry_delay,
+            subscribe_timeout,
+            pool_size,
+            fair_waiter_timeout,
+            replica_sync,
+            ping_interval,
+            tls,
+        } = self;
+        f.debug_struct("Settings")
+            .field("url", url)
+            .field("key_prefix", key_prefix)
+            .field("watchdog_timeout", watchdog_timeout)
+            .field("watchdog_batch_size", watchdog_batch_size)
+            .field("connect_timeout", connect_timeout)
+            .field("response_timeout", response_timeout)
+            .field("retry_attempts", retry_attempts)
+            .field("retry_delay", retry_delay)
+            .field("subscribe_timeout", subscribe_timeout)
+            .field("pool_size", pool_size)
+            .field("fair_waiter_timeout", fair_waiter_timeout)
+            .field("replica_sync", replica_sync)
+            .field("ping_interval", ping_interval)
+            .field("tls", tls)
+            .finish()
+    }
+}
+
+impl Settings {
+    /// The defaults, for `url`.
+    pub(crate) fn new(url: String) -> Self {
+        Settings {
+            url: ServerUrl::new(url),
+            key_prefix: String::new(),
+            watchdog_timeout: Duration::from_secs(30),
+            watchdog_batch_size: 100,
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(1),
+            retry_attempts: 3,
+            retry_delay: Duration::from_millis(100),
+            subscribe_timeout: Duration::from_secs(5),
+            pool_size: 4,
+            fair_waiter_timeout: Duration::from_secs(5),
+            replica_sync: None,
+            ping_interval: Duration::from_secs(5),
+            tls: TlsSettings::default(),
+        }
+    }
+
+    /// Checks every setting against its documented range, and makes the redis-rs client
+    /// every connection of the client is opened from (a malformed URL or certificate fails
+    /// here, before anything is sent).
+    pub(crate) fn validated(self) -> Result<(Self, redis::Client)> {
+        let s = self;
+        let ms = Duration::from_millis;
+        let secs = Duration::from_secs;
+        validate::within("watchdog_timeout", s.watchdog_timeout, ms(10), secs(86_400))?;
+        validate::count_within(
+            "watchdog_batch_size",
+            s.watchdog_batch_size,
+            1,
+            MAX_BATCH_SIZE,
+        )?;
+        validate::within("connect_timeout", s.connect_timeout, ms(1), secs(300))?;
+        validate::within("response_timeout", s.response_timeout, ms(1), secs(300))?;
+        validate::within("subscribe_timeout", s.subscribe_timeout, ms(1), secs(3600))?;
+        validate::count_within("retry_attempts", s.retry_attempts as usize, 1, 100)?;
+        validate::within("retry_delay", s.retry_delay, Duration::ZERO, secs(60))?;
+        validate::within(
+            "fair_waiter_timeout",
+            s.fair_waiter_timeout,
+            ms(100),
+            secs(86_400),
+        )?;
+        validate::count_within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;
+        validate::within("ping_interval", s.ping_interval, ms(100), secs(3600))?;
+        validate::key_length("key_prefix", &s.key_prefix)?;
+        if let Some((replicas, timeout)) = s.replica_sync {
+            validate::count_within("replica_sync replicas", replicas, 1, 1000)?;
+            if timeout < ms(1) || timeout >= s.response_timeout {
+                return Err(Error::invalid(format!(
+                    "the replica_sync timeout must be at least 1 ms and shorter than the \
+                     response timeout ({:?}), got {timeout:?}",
+                    s.response_timeout
+                )));
+            }
+        }
+        let redis = s.redis_client()?;
+        Ok((s, redis))
+    }
+
+    /// The redis-rs client for this URL, with its TLS certificates: what every connection
+    /// of the client (pooled, shared, pub/sub) is opened from.
+    fn redis_client(&self) -> Result<redis::Client> {
+        use redis::IntoConnectionInfo;
+        let info = self.url.raw().into_connection_info().map_err(|e| {
+            let reason = if self.url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
+                "rediss:// needs the `tls` feature of redis-rlock (on by default)".to_string()
+            } else {
+                self.url.scrub(&e.to_string())
+            };
+            Error::invalid(format!("invalid Redis URL `{}`: {reason}", self.url))
+        })?;
+        #[cfg(feature = "tls")]
+        if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            install_crypto_provider();
+        }
+        if !self.tls.is_set() {
+            return redis::Client::open(info).map_err(|e| {
+                Error::invalid(format!(
+                    "invalid Redis URL `{}`: {}",
+                    self.url,
+                    self.url.scrub(&e.to_string())
+                ))
+            });
+        }
+        self.tls_client(info)
+    }
+
+    #[cfg(feature = "tls")]
+    fn tls_client(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            return Err(Error::invalid(format!(
+                "TLS certificates were given for `{}`, which does not use TLS: use rediss://",
+                self.url
+            )));
+        }
+        let certificates = |what: &str, pem: &[u8]| -> Result<()> {
+            let parsed: std::result::Result<Vec<_>, _> =
+                CertificateDer::pem_slice_iter(pem).collect();
+            match parsed {
+                Ok(chain) if !chain.is_empty() => Ok(()),
+                Ok(_) => Err(Error::invalid(format!(
+                    "the {what} holds no PEM certificate"
+                ))),
+                Err(e) => Err(Error::invalid(format!("the {what} is not valid PEM: {e}"))),
+            }
+        };
+        if let Some(root) = &self.tls.root_certificate {
+            certificates("TLS root certificate", root)?;
+        }
+        if let Some((chain, key)) = &self.tls.client_certificate {
+            certificates("TLS client certificate", chain)?;
+            // The parser's error never quotes the key.
+            PrivateKeyDer::from_pem_slice(key).map_err(|e| {
+                Error::invalid(format!("the TLS client key is not a PEM private key: {e}"))
+            })?;
+        }
+        let certificates = redis::TlsCertificates {
+            client_tls: self.tls.client_certificate.as_ref().map(|(chain, key)| {
+                redis::ClientTlsConfig {
+                    client_cert: chain.clone(),
+                    client_key: key.clone(),
+                }
+            }),
+            root_cert: self.tls.root_certificate.clone(),
+        };
+        redis::Client::build_with_tls(info, certificates)
+            .map_err(|e| Error::invalid(format!("TLS settings for `{}`: {e}", self.url)))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn tls_client(&self, _info: redis::ConnectionInfo) -> Result<redis::Client> {
+        Err(Error::invalid(
+            "TLS certificates need the `tls` feature of redis-rlock (on by default)",
+        ))
+    }
+}
+
+/// rustls needs a process-wide crypto provider when more than one is compiled in (another
+/// crate of the application may enable aws-lc-rs besides this crate's ring): install ring
+/// unless the application installed one.
+#[cfg(feature = "tls")]
+pub(crate) fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Fails only if another thread installed one meanwhile, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}

@@ -1,0 +1,161 @@
+//! [`Core`]: what one client is made of (its id, settings, connections, local holds,
+//! unlock listener and background services) and the runtime they run on.
+//!
+//! The public [`Client`](crate::Client) is a handle on a `Core`, and so is every lock it
+//! makes: lock code reaches the client's services here, below it, and never imports the
+//! public type. A client that makes lock handles and lock code that needs the client's
+//! services meet in this module instead of in an import cycle.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::config::server_url::ServerUrl;
+use crate::config::settings::Settings;
+use crate::error::{Error, Result};
+use crate::holds::Holds;
+use crate::protocol::batch::Batcher;
+use crate::protocol::scripts::{AcquireItem, UnlockItem};
+use crate::services::heartbeat::Heartbeat;
+use crate::services::latches::LatchReaper;
+use crate::services::lease_check::LeaseCheck;
+use crate::services::watchdog::Watchdog;
+use crate::transport::connection::{Connections, Reconnects};
+use crate::transport::permissions::CommandCheck;
+use crate::transport::pubsub::UnlockListener;
+use crate::transport::replica_sync::ReplicaSync;
+use crate::transport::server_check;
+
+/// One client's connections, state and services; shared by the client's handles and locks.
+pub(crate) struct Core {
+    pub(crate) id: Uuid,
+    /// `id` as it appears in hash fields, formatted once.
+    pub(crate) id_text: String,
+    pub(crate) settings: Settings,
+    pub(crate) connections: Arc<Connections>,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) watchdog: Watchdog,
+    /// Checks fixed-lease holds after a reconnection.
+    pub(crate) lease_check: LeaseCheck,
+    pub(crate) heartbeat: Heartbeat,
+    pub(crate) listener: UnlockListener,
+    pub(crate) latches: LatchReaper,
+    /// Coalesces concurrent acquires of plain locks into multi-key script calls.
+    pub(crate) acquires: Arc<Batcher<AcquireItem>>,
+    /// Coalesces concurrent releases of plain locks likewise.
+    pub(crate) releases: Arc<Batcher<UnlockItem>>,
+    /// Set when lock writes must reach a replica before they count.
+    pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
+    /// Whether the user may run each lock kind's commands, checked at its first use.
+    pub(crate) commands: CommandCheck,
+    /// The runtime the client was built on, where its connections are driven.
+    runtime: tokio::runtime::Handle,
+}
+
+impl Core {
+    /// `redis`: the redis-rs client of the settings' URL and certificates.
+    pub(crate) async fn start(settings: Settings, redis: redis::Client) -> Result<Arc<Core>> {
+        // Background tasks (watchdog, unlock listener) run here, where the connections'
+        // drivers run too, so that a lock call from another runtime cannot tie them to a
+        // runtime that may go away first.
+        let runtime = tokio::runtime::Handle::current();
+        let reconnects = Arc::new(Reconnects::default());
+        let listener = UnlockListener::new(
+            redis.clone(),
+            settings.connect_timeout,
+            settings.subscribe_timeout,
+            settings.ping_interval,
+            reconnects.clone(),
+            runtime.clone(),
+        )?;
+        let url = &settings.url;
+        let connections = Arc::new(
+            Connections::open(&settings, &redis, reconnects)
+                .await
+                .map_err(|e| first_contact(url, e))?,
+        );
+        let mut conn = connections.shared().await?.conn;
+        let pong: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| first_contact(url, e.into()))?;
+        if pong != "PONG" {
+            return Err(Error::NotRedis {
+                url: url.to_string(),
+                detail: format!("PING answered `{pong}`"),
+            });
+        }
+        server_check::check_server(&mut conn, url).await?;
+        let commands = CommandCheck::new(settings.replica_sync.is_some());
+        let holds = Arc::new(Holds::default());
+        let latches = LatchReaper::start(&connections, &runtime);
+        let replica_sync = settings
+            .replica_sync
+            .map(|(replicas, timeout)| Arc::new(ReplicaSync::new(replicas, timeout)));
+        let watchdog = Watchdog::new(
+            holds.clone(),
+            connections.clone(),
+            settings.watchdog_timeout,
+            settings.watchdog_batch_size,
+            replica_sync.clone(),
+            runtime.clone(),
+        );
+        let lease_check = LeaseCheck::new(
+            holds.clone(),
+            connections.clone(),
+            settings.watchdog_batch_size,
+            runtime.clone(),
+        );
+        let heartbeat = Heartbeat::new(
+            connections.clone(),
+            listener.clone(),
+            settings.fair_waiter_timeout,
+            settings.watchdog_batch_size,
+            runtime.clone(),
+        );
+        let id = Uuid::new_v4();
+        tracing::debug!(client = %id, url = %settings.url, "connected");
+        Ok(Arc::new(Core {
+            id,
+            id_text: id.to_string(),
+            settings,
+            connections,
+            holds,
+            watchdog,
+            lease_check,
+            heartbeat,
+            listener,
+            latches,
+            acquires: Batcher::new(runtime.clone()),
+            releases: Batcher::new(runtime.clone()),
+            replica_sync,
+            commands,
+            runtime,
+        }))
+    }
+
+    /// Runs clean-up work (a release from a `Drop`, the undo of an abandoned acquire) on the
+    /// client's runtime, which drives its connections: it works from a `Drop` outside any
+    /// runtime too, and does not die with a caller's runtime that is shutting down. If the
+    /// client's own runtime is gone, nothing can be sent: locks expire with their leases.
+    pub(crate) fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        drop(self.runtime.spawn(work));
+    }
+
+    /// The runtime the client was built on (see [`Core::spawn`]).
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+}
+
+/// The first failure to reach the server, in words for a user who may have the wrong
+/// address: a reply redis-rs cannot parse means something else listens there.
+fn first_contact(url: &ServerUrl, error: Error) -> Error {
+    match error {
+        Error::Redis(e) if e.kind() == redis::ErrorKind::Parse => Error::NotRedis {
+            url: url.to_string(),
+            detail: url.scrub(&e.to_string()),
+        },
+        other => other,
+    }
+}

@@ -1,0 +1,63 @@
+//! How Redis' errors are classified: which may pass with a retry, which are refused
+//! credentials or permissions, and how a server's message reads without script noise.
+
+/// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
+/// timeouts, dropped connections, and a server that is loading or failing over. Not
+/// refused credentials, and not an answer that is not Redis' (a protocol error at connect
+/// is reported as [`Error::NotRedis`](crate::Error::NotRedis)).
+pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    if is_auth_failure(e) {
+        return false;
+    }
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            )
+        )
+}
+
+/// Refused credentials: redis-rs' own kind for a failed `AUTH` at connect, and the server's
+/// codes when a command is sent unauthenticated or the credentials are wrong.
+pub(crate) fn is_auth_failure(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
+/// True for a refusal for lack of an ACL permission: `NOPERM` for the command itself, and
+/// the messages Redis 7 gives a script whose inner command was refused (which carry the
+/// code `ERR`: see `scriptCall` in Redis' `script.c`).
+pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.detail()
+            .is_some_and(|detail| detail.starts_with("The user executing the script can't"))
+}
+
+/// How a refused PUBLISH or SUBSCRIBE (`verb`) to an unlock channel is named in
+/// [`Error::PermissionDenied`](crate::Error::PermissionDenied), with the ACL rule that grants it.
+pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
+    format!("{verb} to channel `{channel}` (`&redisson_lock__channel:*`)")
+}
+
+/// A server's error, without the hash and line of the script it came from: Redis 7 appends
+/// ` script: <sha>, on @user_script:<line>.` to errors raised inside scripts.
+pub(crate) fn server_message(e: &redis::RedisError) -> String {
+    let detail = e.detail().unwrap_or_default();
+    let detail = match detail.find(" script: ") {
+        Some(at) => &detail[..at],
+        None => detail,
+    };
+    match e.code() {
+        Some(code) if !detail.is_empty() => format!("{code} {detail}"),
+        Some(code) => code.to_string(),
+        None => e.to_string(),
+    }
+}

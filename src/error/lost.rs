@@ -1,0 +1,40 @@
+//! [`LostReason`]: why a held lock is no longer held.
+
+use std::fmt;
+
+/// Why a held lock is no longer, or can no longer be assumed to be, held.
+///
+/// Reported by [`LockGuard::lost`](crate::LockGuard::lost) and inside
+/// [`Error::LockLost`](crate::Error::LockLost).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LostReason {
+    /// The lease ran out before a renewal was confirmed: a fixed lease expired, or the
+    /// watchdog did not get a renewal through in time (for example a long process pause).
+    Expired,
+    /// The owner's field is gone from the lock hash while its lease should still run:
+    /// someone force-unlocked or deleted the lock, or Redis lost it (a restart without
+    /// persistence, a failover to a replica that did not have it).
+    Released,
+    /// The watchdog could not get a renewal confirmed before the lease ran out: Redis could
+    /// not be reached, or, with [replica sync](crate::ClientBuilder::replica_sync), no
+    /// replica acknowledged it.
+    ConnectionLost,
+    /// Fewer than a quorum of a [`RedLock`](crate::RedLock)'s nodes still hold it.
+    QuorumLost,
+    /// The hold reached the cap set with [`Lock::with_max_hold`](crate::Lock::with_max_hold):
+    /// the watchdog stopped renewing it, and its last lease ran out.
+    MaxHoldReached,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LostReason::Expired => "the lease expired before it was renewed",
+            LostReason::Released => "the lock was released by someone else",
+            LostReason::ConnectionLost => "Redis could not be reached to renew the lease",
+            LostReason::QuorumLost => "fewer than a quorum of the RedLock's nodes still hold it",
+            LostReason::MaxHoldReached => "it was held for the longest time allowed",
+        })
+    }
+}

@@ -1,0 +1,247 @@
+//! The crate's one error type, what a lost lock reports, and how Redis' own errors are
+//! classified (retry, refuse, explain): the bottom layer, which imports nothing of the
+//! crate.
+
+mod classify;
+mod lost;
+
+pub(crate) use classify::{
+    channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message,
+};
+pub use lost::LostReason;
+
+use std::time::Duration;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in this crate.
+///
+/// A lock held by someone else is not an error: `try_lock*` return `Ok(None)` for that.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An argument was rejected before anything was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The guard's lock was lost before it was released; nothing was deleted.
+    #[error("lock `{name}` was lost: {reason}")]
+    LockLost {
+        /// The lock's key.
+        name: String,
+        /// Why the lock was lost.
+        reason: LostReason,
+        /// How long ago the guard's local validity ran out, when known.
+        expired_ago: Option<Duration>,
+    },
+
+    /// Redis answered with an error, or the connection failed.
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+
+    /// No connection could be taken from, or made by, the connection pool.
+    #[error("connection pool error: {message}")]
+    Pool {
+        /// What the pool could not do.
+        message: String,
+        /// The pool's own error, when it gave one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+
+    /// Too few of a lock group's nodes could be reached to take the lock: a
+    /// [`RedLock`](crate::RedLock) needs a majority, a [`MultiLock`](crate::MultiLock) all.
+    #[error("{reachable} of {total} nodes reachable, {needed} needed")]
+    QuorumUnreachable {
+        /// Nodes that answered in the last attempt.
+        reachable: usize,
+        /// Nodes the lock must be held on.
+        needed: usize,
+        /// Nodes in the group.
+        total: usize,
+        /// What the last unreachable node failed with.
+        #[source]
+        last_error: Option<Box<Error>>,
+    },
+
+    /// With [replica sync](crate::ClientBuilder::replica_sync) on, no replica acknowledged a
+    /// lock write within the timeout while replicas were connected: the write was rolled
+    /// back (an acquire) or not counted (a renewal).
+    #[error("no replica acknowledged the lock write within {timeout:?} ({connected} connected)")]
+    NotReplicated {
+        /// Replicas connected to the master when the write was given up.
+        connected: usize,
+        /// How long the write waited for them.
+        timeout: Duration,
+    },
+
+    /// An operation did not complete within its time bound.
+    #[error("timed out after {after:?} while {during}")]
+    Timeout {
+        /// What was being done.
+        during: &'static str,
+        /// The bound that ran out.
+        after: Duration,
+    },
+
+    /// Redis refused a command for lack of an ACL permission of the connected user. Nothing
+    /// was changed: every script checks what it may be refused before it writes. The
+    /// README's "Security" section lists the rules a lock user needs.
+    #[error("Redis refused {operation} `{target}`: the user lacks {missing}")]
+    PermissionDenied {
+        /// What was being done, such as "unlocking".
+        operation: &'static str,
+        /// The lock, channel or server the operation was on.
+        target: String,
+        /// The permission that is missing, with the ACL rule that grants it when known,
+        /// such as "PUBLISH to channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)".
+        missing: String,
+    },
+
+    /// The key is not a lock of this kind (a string, a list, a Redisson read-write lock, a
+    /// hash of other data): the call was refused and nothing was changed.
+    #[error("`{name}` is {found}, not a lock of this kind; nothing was changed")]
+    NotALock {
+        /// The key.
+        name: String,
+        /// What it holds, such as "a string" or "a hash that is not a lock".
+        found: String,
+    },
+
+    /// Redis answered a lock operation with an error of its own (such as OOM when it is out
+    /// of memory, or a fencing counter that cannot grow any more). Nothing is retried.
+    #[error("{operation} `{lock}` was refused by Redis: {message}")]
+    Rejected {
+        /// What was being done, such as "acquiring".
+        operation: &'static str,
+        /// The lock's key.
+        lock: String,
+        /// Redis' answer, without the script's hash and line number.
+        message: String,
+        /// The error as redis-rs reported it.
+        #[source]
+        source: redis::RedisError,
+    },
+
+    /// The server answered, but not as Redis does: something else listens at that address
+    /// (an HTTP server, a TLS port spoken to without TLS, ...).
+    #[error("the server at {url} did not answer as Redis: {detail}")]
+    NotRedis {
+        /// The URL, with its password redacted.
+        url: String,
+        /// What went wrong.
+        detail: String,
+    },
+
+    /// The server cannot hold locks for this client: a replica (locks must be written on
+    /// a master), a Sentinel, a cluster node, or a Redis older than 7.0.
+    #[error("the server at {url} cannot hold locks: {reason}")]
+    UnsupportedServer {
+        /// The URL, with its password redacted.
+        url: String,
+        /// Why, and what to connect to instead.
+        reason: String,
+    },
+
+    /// The tokio runtime the client was built on has shut down, and with it the client's
+    /// connections and background tasks: build the client on a runtime that outlives its
+    /// use.
+    #[error("the tokio runtime this client was built on has shut down")]
+    RuntimeGone,
+}
+
+impl Error {
+    /// True when the argument was rejected before anything was sent to Redis.
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, Error::InvalidArgument(_))
+    }
+
+    /// True when the lock was lost before it was released.
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, Error::LockLost { .. })
+    }
+
+    /// True when an operation ran out of time, ours or the Redis connection's.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Timeout { .. } => true,
+            Error::Redis(e) => e.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// True when the failure came from reaching Redis (or, with replica sync, its
+    /// replicas) rather than from what was asked: a later retry may succeed. Failed
+    /// authentication is not one: retrying with the same credentials cannot succeed.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            Error::Redis(e) => is_transient(e),
+            Error::Pool { .. }
+            | Error::Timeout { .. }
+            | Error::QuorumUnreachable { .. }
+            | Error::NotReplicated { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// True when, with replica sync on, no connected replica acknowledged a lock write in
+    /// time ([`Error::NotReplicated`](crate::Error::NotReplicated)).
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// True when Redis refused the credentials: a wrong password or user name
+    /// (`WRONGPASS`), or none given to a server that requires them (`NOAUTH`). Final: it is
+    /// never retried.
+    pub fn is_auth_error(&self) -> bool {
+        match self {
+            Error::Redis(e) => is_auth_failure(e),
+            _ => false,
+        }
+    }
+
+    /// True when Redis refused a command for lack of an ACL permission
+    /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied)).
+    pub fn is_permission_denied(&self) -> bool {
+        matches!(self, Error::PermissionDenied { .. })
+    }
+
+    /// True when the key is not a lock of this kind
+    /// ([`Error::NotALock`](crate::Error::NotALock)).
+    pub fn is_not_a_lock(&self) -> bool {
+        matches!(self, Error::NotALock { .. })
+    }
+
+    /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost).
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        match self {
+            Error::LockLost { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArgument(message.into())
+    }
+
+    /// A pool failure without an error of the pool's own.
+    pub(crate) fn pool(message: impl Into<String>) -> Self {
+        Error::Pool {
+            message: message.into(),
+            source: None,
+        }
+    }
+}
+
+impl From<deadpool_redis::PoolError> for Error {
+    fn from(e: deadpool_redis::PoolError) -> Self {
+        match e {
+            deadpool_redis::PoolError::Backend(e) => Error::Redis(e),
+            other => Error::Pool {
+                message: other.to_string(),
+                source: Some(Box::new(other)),
+            },
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! A group as the [waiting loop](crate::locks::wait) drives it: a round on every node per
+//! try, listening only on the nodes that answered busy.
+//!
+//! Only a busy node's unlock can let the group in: its own rollback published on the
+//! others. After a split vote (some nodes granted it, too few) it pauses a random moment
+//! before the next try, so that rivals who split the nodes retry at different moments.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::error::Result;
+use crate::groups::guard::GroupGuard;
+use crate::groups::node::Node;
+use crate::groups::policy::GroupKind;
+use crate::groups::round::{round, subscribe_missing, wait_for_any, Round};
+use crate::locks::wait::{Contender, Listening, Tried};
+use crate::transport::connection::Connections;
+use crate::transport::pubsub::Subscription;
+
+/// The longest random pause before retrying after a split vote.
+const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
+
+/// A group's waiting call: its nodes, and what it has set up on them.
+pub(super) struct GroupContender<'a, K> {
+    pub(super) nodes: Vec<Node>,
+    pub(super) owner: Arc<str>,
+    pub(super) quorum: usize,
+    pub(super) node_timeout: Duration,
+    pub(super) name: &'a str,
+    /// One per node, made once the node has answered busy, so that a node that is down
+    /// costs no subscribe timeout; retried each round until it is made.
+    pub(super) subscriptions: Vec<Option<Subscription>>,
+    /// The nodes the last round found held elsewhere.
+    pub(super) busy: Vec<usize>,
+    /// Whether the last round split the nodes between rivals.
+    pub(super) split: bool,
+    pub(super) kind: PhantomData<fn() -> K>,
+}
+
+impl<K: GroupKind> Contender for GroupContender<'_, K> {
+    type Guard = GroupGuard;
+
+    async fn attempt(&mut self) -> Result<Tried<GroupGuard>> {
+        let outcome = round::<K>(
+            &self.nodes,
+            &self.owner,
+            self.quorum,
+            self.node_timeout,
+            self.name,
+        )
+        .await;
+        let failure = match outcome {
+            Round::Acquired(guard) => return Ok(Tried::Acquired(guard)),
+            Round::Failed(failure) => failure,
+        };
+        self.busy = failure.busy;
+        self.split = failure.split;
+        match failure.unreachable {
+            Some(e) => Err(e),
+            None => Ok(Tried::Busy(failure.retry_within)),
+        }
+    }
+
+    async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
+        let made = subscribe_missing(
+            &self.nodes,
+            &self.owner,
+            &self.busy,
+            &mut self.subscriptions,
+            remaining,
+        )
+        .await;
+        // Try again now that these nodes' unlocks are heard.
+        Ok(if made {
+            Listening::Started
+        } else {
+            Listening::Already
+        })
+    }
+
+    async fn wait(&mut self, bound: Duration) {
+        wait_for_any(&mut self.subscriptions, &self.busy, bound).await;
+        if self.split {
+            let jitter = rand::rng().random_range(Duration::ZERO..=MAX_SPLIT_JITTER);
+            tokio::time::sleep(jitter.min(bound)).await;
+        }
+    }
+
+    fn wakeups_used(&mut self) {
+        self.subscriptions
+            .iter_mut()
+            .flatten()
+            .for_each(Subscription::wakeup_used);
+    }
+
+    fn pacing(&self) -> &Connections {
+        &self.nodes[0].core.connections
+    }
+}

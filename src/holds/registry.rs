@@ -1,0 +1,392 @@
+//! [`Holds`]: every hold of one client, by (lock key, owner), and the acquires on their
+//! way; the registry the watchdog renews from and the lease check reads.
+
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use tokio::time::Instant;
+
+use super::hold::Hold;
+use super::lease::{Applied, Lease, Terms};
+use super::watch_list::WatchList;
+
+/// A (lock key, owner) pair, the key of [`Holds`], with its hash reckoned once: an acquire
+/// and its release look it up five times, and hashing the two strings each time cost
+/// more than the rest of those lookups. Made by [`Holds::id`].
+#[derive(Debug, Clone)]
+pub(crate) struct HoldId {
+    pub(super) key: Arc<str>,
+    pub(super) owner: Arc<str>,
+    /// Of `key` and `owner`, under the registry's random keys (see [`Holds::id`]).
+    pub(super) hash: u64,
+}
+
+impl PartialEq for HoldId {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key && self.owner == other.owner
+    }
+}
+
+impl Eq for HoldId {}
+
+impl Hash for HoldId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Hands a [`HoldId`]'s own hash to the maps keyed by it: it was made with random keys
+/// already, so hashing it again would add nothing.
+#[derive(Default)]
+struct CarriedHash(u64);
+
+impl Hasher for CarriedHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is ever called; fold anything else in all the same.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+type ById<V> = DashMap<HoldId, V, BuildHasherDefault<CarriedHash>>;
+
+/// Every hold of one client, by (lock key, owner).
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    /// The keys of every [`HoldId`] hash, random per registry as a `HashMap`'s are, so that
+    /// nobody who picks lock names can pick colliding ones.
+    ids: RandomState,
+    map: ById<Arc<Hold>>,
+    /// The watchdog holds among them, in the order the watchdog walks them.
+    watch: WatchList,
+    /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
+    /// Redis before their holds are here.
+    in_flight: ById<usize>,
+}
+
+/// One acquire on its way: counted in [`Holds::is_busy`] until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    holds: Arc<Holds>,
+    key: HoldId,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.holds.in_flight.remove_if_mut(&self.key, |_, count| {
+            *count -= 1;
+            *count == 0
+        });
+    }
+}
+
+impl Holds {
+    /// The registry key of `owner`'s hold on `key`.
+    pub(crate) fn id(&self, key: &Arc<str>, owner: &Arc<str>) -> HoldId {
+        HoldId {
+            key: key.clone(),
+            owner: owner.clone(),
+            hash: self.ids.hash_one((&**key, &**owner)),
+        }
+    }
+
+    /// What a new acquire by `owner` asks for: the live hold's watchdog lease when the call
+    /// re-enters a watchdog hold (see [`Hold::lease_ms`]), else `requested`; and the
+    /// earlier of the live hold's end of maximum hold time and the requested one.
+    pub(crate) fn terms_for(&self, id: &HoldId, requested: Terms) -> Terms {
+        let Some(hold) = self.map.get(id) else {
+            return requested;
+        };
+        if hold.lost_reason().is_some() {
+            return requested;
+        }
+        let lease = if hold.is_watchdog() {
+            Lease::Watchdog(hold.lease_ms())
+        } else {
+            requested.lease
+        };
+        let max_until = match (hold.max_until(), requested.max_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Terms { lease, max_until }
+    }
+
+    /// The live (not lost, not released) hold of `id`.
+    pub(crate) fn live(&self, id: &HoldId) -> Option<Arc<Hold>> {
+        self.map
+            .get(id)
+            .filter(|hold| hold.lost_reason().is_none() && !hold.is_released())
+            .map(|hold| hold.clone())
+    }
+
+    /// Whether the owner of `id` has a live (not lost) hold on its key.
+    pub(crate) fn is_held(&self, id: &HoldId) -> bool {
+        self.map
+            .get(id)
+            .is_some_and(|hold| hold.lost_reason().is_none())
+    }
+
+    /// Records one more guard after a successful acquire sent at `started`: joins the
+    /// owner's live hold (re-entry), or starts a new one in place of a lost one.
+    pub(crate) fn add(
+        &self,
+        id: &HoldId,
+        terms: Terms,
+        started: Instant,
+        applied: Applied,
+    ) -> Arc<Hold> {
+        let fresh = || Arc::new(Hold::new(id, terms, started, applied));
+        // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
+        // one lists it before any release of its guard can delist it.
+        let listed = |hold: Arc<Hold>| {
+            if hold.is_watchdog() {
+                self.watch.enlist(&hold);
+            }
+            hold
+        };
+        match self.map.entry(id.clone()) {
+            Entry::Occupied(mut entry) => {
+                let hold = entry.get();
+                if hold.lost_reason().is_none() && !hold.is_released() {
+                    hold.add_guard(terms, started, applied);
+                    listed(hold.clone())
+                } else {
+                    let hold = listed(fresh());
+                    entry.insert(hold.clone());
+                    hold
+                }
+            }
+            Entry::Vacant(entry) => listed(entry.insert(fresh()).clone()),
+        }
+    }
+
+    /// Drops one guard of `hold`; at the last one the hold leaves the registry, which stops
+    /// its renewal, and retires. Returns whether that was the last guard.
+    ///
+    /// The count and the removal change under the registry entry's lock, so that a re-entry
+    /// racing with the last release either joins the hold before it goes or starts a new one.
+    pub(crate) fn release(&self, hold: &Arc<Hold>) -> bool {
+        let mut last = None;
+        self.map.remove_if(&hold.id(), |_, current| {
+            if !Arc::ptr_eq(current, hold) {
+                return false;
+            }
+            let was_last = hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
+            last = Some(was_last);
+            was_last
+        });
+        // Not registered (any more): it was lost and dropped from the registry.
+        let last = last.unwrap_or_else(|| hold.guards.fetch_sub(1, Ordering::AcqRel) == 1);
+        if last {
+            hold.retired.store(true, Ordering::Release);
+            self.watch.delist(hold);
+        }
+        last
+    }
+
+    /// This client's live holds on `key`, taken before deleting the lock so that only holds
+    /// the delete can have hit are told.
+    pub(crate) fn holds_of(&self, key: &str) -> Vec<Arc<Hold>> {
+        self.map
+            .iter()
+            .filter(|hold| &*hold.key == key)
+            .map(|hold| hold.clone())
+            .collect()
+    }
+
+    /// Where the watchdog's walk over its slots ends this round.
+    /// How many holds the watchdog renews.
+    pub(crate) fn watchdog_hold_count(&self) -> usize {
+        self.watch.len()
+    }
+
+    pub(crate) fn watch_slots(&self) -> usize {
+        self.watch.slot_count()
+    }
+
+    /// Up to `count` watchdog holds still live at `now`, from the slots `from..end`, and
+    /// the slot to go on from. Holds found lost leave the watchdog's list and the
+    /// registry, so that nothing keeps renewing a lock its owner was told it lost.
+    pub(crate) fn due(
+        &self,
+        from: usize,
+        end: usize,
+        count: usize,
+        now: Instant,
+    ) -> (Vec<Arc<Hold>>, usize) {
+        let gathered = self.watch.batch(from, end, count, |hold| {
+            hold.is_released() || hold.lost_reason_at(now).is_some()
+        });
+        for hold in gathered.dropped {
+            self.map
+                .remove_if(&hold.id(), |_, current| Arc::ptr_eq(current, &hold));
+        }
+        (gathered.kept, gathered.next)
+    }
+
+    pub(crate) fn has_watchdog_holds(&self) -> bool {
+        !self.watch.is_empty()
+    }
+
+    /// The live holds the watchdog does not renew: those of fixed leases.
+    pub(crate) fn fixed_lease_holds(&self) -> Vec<Arc<Hold>> {
+        self.map
+            .iter()
+            .filter(|hold| !hold.is_watchdog() && !hold.is_released())
+            .filter(|hold| hold.lost_reason().is_none())
+            .map(|hold| hold.clone())
+            .collect()
+    }
+
+    /// Whether any hold has a fixed lease.
+    pub(crate) fn has_fixed_lease_holds(&self) -> bool {
+        self.map.iter().any(|hold| !hold.is_watchdog())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Counts an acquire of `id` as on its way until the returned guard drops: from before
+    /// it is sent until its hold, if any, is registered.
+    pub(crate) fn attempt_started(self: &Arc<Self>, id: &HoldId) -> InFlight {
+        let key = id.clone();
+        *self.in_flight.entry(key.clone()).or_insert(0) += 1;
+        InFlight {
+            holds: self.clone(),
+            key,
+        }
+    }
+
+    /// Whether the owner of `id` has a live hold on its key, or an acquire on its way that
+    /// may have added a count in Redis already.
+    pub(crate) fn is_busy(&self, id: &HoldId) -> bool {
+        self.is_held(id) || self.in_flight.contains_key(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::LostReason;
+    use crate::holds::hold::LostCode;
+
+    fn watchdog_hold(lease_ms: u64) -> Hold {
+        let terms = Terms {
+            lease: Lease::Watchdog(lease_ms),
+            max_until: None,
+        };
+        let now = Instant::now();
+        let id = Holds::default().id(&"k".into(), &"o".into());
+        Hold::new(&id, terms, now, Applied::within(lease_ms, None, now))
+    }
+
+    #[tokio::test]
+    async fn lost_resolves_when_marked_and_keeps_the_first_reason() {
+        let hold = Arc::new(watchdog_hold(30_000));
+        let waiting = tokio::spawn({
+            let hold = hold.clone();
+            async move { hold.lost().await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(hold.lost_reason(), None);
+        assert!(hold.mark_lost(LostReason::Released));
+        assert!(!hold.mark_lost(LostReason::Expired));
+        assert_eq!(waiting.await.unwrap(), LostReason::Released);
+        assert_eq!(hold.lost_reason(), Some(LostReason::Released));
+        assert!(hold.valid_until() <= Instant::now());
+    }
+
+    #[tokio::test]
+    async fn lost_resolves_when_the_deadline_passes() {
+        let hold = watchdog_hold(10);
+        hold.renewal_sent();
+        assert_eq!(hold.lost().await, LostReason::ConnectionLost);
+    }
+
+    fn add(holds: &Holds, key: &str, lease: Lease) -> Arc<Hold> {
+        let terms = Terms {
+            lease,
+            max_until: None,
+        };
+        let now = Instant::now();
+        let id = holds.id(&key.into(), &"o".into());
+        holds.add(&id, terms, now, Applied::within(lease.millis(), None, now))
+    }
+
+    fn due_keys(holds: &Holds) -> Vec<String> {
+        let (due, _) = holds.due(0, usize::MAX, usize::MAX, Instant::now());
+        due.iter().map(|hold| hold.key.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn the_watchdog_list_reuses_freed_places_and_empties() {
+        let holds = Holds::default();
+        let a = add(&holds, "a", Lease::Watchdog(30_000));
+        let b = add(&holds, "b", Lease::Watchdog(30_000));
+        let _fixed = add(&holds, "fixed", Lease::Fixed(30_000));
+        let c = add(&holds, "c", Lease::Watchdog(30_000));
+        assert_eq!(due_keys(&holds), ["a", "b", "c"]);
+        assert!(holds.release(&b));
+        assert_eq!(due_keys(&holds), ["a", "c"]);
+        let d = add(&holds, "d", Lease::Watchdog(30_000));
+        assert_eq!(holds.watch_slots(), 3, "d takes b's place");
+        assert_eq!(due_keys(&holds), ["a", "d", "c"]);
+        // A re-entry with the watchdog lists a fixed-lease hold.
+        let fixed = add(&holds, "fixed", Lease::Watchdog(30_000));
+        assert_eq!(due_keys(&holds), ["a", "d", "c", "fixed"]);
+        for hold in [&a, &c, &d, &fixed] {
+            holds.release(hold);
+        }
+        assert!(
+            holds.has_watchdog_holds(),
+            "the first guard on 'fixed' is live"
+        );
+        assert!(holds.release(&fixed));
+        assert!(!holds.has_watchdog_holds());
+        assert_eq!(
+            holds.watch_slots(),
+            0,
+            "the memory of the list is given back"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hold_found_lost_leaves_the_list_and_the_registry() {
+        let holds = Holds::default();
+        let kept = add(&holds, "kept", Lease::Watchdog(30_000));
+        let lost = add(&holds, "lost", Lease::Watchdog(30_000));
+        lost.mark_lost(LostReason::Released);
+        assert_eq!(due_keys(&holds), ["kept"]);
+        assert_eq!(holds.len(), 1);
+        assert!(!holds.is_held(&holds.id(&lost.key, &lost.owner)));
+        assert!(holds.is_held(&holds.id(&kept.key, &kept.owner)));
+    }
+
+    #[test]
+    fn every_reason_survives_its_code() {
+        for reason in [
+            LostReason::Expired,
+            LostReason::Released,
+            LostReason::ConnectionLost,
+            LostReason::QuorumLost,
+            LostReason::MaxHoldReached,
+        ] {
+            assert_eq!(LostCode::reason(LostCode::of(reason)), Some(reason));
+        }
+        assert_eq!(LostCode::reason(LostCode::NOT_LOST), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! Taking one lock: the contender the [waiting loop](super::wait) drives for a single
+//! lock of any kind.
+//!
+//! A fair lock's waiter subscribes to its own channel and only then joins the queue (its
+//! [`Turn`]), so that from the moment it is queued, a PUBLISH to it that reaches nobody
+//! means its process is gone (see `notify_head` in `fair_common.lua`). Its first try does
+//! not queue: an uncontended lock costs one round trip, as for a plain lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::Core;
+use crate::error::Result;
+use crate::locks::attempt::{attempt, Request};
+use crate::locks::guard::LockGuard;
+use crate::locks::kind::Turn;
+use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
+use crate::protocol::names::LockNames;
+use crate::protocol::owner::current_owner_field;
+use crate::transport::connection::Connections;
+use crate::transport::pubsub::Subscription;
+
+/// Takes the lock for the task calling this, waiting up to `wait` (`None`: for as long as
+/// it takes). `Ok(None)` means the wait ran out while someone else held the lock.
+pub(crate) async fn acquire(
+    core: &Arc<Core>,
+    names: &Arc<LockNames>,
+    request: Request,
+    wait: Option<Duration>,
+) -> Result<Option<LockGuard>> {
+    let mut contender = OneLock {
+        core,
+        names,
+        owner: current_owner_field(&core.id_text),
+        request,
+        subscription: None,
+        turn: None,
+    };
+    let outcome = wait_for(&mut contender, deadline_after(wait)).await;
+    if let Some(turn) = contender.turn.take() {
+        turn.end(outcome.as_ref().ok().map(Option::is_some)).await;
+    }
+    outcome
+}
+
+/// One lock, and what its waiting call has set up: undone when the call ends, however it
+/// ends.
+struct OneLock<'a> {
+    core: &'a Arc<Core>,
+    names: &'a Arc<LockNames>,
+    owner: Arc<str>,
+    request: Request,
+    subscription: Option<Subscription>,
+    /// Set once the call listens for unlocks, that is, once it is willing to wait.
+    turn: Option<Turn>,
+}
+
+impl Contender for OneLock<'_> {
+    type Guard = LockGuard;
+
+    async fn attempt(&mut self) -> Result<Tried<LockGuard>> {
+        let join_queue = self.turn.as_ref().is_some_and(Turn::joins_queue);
+        attempt(self.core, self.names, &self.owner, self.request, join_queue).await
+    }
+
+    async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
+        if self.subscription.is_some() {
+            return Ok(Listening::Already);
+        }
+        let limit = self.core.settings.subscribe_timeout;
+        let channel = self.names.wait_channel(&self.owner);
+        match self
+            .core
+            .listener
+            .subscribe(&channel, limit.min(remaining))
+            .await
+        {
+            Ok(subscribed) => self.subscription = Some(subscribed),
+            // The caller's own wait ran out while subscribing: a plain "not acquired".
+            Err(e) if e.is_timeout() && remaining <= limit => return Ok(Listening::GaveUp),
+            Err(e) => return Err(e),
+        }
+        self.turn = Some(Turn::start(self.core, self.names, &self.owner));
+        Ok(Listening::Started)
+    }
+
+    async fn wait(&mut self, bound: Duration) {
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.wait(bound).await;
+        }
+    }
+
+    fn wakeups_used(&mut self) {
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.wakeup_used();
+        }
+    }
+
+    fn pacing(&self) -> &Connections {
+        &self.core.connections
+    }
+}

@@ -1,0 +1,249 @@
+//! One try at a lock: the acquire script, run so that nothing it takes is left behind
+//! whatever happens to the caller (a dropped future, a lost reply, no replica), and its
+//! hold registered. Single locks and every node of a group take locks through it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tokio::time::Instant;
+
+use crate::core::Core;
+use crate::error::Result;
+use crate::holds::{Applied, Hold, Lease, Terms};
+use crate::locks::guard::LockGuard;
+use crate::locks::kind::Turn;
+use crate::locks::release::{Release, Released};
+use crate::locks::wait::Tried;
+use crate::protocol::names::LockNames;
+use crate::protocol::scripts::{AcquireCall, AcquireReply};
+use crate::transport::explain;
+use crate::util::detach::FinishOnDrop;
+
+/// What an acquire asks for: its lease, and how long the hold may last at most, counted
+/// from the acquire that takes the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Request {
+    pub(crate) lease: Lease,
+    pub(crate) max_hold: Option<Duration>,
+}
+
+impl Request {
+    /// The terms of an acquire sent at `started`.
+    fn terms(self, started: Instant) -> Terms {
+        Terms {
+            lease: self.lease,
+            max_until: self.max_hold.and_then(|hold| started.checked_add(hold)),
+        }
+    }
+}
+
+/// Whether a failed script call may still have run in Redis: anything but a refused
+/// connection or an error Redis itself returned (a timed-out command is not withdrawn).
+fn may_have_run(error: &redis::RedisError) -> bool {
+    crate::error::is_transient(error) && !error.is_connection_refusal()
+}
+
+/// One run of the acquire script; for a fair lock, `join_queue` also queues the caller
+/// (or refreshes its place) when the lock is not taken.
+///
+/// With replica sync on, a lock taken counts only once a replica has it: otherwise it is
+/// taken back and the attempt fails with [`Error::NotReplicated`](crate::Error::NotReplicated).
+///
+/// # Cancel safety
+/// The script call finishes even if this future is dropped; a lock it took for a caller who
+/// left is released again at once, and a place it took in the queue is left.
+pub(crate) async fn attempt(
+    core: &Arc<Core>,
+    names: &Arc<LockNames>,
+    owner: &Arc<str>,
+    request: Request,
+    join_queue: bool,
+) -> Result<Tried<LockGuard>> {
+    // At the kind's first use: may the user run every command its scripts run?
+    core.commands.ensure(&core.connections, names).await?;
+    // A write that waits for replicas blocks its connection meanwhile: it goes out on a
+    // pooled connection of its own, kept checked out until its WAIT is answered.
+    let (conn, shared, checkout) = match &core.replica_sync {
+        None => {
+            let shared = core.connections.shared().await?;
+            (shared.conn.clone(), Some(shared), None)
+        }
+        Some(_) => {
+            let pooled = core.connections.pooled().await?;
+            ((*pooled).clone(), None, Some(pooled))
+        }
+    };
+    // An undo of this attempt goes out on the pooled connection too: on the shared one it
+    // could overtake an attempt that Redis has not run yet.
+    let pinned = checkout.as_ref().map(|pooled| (**pooled).clone());
+    // Until this attempt is settled, a release of the owner's leftover counts keeps off
+    // the lock: the count this attempt adds may be in Redis before its hold is here.
+    let id = core.holds.id(&names.key, owner);
+    let _in_flight = core.holds.attempt_started(&id);
+    let started = Instant::now();
+    let terms = core.holds.terms_for(&id, request.terms(started));
+    let applied = Applied::within(terms.lease.millis(), terms.max_until, started);
+    let call = {
+        let (mut conn, names, owner) = (conn, names.clone(), owner.clone());
+        let place_ms = core.heartbeat.place_ms();
+        let sync = core.replica_sync.clone();
+        let batcher = core.acquires.clone();
+        async move {
+            let _checkout = checkout;
+            let call = AcquireCall {
+                names: &names,
+                lease_ms: applied.ms,
+                owner: &owner,
+                join_queue,
+                place_ms,
+                // With replica sync, each acquire has a connection of its own to WAIT on.
+                batcher: sync.is_none().then_some(&batcher),
+            };
+            let reply = call.run(conn.clone()).await?;
+            let unreplicated = match (&reply, sync) {
+                (AcquireReply::Acquired { .. }, Some(sync)) => sync.wait(&mut conn).await.err(),
+                _ => None,
+            };
+            Ok((reply, unreplicated))
+        }
+    };
+    let orphaned = (
+        core.clone(),
+        names.clone(),
+        owner.clone(),
+        id.clone(),
+        pinned.clone(),
+    );
+    let outcome = FinishOnDrop::new(call, move |outcome| {
+        let (core, names, owner, id, pinned) = orphaned;
+        // The caller left: undo what the attempt took, or may have taken.
+        let (took_lock, may_be_queued) = match &outcome {
+            Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
+            Ok((AcquireReply::RetryWithin(_), _)) => (false, join_queue),
+            Ok((AcquireReply::NotALock, _)) => (false, false),
+            Err(e) => (
+                may_have_run(e) && !core.holds.is_held(&id),
+                join_queue && may_have_run(e),
+            ),
+        };
+        if may_be_queued {
+            // After the attempt, so that the place it took is the one left.
+            Turn::abandoned(&core, &names, &owner);
+        }
+        if took_lock {
+            // In the background: nobody waits for this call any more.
+            core.clone()
+                .spawn(undo(core, names, owner, applied, started, pinned));
+        }
+    })
+    .on(core.runtime())
+    .await;
+    if outcome.is_ok() && shared.is_some() {
+        core.connections.report_success();
+    }
+    match outcome {
+        Ok((AcquireReply::Acquired { .. }, Some(unreplicated))) => {
+            // The master has it and no replica does: a failover would forget it while we
+            // counted on it. Taken back, awaited so that it reaches Redis before a retry.
+            let undoing = undo(
+                core.clone(),
+                names.clone(),
+                owner.clone(),
+                applied,
+                started,
+                pinned,
+            );
+            FinishOnDrop::new(undoing, |()| {}).on(core.runtime()).await;
+            Err(unreplicated)
+        }
+        Ok((AcquireReply::Acquired { token }, None)) => {
+            let hold = core.holds.add(&id, terms, started, applied);
+            if hold.is_watchdog() {
+                core.watchdog.ensure_running();
+            } else {
+                core.lease_check.ensure_running();
+            }
+            tracing::debug!(lock = %names.key, %owner, "acquired");
+            Ok(Tried::Acquired(LockGuard::new(
+                core.clone(),
+                names.clone(),
+                hold,
+                token,
+            )))
+        }
+        Ok((AcquireReply::RetryWithin(wait_ms), _)) => Ok(Tried::Busy(
+            u64::try_from(wait_ms).ok().map(Duration::from_millis),
+        )),
+        Ok((AcquireReply::NotALock, _)) => {
+            Err(explain::not_a_lock(&core.connections, names.key.to_string()).await)
+        }
+        Err(e) => {
+            if let Some(shared) = &shared {
+                core.connections.report(shared, &e);
+            }
+            // The script may still run (a timed-out command is not withdrawn). If this owner
+            // held nothing here, any hold it finds was taken by this very attempt: undo it.
+            // A re-entry cannot be undone blindly, since it may not have run; at worst its
+            // extra count keeps the lock until the lease runs out after the last unlock.
+            if may_have_run(&e) && !core.holds.is_held(&id) {
+                // No other hold of this owner to keep: take the count back, and leave the
+                // TTL alone should another call of the owner hold it meanwhile.
+                let undo =
+                    Release::new(core.clone(), names.clone(), owner.clone(), 0).pinned_to(pinned);
+                // Awaited, so that it reaches Redis before any retry of the acquire; finished
+                // in the background if the caller leaves meanwhile.
+                FinishOnDrop::new(undo.run_once(), |()| {})
+                    .on(core.runtime())
+                    .await;
+            }
+            Err(explain::explain(&core.connections, "acquiring", names, e.into()).await)
+        }
+    }
+}
+
+/// Undoes an acquire, sent at `started` and applying `abandoned`, that took the lock for
+/// nobody: its caller left, or no replica has it.
+///
+/// If the owner holds the lock through another guard, the undone call was a re-entry and
+/// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
+/// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
+/// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
+///
+/// With replica sync on, the restored lease is not waited for, so it does not count: the
+/// hold's validity stays where the undone call left it until a renewal a replica
+/// acknowledged. `pinned` is the connection the undone call went out on, if not the shared
+/// one.
+fn undo(
+    core: Arc<Core>,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    abandoned: Applied,
+    started: Instant,
+    pinned: Option<MultiplexedConnection>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let holds = &core.holds;
+    let live: Option<Arc<Hold>> = holds.live(&holds.id(&names.key, &owner));
+    let undo_started = Instant::now();
+    let restore = live.as_ref().map(|hold| {
+        hold.cap_validity(started, abandoned);
+        hold.lease_at(undo_started)
+    });
+    let lease_ms = restore.map_or(0, |applied| applied.ms);
+    let counts = core.replica_sync.is_none();
+    async move {
+        let key = names.key.clone();
+        let release = Release::new(core, names, owner, lease_ms).pinned_to(pinned);
+        match release.run().await {
+            Ok(Released::StillHeld) => {
+                if let (Some(hold), Some(applied), true) = (live, restore, counts) {
+                    hold.lease_applied(undo_started, applied);
+                }
+            }
+            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "acquire undone"),
+            Err(e) => {
+                tracing::warn!(lock = %key, error = %e, "could not undo an acquire; it expires with its lease")
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! [`FairLock`]: the reentrant lock that serves its waiters first come, first served, with
+//! Redisson's `RFairLock` layout; and a waiter's [`QueuePlace`] in its queue.
+//!
+//! A queued waiter has a deadline on the Redis server's clock, pushed forward by its
+//! client's [heartbeat](crate::services::heartbeat). A place belongs to an owner (a task),
+//! not to one call: two waits of one task on one lock share it, and it is left when the
+//! last of them gives up.
+
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::locks::kind::{sealed, Kind, LockKind};
+use crate::locks::lock::Lock;
+use crate::protocol::names::LockNames;
+use crate::protocol::scripts;
+use crate::util::detach::FinishOnDrop;
+
+/// A reentrant distributed lock that its waiters get in arrival order, each woken alone.
+///
+/// Same methods, guard, watchdog and reentrancy as [`RLock`](crate::RLock); what differs is
+/// who gets the lock when it frees. Waiters queue in Redis in the order their first
+/// waiting attempt reached it, and only the head of the queue may take a free lock: an
+/// unlock publishes to the head's own channel, so it alone wakes (no thundering herd), and
+/// a `try_lock` never jumps the queue.
+///
+/// A waiter that gives up (its future is dropped, or `try_lock_for` runs out) leaves the
+/// queue at once and the next waiter is told if the lock is free. A waiter whose process
+/// died cannot say so: if its connection closed, the hand-over skips it at once; if not
+/// (the process froze, the network is cut), it holds the queue up for at most the
+/// client's [`fair_waiter_timeout`](crate::ClientBuilder::fair_waiter_timeout), 5 s by
+/// default. Live waiters keep their place by a heartbeat from their client.
+///
+/// Redis keys (Redisson's `RFairLock`): the lock hash `<name>`, the queue list
+/// `redisson_lock_queue:{<name>}`, the deadlines zset `redisson_lock_timeout:{<name>}`
+/// (owner → ms on the Redis server's clock) and one channel per waiter,
+/// `redisson_lock__channel:{<name>}:<owner>`.
+///
+/// Made by [`Client::fair_lock`](crate::Client::fair_lock); cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+/// let jobs = client.fair_lock("jobs");
+/// // Every consumer on every machine waits its turn, in arrival order.
+/// let turn = jobs.lock().await?;
+/// // ... take the next job ...
+/// turn.unlock().await?; // the next consumer in the queue, and only it, is woken
+/// # Ok(()) }
+/// ```
+pub type FairLock = Lock<Fair>;
+
+/// The kind of a [`FairLock`]: reentrant, and served in arrival order (Redisson's
+/// `RFairLock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fair;
+
+impl LockKind for Fair {}
+
+impl sealed::Sealed for Fair {
+    const TYPE_NAME: &'static str = "FairLock";
+    const KIND: Kind = Kind::Fair;
+}
+
+/// A waiter's claim on a place in a fair lock's queue, from just before its first queueing
+/// attempt until it takes the lock or leaves. Dropping it leaves the queue in the
+/// background.
+pub(crate) struct QueuePlace {
+    core: Arc<Core>,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    registered: bool,
+}
+
+impl QueuePlace {
+    /// Starts keeping `owner`'s place in the queue of `names`; the acquire script adds it.
+    pub(crate) fn claim(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) -> Self {
+        core.heartbeat.register(names, owner);
+        QueuePlace {
+            core: core.clone(),
+            names: names.clone(),
+            owner: owner.clone(),
+            registered: true,
+        }
+    }
+
+    /// The waiter took the lock, which removed it from the queue.
+    pub(crate) fn taken(mut self) {
+        self.deregister();
+    }
+
+    /// The waiter gives up: leaves the queue, and the new head is told if the lock is free.
+    /// One try is awaited, so that a caller who gave up sees the queue without it; if Redis
+    /// fails it, the retries go on in the background rather than holding the caller. They
+    /// go on in the background too if the caller stops waiting.
+    pub(crate) async fn leave(mut self) {
+        if !self.deregister() {
+            return;
+        }
+        let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
+        let leaving = async move {
+            let once = match core.connections.shared().await {
+                Ok(shared) => scripts::leave_queue(shared.conn, &names, &owner)
+                    .await
+                    .map_err(Into::into),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = once {
+                tracing::debug!(lock = %names.key, error = %e, "leaving the queue; retrying");
+                leave_in_background(core, names, owner);
+            }
+        };
+        let runtime = self.core.runtime().clone();
+        FinishOnDrop::new(leaving, |()| {}).on(&runtime).await;
+    }
+
+    /// Stops keeping the place; true when no other wait of the owner still wants it.
+    fn deregister(&mut self) -> bool {
+        std::mem::take(&mut self.registered)
+            && self.core.heartbeat.deregister(&self.names, &self.owner)
+    }
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        if self.deregister() {
+            leave_in_background(self.core.clone(), self.names.clone(), self.owner.clone());
+        }
+    }
+}
+
+/// Leaves the queue without waiting (for dropped waits and abandoned attempts), on the
+/// client's runtime. If that is gone, the place is dropped when its deadline passes.
+pub(crate) fn leave_in_background(core: Arc<Core>, names: Arc<LockNames>, owner: Arc<str>) {
+    core.clone().spawn(leave(core, names, owner));
+}
+
+async fn leave(core: Arc<Core>, names: Arc<LockNames>, owner: Arc<str>) {
+    if core.heartbeat.is_registered(&names, &owner) {
+        // A new wait of the same owner took the place up again while this leave was on its
+        // way (a `timeout(lock())` in a loop): leaving now would take the new wait's place.
+        return;
+    }
+    let left = core
+        .connections
+        .with_retries(|conn| scripts::leave_queue(conn, &names, &owner))
+        .await;
+    if let Err(e) = left {
+        tracing::warn!(
+            lock = %names.key, %owner, error = %e,
+            "could not leave the queue; the place expires with its deadline"
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! The lock kinds as types ([`Reentrant`], [`Fair`](crate::Fair), [`Fenced`](crate::Fenced))
+//! and the one place that says what each kind changes: its Redis names, and how its
+//! waiters wait ([`Turn`]).
+//!
+//! A kind is chosen by type (`Lock<Fair>`), turned into its names once per handle, and from
+//! then on the engine asks the kind's strategy, never which names are set.
+
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::locks::fair::QueuePlace;
+use crate::protocol::names::{KindNames, LockNames};
+
+/// The kind of a [`Lock`](crate::Lock): [`Reentrant`], [`Fair`](crate::Fair) or
+/// [`Fenced`](crate::Fenced). Sealed: the kinds are this crate's, each with its own
+/// scripts.
+pub trait LockKind: sealed::Sealed + Send + Sync + 'static {}
+
+pub(crate) mod sealed {
+    /// What the engine needs of a kind; public in name only, so that no other crate can
+    /// add a kind.
+    pub trait Sealed {
+        /// The type name shown by `Debug`.
+        const TYPE_NAME: &'static str;
+        /// The kind, as the engine dispatches on it.
+        const KIND: super::Kind;
+    }
+}
+
+/// The kinds, as values: what [`LockKind`] types turn into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Redisson's `RLock`.
+    Reentrant,
+    /// Redisson's `RFairLock`.
+    Fair,
+    /// Redisson's `RFencedLock`.
+    Fenced,
+}
+
+impl Kind {
+    /// Every Redis name of the lock `name` of this kind.
+    pub(crate) fn names(self, key_prefix: &str, name: &str) -> LockNames {
+        match self {
+            Kind::Reentrant => LockNames::new(key_prefix, name),
+            Kind::Fair => LockNames::fair(key_prefix, name),
+            Kind::Fenced => LockNames::fenced(key_prefix, name),
+        }
+    }
+}
+
+/// The kind of an [`RLock`](crate::RLock): reentrant, a release wakes any one waiter
+/// (Redisson's `RLock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reentrant;
+
+impl LockKind for Reentrant {}
+
+impl sealed::Sealed for Reentrant {
+    const TYPE_NAME: &'static str = "RLock";
+    const KIND: Kind = Kind::Reentrant;
+}
+
+/// What a waiting call keeps from the moment it listens for unlocks until it ends, by the
+/// kind of its lock: nothing (all waiters hear the lock's one channel, and the first
+/// there wins), or a fair lock's place in the queue.
+pub(crate) enum Turn {
+    /// Waiters race; nothing to keep.
+    Race,
+    /// A place in a fair lock's queue, joined by the attempts that follow.
+    Queued(QueuePlace),
+}
+
+impl Turn {
+    /// Starts waiting for the lock of `names` as `owner`, once its unlocks are heard.
+    pub(crate) fn start(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) -> Turn {
+        match names.kind {
+            KindNames::Fair(_) => Turn::Queued(QueuePlace::claim(core, names, owner)),
+            KindNames::Reentrant | KindNames::Fenced { .. } => Turn::Race,
+        }
+    }
+
+    /// Whether attempts made during this turn join the lock's queue (or refresh the place).
+    pub(crate) fn joins_queue(&self) -> bool {
+        matches!(self, Turn::Queued(_))
+    }
+
+    /// The wait ended with the lock (`Some(true)`), gave up (`Some(false)`), or failed
+    /// (`None`: Redis is failing, and a leave now would fail too).
+    pub(crate) async fn end(self, acquired: Option<bool>) {
+        let Turn::Queued(place) = self else {
+            return;
+        };
+        match acquired {
+            Some(true) => place.taken(),
+            // Left before returning, so that the caller sees the queue without it and the
+            // waiter behind it is already told.
+            Some(false) => place.leave().await,
+            None => drop(place),
+        }
+    }
+
+    /// An attempt that joined the queue of `names` was abandoned by its caller after it
+    /// may have run: leave the place it may have taken, in the background.
+    pub(crate) fn abandoned(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) {
+        if let KindNames::Fair(_) = names.kind {
+            crate::locks::fair::leave_in_background(core.clone(), names.clone(), owner.clone());
+        }
+    }
+}

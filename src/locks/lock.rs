@@ -1,0 +1,364 @@
+//! [`Lock`]: a distributed lock of one kind, with every method written once; [`RLock`], the
+//! reentrant lock with Redisson's `RLock` layout.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::Core;
+use crate::error::{LostReason, Result};
+use crate::holds::Lease;
+use crate::locks::acquire::acquire;
+use crate::locks::attempt::Request;
+use crate::locks::distributed::{sealed, DistributedLock};
+use crate::locks::guard::LockGuard;
+use crate::locks::kind::{LockKind, Reentrant};
+use crate::protocol::names::LockNames;
+use crate::protocol::owner::current_owner_field;
+use crate::protocol::scripts;
+use crate::transport::explain;
+use crate::util::validate;
+
+/// A reentrant distributed lock, shared with every process (Rust or Java/Redisson) that
+/// names the same key.
+///
+/// The lock is a Redis hash at the key: field `<client-uuid>:<task-id>`, value the number of
+/// holds. The task that holds it may take it again (each call returns a guard, and the lock
+/// frees when the last is released); any other task, here or elsewhere, waits.
+///
+/// Waiting never polls: waiters subscribe to the lock's unlock channel and are woken by
+/// the release, or re-check when the holder's lease would have run out. A release wakes
+/// one waiter, whichever gets there first; for first come, first served, use a
+/// [`FairLock`](crate::FairLock).
+///
+/// Cheap to clone; made by [`Client::lock`](crate::Client::lock).
+///
+/// ```no_run
+/// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+/// let lock = client.lock("order:1001");
+/// let outer = lock.lock().await?;
+/// let inner = lock.lock().await?; // same task: re-entry, no wait
+/// assert_eq!(lock.hold_count().await?, 2);
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+/// assert!(!lock.is_locked().await?);
+/// # Ok(()) }
+/// ```
+pub type RLock = Lock<Reentrant>;
+
+/// A distributed lock of kind `K`; use it as [`RLock`] or [`FairLock`](crate::FairLock).
+///
+/// Every kind has the same methods and the same [`LockGuard`]; they differ in who gets the
+/// lock when it frees. To write code for any kind, take a `Lock<K>` with `K: LockKind`, or
+/// any [`DistributedLock`](crate::DistributedLock).
+pub struct Lock<K: LockKind = Reentrant> {
+    core: Arc<Core>,
+    name: Arc<str>,
+    /// `None` for an invalid name, reported by the first call.
+    names: Option<Arc<LockNames>>,
+    /// How long a hold taken through this handle may last at most; checked by each call.
+    max_hold: Option<Duration>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: LockKind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            core: self.core.clone(),
+            name: self.name.clone(),
+            names: self.names.clone(),
+            max_hold: self.max_hold,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: LockKind> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(K::TYPE_NAME)
+            .field("name", &self.name)
+            .field("max_hold", &self.max_hold)
+            .finish()
+    }
+}
+
+impl<K: LockKind> Lock<K> {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> Self {
+        let names = validate::lock_name(name).ok().map(|()| {
+            let prefix = &core.settings.key_prefix;
+            Arc::new(K::KIND.names(prefix, name))
+        });
+        Lock {
+            core,
+            name: name.into(),
+            names,
+            max_hold: None,
+            kind: PhantomData,
+        }
+    }
+
+    /// This handle, with a cap on how long any hold taken through it may last: counted from
+    /// the acquire that takes the lock, the watchdog renews it until the cap and no
+    /// further, and every lease applied to the key (a fixed lease, a re-entry's, an
+    /// unlock's) is cut short so as to end by the cap. The lock then frees itself (give or
+    /// take the time a request takes to reach Redis), and the guard's
+    /// [`lost`](LockGuard::lost) resolves with [`LostReason::MaxHoldReached`] just before,
+    /// by its [`valid_until`](LockGuard::valid_until).
+    ///
+    /// For work that must never keep a lock forever, even when the process is alive and
+    /// its watchdog healthy but the work itself is stuck. A re-entry keeps the earlier of
+    /// its own cap and the one the hold already has: a nested call cannot lift the cap
+    /// of the outer one.
+    ///
+    /// The cap is checked by each call: under 1 ms or over ten years is
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// use std::time::Duration;
+    /// let lock = client.lock("nightly-report").with_max_hold(Duration::from_secs(3600));
+    /// let guard = lock.lock().await?;
+    /// tokio::select! {
+    ///     _ = build_the_report() => guard.unlock().await?,
+    ///     reason = guard.lost() => eprintln!("gave up the report: {reason}"),
+    /// }
+    /// # Ok(()) }
+    /// # async fn build_the_report() {}
+    /// ```
+    #[must_use]
+    pub fn with_max_hold(mut self, cap: Duration) -> Self {
+        self.max_hold = Some(cap);
+        self
+    }
+
+    /// The cap set by [`with_max_hold`](Lock::with_max_hold), if any.
+    pub fn max_hold(&self) -> Option<Duration> {
+        self.max_hold
+    }
+
+    /// The lock's name, as given to [`Client::lock`](crate::Client::lock) or [`Client::fair_lock`](crate::Client::fair_lock) (without the
+    /// key prefix).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn names(&self) -> Result<&Arc<LockNames>> {
+        match &self.names {
+            Some(names) => Ok(names),
+            None => Err(validate::lock_name(&self.name)
+                .expect_err("only a rejected name leaves the names unset")),
+        }
+    }
+
+    /// The lock's names, once the connected user is known to be allowed every command of
+    /// this kind (checked at the kind's first use).
+    async fn checked_names(&self) -> Result<&Arc<LockNames>> {
+        let names = self.names()?;
+        self.core
+            .commands
+            .ensure(&self.core.connections, names)
+            .await?;
+        Ok(names)
+    }
+
+    /// The client and names a call on this lock uses; an invalid name is the error.
+    pub(crate) fn parts(&self) -> Result<(&Arc<Core>, &Arc<LockNames>)> {
+        Ok((&self.core, self.names()?))
+    }
+
+    fn request(&self, lease: Lease) -> Result<Request> {
+        if let Some(cap) = self.max_hold {
+            validate::lease_millis("max_hold", cap)?;
+        }
+        Ok(Request {
+            lease,
+            max_hold: self.max_hold,
+        })
+    }
+
+    /// Takes the lock, waiting as long as it takes. The watchdog keeps it alive (lease:
+    /// the client's watchdog timeout, 30 s by default, renewed every third of it) until the
+    /// guard is released or dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error when Redis cannot
+    /// be reached after the configured retries; [`Error::Timeout`](crate::Error::Timeout) when the unlock
+    /// subscription cannot be made.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a dropped call leaves no subscription behind, a lock it took in its
+    /// last moment is released at once, and a fair lock's waiter leaves the queue at once.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        DistributedLock::lock(self).await
+    }
+
+    /// Takes the lock with a fixed lease, waiting as long as it takes. No watchdog: the lock
+    /// frees itself when the lease runs out, and the guard reports it lost.
+    ///
+    /// A re-entry into a lock the calling task holds under the watchdog stays under the
+    /// watchdog: a nested call cannot shorten what the outer one was promised.
+    ///
+    /// # Errors
+    /// As [`lock`](Lock::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or
+    /// over ten years.
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Lock::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        DistributedLock::lock_with_lease(self, lease).await
+    }
+
+    /// One attempt, no waiting: `Ok(None)` when someone else holds the lock (or, for a fair
+    /// lock, when others are queued for it: a `try_lock` never jumps the queue). Watchdog
+    /// lease.
+    ///
+    /// # Errors
+    /// As [`lock`](Lock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Lock::lock).
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        DistributedLock::try_lock(self).await
+    }
+
+    /// Waits up to `wait` for the lock: `Ok(None)` if it stayed held that long. Watchdog
+    /// lease. A `wait` too large to add to the clock waits without bound. A fair lock's
+    /// waiter that gives up has left the queue, and the waiter behind it was told, by the
+    /// time this returns (if Redis fails just then, the leave is retried in the background,
+    /// and the place expires with its deadline at the latest).
+    ///
+    /// # Errors
+    /// As [`lock`](Lock::lock).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Lock::lock).
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        DistributedLock::try_lock_for(self, wait).await
+    }
+
+    /// Waits up to `wait` for the lock and takes it with a fixed `lease` (no watchdog).
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](Lock::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// As [`lock`](Lock::lock).
+    pub async fn try_lock_with(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        DistributedLock::try_lock_with(self, wait, lease).await
+    }
+
+    /// Deletes the lock whoever holds it and wakes one waiter (for a fair lock, the head of
+    /// the queue; the queue itself stays). Returns whether it was held.
+    /// Guards of this client on the lock report it lost at once ([`LostReason::Released`]);
+    /// other clients' guards when their watchdog next renews.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: if dropped, the lock may or may not have been deleted.
+    #[tracing::instrument(level = "debug", skip(self), fields(lock = %self.name))]
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let names = self.checked_names().await?;
+        let connections = &self.core.connections;
+        let hit = self.core.holds.holds_of(&names.key);
+        let deleted = connections
+            .with_retries(|conn| scripts::force_unlock(conn, names))
+            .await;
+        let deleted = explain::explained(connections, "force-unlocking", names, deleted).await?;
+        if deleted {
+            hit.iter().for_each(|hold| {
+                hold.mark_lost(LostReason::Released);
+            });
+        }
+        Ok(deleted)
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name;
+    /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
+    /// connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_locked(&self) -> Result<bool> {
+        Ok(self.state().await?.pttl_ms != -2)
+    }
+
+    /// Whether the calling task holds the lock.
+    ///
+    /// # Errors
+    /// As [`is_locked`](Lock::is_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn is_held_by_current_task(&self) -> Result<bool> {
+        Ok(self.state().await?.count > 0)
+    }
+
+    /// How many holds the calling task has on the lock (0 when it holds none).
+    ///
+    /// # Errors
+    /// As [`is_locked`](Lock::is_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn hold_count(&self) -> Result<u32> {
+        Ok(self.state().await?.count)
+    }
+
+    /// How long until the lock's lease runs out: `None` when it is not held (or, if a
+    /// foreign client wrote it, has no expiry).
+    ///
+    /// # Errors
+    /// As [`is_locked`](Lock::is_locked).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (read only).
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        let pttl = self.state().await?.pttl_ms;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// The lock as Redis has it, seen by the calling task; one read-only script call.
+    async fn state(&self) -> Result<scripts::LockState> {
+        let names = self.checked_names().await?;
+        let owner = current_owner_field(&self.core.id_text);
+        let connections = &self.core.connections;
+        let state = connections
+            .with_retries(|conn| scripts::inspect(conn, &names.key, &owner))
+            .await;
+        explain::explained(connections, "reading", names, state).await
+    }
+}
+
+impl<K: LockKind> sealed::Sealed for Lock<K> {}
+
+impl<K: LockKind> DistributedLock for Lock<K> {
+    type Guard = LockGuard;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name))]
+    async fn acquire(
+        &self,
+        fixed_lease_ms: Option<u64>,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let lease = match fixed_lease_ms {
+            Some(ms) => Lease::Fixed(ms),
+            None => Lease::Watchdog(self.core.watchdog.lease_ms()),
+        };
+        let request = self.request(lease)?;
+        let names = self.names()?;
+        acquire(&self.core, names, request, wait).await
+    }
+}

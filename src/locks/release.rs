@@ -1,0 +1,143 @@
+//! Releasing one hold: the unlock script, retried idempotently.
+//!
+//! Each release is one request with a random id. Every try of it carries the same latch key,
+//! so a retry after a lost reply gets the first try's answer instead of releasing a second
+//! hold (Redisson's unlock latch, 3.24.1). The latch is deleted once the answer is in, in a
+//! batch with others ([`crate::services::latches`]).
+
+use std::sync::Arc;
+
+use redis::aio::MultiplexedConnection;
+
+use crate::core::Core;
+use crate::error::{channel_missing, Error, Result};
+use crate::protocol::names::LockNames;
+use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
+use crate::transport::explain;
+
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The owner held nothing.
+    NotHeld,
+    /// One hold was released and others remain.
+    StillHeld,
+    /// The last hold was released; the lock is free and one waiter was told.
+    Freed,
+}
+
+/// One release request of `owner`'s hold on a lock.
+pub(crate) struct Release {
+    core: Arc<Core>,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    lease_ms: u64,
+    latch: Arc<str>,
+    /// The connection to send on instead of the shared one (see [`Release::pinned_to`]).
+    pinned: Option<MultiplexedConnection>,
+}
+
+impl Release {
+    /// `lease_ms` is re-applied to the lock if holds remain after this one; 0 leaves its
+    /// TTL as it is.
+    pub(crate) fn new(
+        core: Arc<Core>,
+        names: Arc<LockNames>,
+        owner: Arc<str>,
+        lease_ms: u64,
+    ) -> Self {
+        let latch = names.unlock_latch(rand::random());
+        Release {
+            core,
+            names,
+            owner,
+            lease_ms,
+            latch,
+            pinned: None,
+        }
+    }
+
+    /// Sends the request on `conn` (when given) rather than the shared connection: to undo
+    /// an acquire sent there, which Redis may not have run yet; on another connection the
+    /// undo could overtake it.
+    pub(crate) fn pinned_to(mut self, conn: Option<MultiplexedConnection>) -> Self {
+        self.pinned = conn;
+        self
+    }
+
+    fn call(&self) -> UnlockCall<'_> {
+        let settings = &self.core.settings;
+        // The latch must outlive every retry of this request: each try may wait for a new
+        // connection (connect + handshake reply), its own reply, and a jittered pause.
+        let per_try =
+            settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2;
+        let latch_ttl = per_try * settings.retry_attempts + std::time::Duration::from_secs(1);
+        UnlockCall {
+            names: &self.names,
+            latch: &self.latch,
+            lease_ms: self.lease_ms,
+            owner: &self.owner,
+            latch_ttl_ms: crate::util::time::millis(latch_ttl),
+            // A pinned request must go out on its own connection, right behind what it
+            // follows there.
+            batcher: self.pinned.is_none().then_some(&self.core.releases),
+        }
+    }
+
+    /// Runs the request, retrying failures to reach Redis.
+    ///
+    /// # Errors
+    /// A connection error after the retries; [`Error::NotALock`] when the key is no lock
+    /// any more, and [`Error::PermissionDenied`] when the user may not publish the unlock
+    /// message or reach a key (nothing was written then: the lock stays until its lease
+    /// runs out); [`Error::Rejected`] for any other refusal.
+    pub(crate) async fn run(self) -> Result<Released> {
+        let call = self.call();
+        let mut tries = 0;
+        let outcome = self
+            .core
+            .connections
+            .with_retries_on(self.pinned.clone(), |conn| {
+                let retry = tries > 0;
+                tries += 1;
+                call.run(conn, retry)
+            })
+            .await;
+        let connections = &self.core.connections;
+        let outcome = match outcome {
+            Ok(UnlockOutcome::NotHeld) => Ok(Released::NotHeld),
+            Ok(UnlockOutcome::StillHeld) => Ok(Released::StillHeld),
+            Ok(UnlockOutcome::Freed) => Ok(Released::Freed),
+            Ok(UnlockOutcome::NotALock) => {
+                Err(explain::not_a_lock(connections, self.names.key.to_string()).await)
+            }
+            Ok(UnlockOutcome::PublishRefused) => Err(Error::PermissionDenied {
+                operation: "unlocking",
+                target: self.names.key.to_string(),
+                missing: channel_missing("PUBLISH", &self.names.channel),
+            }),
+            Err(e) => Err(explain::explain(connections, "unlocking", &self.names, e).await),
+        };
+        self.forget_latch();
+        outcome
+    }
+
+    /// One try, ignoring the outcome: for undoing an acquire whose reply was lost.
+    pub(crate) async fn run_once(self) {
+        let conn = match &self.pinned {
+            Some(conn) => Some(conn.clone()),
+            None => self.core.connections.shared().await.ok().map(|s| s.conn),
+        };
+        if let Some(conn) = conn {
+            if let Err(e) = self.call().run(conn, false).await {
+                tracing::debug!(lock = %self.names.key, error = %e, "could not undo an acquire");
+            }
+        }
+        self.forget_latch();
+    }
+
+    /// Hands the latch over for deletion: nothing waits on it, and it expires anyway.
+    fn forget_latch(self) {
+        self.core.latches.forget(self.latch);
+    }
+}

@@ -1,0 +1,130 @@
+//! The one waiting loop, for a single lock and for a group of locks alike: try, listen
+//! for unlocks, try again, then wait for an unlock message or the holder's TTL, whichever
+//! comes first.
+//!
+//! Listening starts only after a first try failed, so an uncontended lock costs one round
+//! trip; and every new subscription is followed by another try, since an unlock published
+//! between the try and the subscription would otherwise be missed. The TTL bound makes
+//! a lost message cost time, never a hang.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::Result;
+use crate::transport::connection::Connections;
+
+/// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
+/// (which this crate never writes but a foreign client might), or, for a lock group, the
+/// nodes that could report one are down. Without it, a lost wake-up would wait forever.
+pub(crate) const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+
+/// What one try came to.
+pub(crate) enum Tried<G> {
+    /// Taken: the guard.
+    Acquired(G),
+    /// Held elsewhere; try again within this long at the latest (`None`: no bound known).
+    Busy(Option<Duration>),
+}
+
+/// Whether a contender hears the unlocks that could let it in.
+pub(crate) enum Listening {
+    /// It did already: wait.
+    Already,
+    /// It just started to: try again before waiting.
+    Started,
+    /// The caller's wait ran out while it was setting up.
+    GaveUp,
+}
+
+/// A single lock or a group, as the waiting loop drives it.
+pub(crate) trait Contender {
+    /// What a successful try returns.
+    type Guard;
+
+    /// One try.
+    fn attempt(&mut self) -> impl Future<Output = Result<Tried<Self::Guard>>> + Send;
+
+    /// Makes sure the unlocks that could let it in are heard, within `remaining`.
+    fn listen(&mut self, remaining: Duration) -> impl Future<Output = Result<Listening>> + Send;
+
+    /// Waits for a wake-up, at most `bound`.
+    fn wait(&mut self, bound: Duration) -> impl Future<Output = ()> + Send;
+
+    /// A try ran: the wake-ups received so far were used, and none is handed on.
+    fn wakeups_used(&mut self);
+
+    /// The connections whose retry settings pace retries after failures to reach Redis.
+    fn pacing(&self) -> &Connections;
+}
+
+/// Drives `contender` until it takes its lock, or `deadline` passes (`Ok(None)`), or a
+/// failure outlasts the retries.
+pub(crate) async fn wait_for<C: Contender>(
+    contender: &mut C,
+    deadline: Option<Instant>,
+) -> Result<Option<C::Guard>> {
+    let retry_attempts = contender.pacing().retry_attempts();
+    let mut failures = 0;
+    loop {
+        let retry_within = match contender.attempt().await {
+            Ok(Tried::Acquired(guard)) => {
+                contender.wakeups_used();
+                return Ok(Some(guard));
+            }
+            Ok(Tried::Busy(bound)) => {
+                failures = 0;
+                bound
+            }
+            Err(e) if e.is_connection_error() && failures + 1 < retry_attempts => {
+                failures += 1;
+                tracing::debug!(error = %e, "acquire failed; retrying");
+                let pause = contender.pacing().backoff();
+                if !sleep_within(pause, deadline).await {
+                    return Err(e);
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        contender.wakeups_used();
+        let remaining = remaining(deadline);
+        if remaining.is_zero() {
+            return Ok(None);
+        }
+        match contender.listen(remaining).await? {
+            Listening::Already => {}
+            Listening::Started => continue,
+            Listening::GaveUp => return Ok(None),
+        }
+        let bound = retry_within
+            .unwrap_or(NO_TTL_RECHECK)
+            .max(Duration::from_millis(1))
+            .min(remaining);
+        contender.wait(bound).await;
+    }
+}
+
+/// Time left until `deadline` (`None`: no deadline, so without end).
+pub(crate) fn remaining(deadline: Option<Instant>) -> Duration {
+    match deadline {
+        Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+        None => Duration::MAX,
+    }
+}
+
+/// The deadline of a wait of `wait` from now (`None`: without end, also for a `wait` too
+/// large to add to the clock).
+pub(crate) fn deadline_after(wait: Option<Duration>) -> Option<Instant> {
+    wait.and_then(|wait| Instant::now().checked_add(wait))
+}
+
+/// Sleeps `pause` unless that would pass `deadline`; returns whether time is left after it.
+async fn sleep_within(pause: Duration, deadline: Option<Instant>) -> bool {
+    if pause >= remaining(deadline) {
+        return false;
+    }
+    tokio::time::sleep(pause).await;
+    true
+}

@@ -1,0 +1,183 @@
+//! The Redis key and channel names of one lock, exactly as Redisson derives them.
+
+use std::sync::Arc;
+
+/// Payload published on the unlock channel when a lock becomes free (Redisson's
+/// `LockPubSub.UNLOCK_MESSAGE`): wakes one waiter.
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// Redisson's `RedissonObject.prefixName`: `prefix:{name}`, or `prefix:name` when the name
+/// already carries a hash tag, so every derived key stays in the lock key's cluster slot.
+fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// Every name one lock uses in Redis, computed once per lock handle.
+#[derive(Debug)]
+pub(crate) struct LockNames {
+    /// The lock hash: the configured key prefix followed by the lock name.
+    pub(crate) key: Arc<str>,
+    /// `redisson_lock__channel:{key}`: where unlocks are announced. A fair lock announces
+    /// on one channel per waiter instead, this followed by `:<owner>`.
+    pub(crate) channel: Arc<str>,
+    /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per unlock request.
+    latch_prefix: String,
+    /// The names only this kind of lock has.
+    pub(crate) kind: KindNames,
+}
+
+/// The names that one kind of lock adds to the reentrant lock's: the kind, as the protocol
+/// sees it (which scripts a call runs, which keys they touch).
+#[derive(Debug)]
+pub(crate) enum KindNames {
+    /// Redisson's `RLock`: the hash and its channel only.
+    Reentrant,
+    /// Redisson's `RFairLock`: a waiting queue besides.
+    Fair(QueueNames),
+    /// Redisson's `RFencedLock`: `redisson_lock_token:{key}`, the fencing token counter.
+    Fenced {
+        /// The counter every acquire increments.
+        counter: Arc<str>,
+    },
+}
+
+/// The keys of a fair lock's waiting queue (Redisson's `RFairLock`).
+#[derive(Debug)]
+pub(crate) struct QueueNames {
+    /// `redisson_lock_queue:{key}`: owner fields in arrival order, head first.
+    pub(crate) list: Arc<str>,
+    /// `redisson_lock_timeout:{key}`: owner field → deadline (ms, Redis server clock) by
+    /// which the waiter must refresh its place or be dropped.
+    pub(crate) deadlines: Arc<str>,
+}
+
+impl LockNames {
+    /// The names of the reentrant lock `name`.
+    pub(crate) fn new(key_prefix: &str, name: &str) -> Self {
+        let key = format!("{key_prefix}{name}");
+        LockNames {
+            channel: prefixed("redisson_lock__channel", &key).into(),
+            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            kind: KindNames::Reentrant,
+            key: key.into(),
+        }
+    }
+
+    /// The names of the fair lock `name`: the reentrant lock's, plus its queue.
+    pub(crate) fn fair(key_prefix: &str, name: &str) -> Self {
+        let mut names = Self::new(key_prefix, name);
+        names.kind = KindNames::Fair(QueueNames {
+            list: prefixed("redisson_lock_queue", &names.key).into(),
+            deadlines: prefixed("redisson_lock_timeout", &names.key).into(),
+        });
+        names
+    }
+
+    /// The names of the fenced lock `name`: the reentrant lock's, plus its token counter.
+    pub(crate) fn fenced(key_prefix: &str, name: &str) -> Self {
+        let mut names = Self::new(key_prefix, name);
+        names.kind = KindNames::Fenced {
+            counter: prefixed("redisson_lock_token", &names.key).into(),
+        };
+        names
+    }
+
+    /// The key that remembers the highest fencing token a fenced write to `key` accepted,
+    /// in `key`'s cluster slot.
+    pub(crate) fn fence_of(key: &str) -> String {
+        prefixed("redis_rlock_fence", key)
+    }
+
+    /// The channel on which `owner` hears that it may take the lock: the lock's channel,
+    /// shared by all waiters, or for a fair lock the waiter's own, so that an unlock wakes
+    /// the head of the queue alone.
+    pub(crate) fn wait_channel(&self, owner: &str) -> Arc<str> {
+        match self.kind {
+            KindNames::Fair(_) => format!("{}:{owner}", self.channel).into(),
+            KindNames::Reentrant | KindNames::Fenced { .. } => self.channel.clone(),
+        }
+    }
+
+    /// The fair lock's queue; `None` for other kinds.
+    pub(crate) fn queue(&self) -> Option<&QueueNames> {
+        match &self.kind {
+            KindNames::Fair(queue) => Some(queue),
+            _ => None,
+        }
+    }
+
+    /// The fenced lock's token counter; `None` for other kinds.
+    pub(crate) fn token_counter(&self) -> Option<&Arc<str>> {
+        match &self.kind {
+            KindNames::Fenced { counter } => Some(counter),
+            _ => None,
+        }
+    }
+
+    /// The latch key of one unlock request, `<prefix>:<request id in 32 hex digits>`;
+    /// retries of the request reuse it.
+    pub(crate) fn unlock_latch(&self, request_id: u128) -> Arc<str> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        // What `{:032x}` writes, without the formatter's padding one character at a time:
+        // this runs on every unlock.
+        let mut digits = [0; 32];
+        let mut rest = request_id;
+        for digit in digits.iter_mut().rev() {
+            *digit = HEX[(rest & 0xf) as usize];
+            rest >>= 4;
+        }
+        let mut latch = String::with_capacity(self.latch_prefix.len() + 1 + digits.len());
+        latch.push_str(&self.latch_prefix);
+        latch.push(':');
+        latch.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
+        latch.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_redisson() {
+        let names = LockNames::new("", "order:1001");
+        assert_eq!(&*names.key, "order:1001");
+        assert_eq!(&*names.channel, "redisson_lock__channel:{order:1001}");
+        assert_eq!(
+            &*names.unlock_latch(0xab12),
+            "redisson_unlock_latch:{order:1001}:0000000000000000000000000000ab12"
+        );
+        let id = u128::MAX / 7;
+        assert_eq!(
+            &*names.unlock_latch(id),
+            format!("redisson_unlock_latch:{{order:1001}}:{id:032x}")
+        );
+    }
+
+    #[test]
+    fn fair_names_follow_redisson() {
+        let names = LockNames::fair("", "jobs");
+        let queue = names.queue().unwrap();
+        assert_eq!(&*queue.list, "redisson_lock_queue:{jobs}");
+        assert_eq!(&*queue.deadlines, "redisson_lock_timeout:{jobs}");
+        assert_eq!(
+            &*names.wait_channel("u:7"),
+            "redisson_lock__channel:{jobs}:u:7"
+        );
+        assert_eq!(
+            &*LockNames::new("", "jobs").wait_channel("u:7"),
+            "redisson_lock__channel:{jobs}"
+        );
+    }
+
+    #[test]
+    fn hash_tagged_names_keep_their_tag() {
+        let names = LockNames::new("app:", "{user42}:cart");
+        assert_eq!(&*names.key, "app:{user42}:cart");
+        assert_eq!(&*names.channel, "redisson_lock__channel:app:{user42}:cart");
+    }
+}

@@ -1,0 +1,582 @@
+//! The Lua scripts (the `*.lua` files beside this one, compiled in) and typed calls to them.
+//!
+//! Each call goes out as EVALSHA; `redis::Script` hashes the source once and loads it when
+//! Redis answers NOSCRIPT (after a restart or `SCRIPT FLUSH`). The scripts are also loaded
+//! when a client connects, so the first lock call does not pay that extra round trip.
+//!
+//! A plain lock and a fair lock share the hash, the lease and the renewal script; a fair
+//! lock's acquire, unlock and force-unlock scripts also keep its waiting queue, and share
+//! the helpers of `fair_common.lua`, prepended at build time.
+
+use std::sync::{Arc, LazyLock};
+
+use redis::aio::MultiplexedConnection;
+use redis::{ErrorKind, RedisError, RedisResult, Script};
+
+use crate::protocol::batch::{send_alone, Batched, Batcher};
+use crate::protocol::evalsha::EvalSha;
+use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
+
+/// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
+/// then the helpers it shares with other scripts, then its body.
+fn assemble(shared: &[&str], body: &str) -> String {
+    let (flags, body) = match body.strip_prefix("#!") {
+        Some(_) => body.split_once('\n').unwrap_or((body, "")),
+        None => ("", body),
+    };
+    let mut source = String::with_capacity(body.len() + 64);
+    if !flags.is_empty() {
+        source.push_str(flags);
+        source.push('\n');
+    }
+    for part in shared {
+        source.push_str(part);
+    }
+    source.push_str(body);
+    source
+}
+
+/// A script of this folder, with the shared helper files listed after it prepended.
+macro_rules! script {
+    ($file:literal $(, $shared:literal)*) => {
+        LazyLock::new(|| {
+            Script::new(&assemble(
+                &[$(include_str!($shared)),*],
+                include_str!($file),
+            ))
+        })
+    };
+}
+
+/// A fair-lock script: the lock helpers and `fair_common.lua` prepended.
+macro_rules! fair_script {
+    ($file:literal) => {
+        script!($file, "lock_common.lua", "fair_common.lua")
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = script!("acquire.lua", "lock_common.lua");
+static UNLOCK: LazyLock<Script> = script!("unlock.lua");
+static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua", "lock_common.lua");
+static RENEW: LazyLock<Script> = script!("renew.lua");
+static FENCED_ACQUIRE: LazyLock<Script> = script!("fenced_acquire.lua", "lock_common.lua");
+static FENCED_SET: LazyLock<Script> =
+    script!("fenced_set.lua", "lock_common.lua", "fence_common.lua");
+static FENCED_RAISE: LazyLock<Script> =
+    script!("fenced_raise.lua", "lock_common.lua", "fence_common.lua");
+static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("fair_acquire.lua");
+static FAIR_UNLOCK: LazyLock<Script> = fair_script!("fair_unlock.lua");
+static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("fair_force_unlock.lua");
+static FAIR_LEAVE: LazyLock<Script> = fair_script!("fair_leave.lua");
+static FAIR_HEARTBEAT: LazyLock<Script> = fair_script!("fair_heartbeat.lua");
+static ACL_PROBE: LazyLock<Script> = script!("acl_probe.lua");
+static INSPECT: LazyLock<Script> = script!("inspect.lua", "lock_common.lua");
+static STILL_HELD: LazyLock<Script> = script!("still_held.lua");
+
+/// Loads every script, so that later calls find them by hash.
+pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()> {
+    let all = [
+        &ACQUIRE,
+        &UNLOCK,
+        &FORCE_UNLOCK,
+        &RENEW,
+        &FENCED_ACQUIRE,
+        &FENCED_SET,
+        &FENCED_RAISE,
+        &FAIR_ACQUIRE,
+        &FAIR_UNLOCK,
+        &FAIR_FORCE_UNLOCK,
+        &FAIR_LEAVE,
+        &FAIR_HEARTBEAT,
+        &ACL_PROBE,
+        &INSPECT,
+        &STILL_HELD,
+    ];
+    for script in all {
+        script.prepare_invoke().load_async(conn).await?;
+    }
+    Ok(())
+}
+
+/// The most bytes a number argument takes.
+const NUMBER_BYTES: usize = 20;
+
+/// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines.
+fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
+    call.arg(&*names.key)
+        .arg(&*queue.list)
+        .arg(&*queue.deadlines);
+}
+
+/// A call of a fair-lock script on one lock: its three keys, then `more_keys` keys (to be
+/// added), then the channel and the unlock message, then `args` arguments (to be added).
+/// The channel is an argument, not a key: it needs no key permission (see the README's
+/// ACL rules), and the lock key routes the call.
+fn fair_call<'s>(
+    script: &'s Script,
+    names: &LockNames,
+    queue: &QueueNames,
+    more_keys: &[&str],
+    args: usize,
+) -> EvalSha<'s> {
+    let bytes = names.key.len() * 4 + 128 + args * NUMBER_BYTES;
+    let mut call = EvalSha::new(
+        script,
+        3 + more_keys.len(),
+        5 + more_keys.len() + args,
+        bytes,
+    );
+    fair_keys(&mut call, names, queue);
+    for key in more_keys {
+        call.arg(*key);
+    }
+    call.arg(&*names.channel).arg(UNLOCK_MESSAGE);
+    call
+}
+
+/// One acquire attempt.
+pub(crate) struct AcquireCall<'a> {
+    pub(crate) names: &'a Arc<LockNames>,
+    pub(crate) lease_ms: u64,
+    pub(crate) owner: &'a Arc<str>,
+    /// Fair locks: join the queue (or refresh the place in it) when the lock is not taken.
+    pub(crate) join_queue: bool,
+    /// Fair locks: how long a queued waiter keeps its place without refreshing it.
+    pub(crate) place_ms: u64,
+    /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
+    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem>>>,
+}
+
+/// What an acquire script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// Acquired (or re-entered); a fenced lock's new fencing token.
+    Acquired { token: Option<u64> },
+    /// Not acquired: try again within this many ms at the latest (-1: no bound known).
+    RetryWithin(i64),
+    /// The lock key is not a lock of this kind; nothing was written.
+    NotALock,
+}
+
+impl From<Option<i64>> for AcquireReply {
+    fn from(reply: Option<i64>) -> Self {
+        match reply {
+            None => AcquireReply::Acquired { token: None },
+            Some(wait_ms) => AcquireReply::RetryWithin(wait_ms),
+        }
+    }
+}
+
+/// `lua/acquire.lua`'s answer for a key that was acquired (below any PTTL).
+const ACQUIRED: i64 = -3;
+
+/// The batched scripts' answer for a key that is not a lock (below any PTTL).
+const NOT_A_LOCK: i64 = -4;
+
+/// `lua/unlock.lua`'s answer when the user may not publish the unlock message.
+const PUBLISH_REFUSED: i64 = -5;
+
+/// One plain lock's acquire, as an item of `lua/acquire.lua`.
+pub(crate) struct AcquireItem {
+    names: Arc<LockNames>,
+    lease_ms: u64,
+    owner: Arc<str>,
+}
+
+impl Batched for AcquireItem {
+    type Reply = AcquireReply;
+
+    async fn send(
+        conn: &mut MultiplexedConnection,
+        items: &[Self],
+    ) -> RedisResult<Vec<AcquireReply>> {
+        let bytes = items
+            .iter()
+            .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
+            .sum();
+        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len(), bytes);
+        for item in items {
+            call.arg(&*item.names.key);
+        }
+        for item in items {
+            call.arg(item.lease_ms).arg(&*item.owner);
+        }
+        let replies: Vec<i64> = call.query(conn).await?;
+        Ok(replies
+            .into_iter()
+            .map(|reply| match reply {
+                ACQUIRED => AcquireReply::Acquired { token: None },
+                NOT_A_LOCK => AcquireReply::NotALock,
+                wait_ms => AcquireReply::RetryWithin(wait_ms),
+            })
+            .collect())
+    }
+}
+
+impl AcquireCall<'_> {
+    /// `lua/acquire.lua`, `lua/fenced_acquire.lua` or `lua/fair_acquire.lua`.
+    pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<AcquireReply> {
+        if let Some(token) = self.names.token_counter() {
+            let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
+            let mut call = EvalSha::new(&FENCED_ACQUIRE, 2, 4, bytes);
+            call.arg(&*self.names.key)
+                .arg(&**token)
+                .arg(self.lease_ms)
+                .arg(&**self.owner);
+            // The token arrives as a decimal string: exact over the counter's whole range.
+            let (acquired, value): (i64, String) = call.query(&mut conn).await?;
+            let parsed = |what: &str| {
+                value.parse::<i64>().map_err(|_| {
+                    RedisError::from((
+                        ErrorKind::UnexpectedReturnType,
+                        "the fenced acquire answered a malformed number",
+                        format!("{what} `{value}`"),
+                    ))
+                })
+            };
+            return Ok(match acquired {
+                1 => AcquireReply::Acquired {
+                    token: Some(parsed("token")?.unsigned_abs()),
+                },
+                _ => AcquireReply::RetryWithin(parsed("pttl")?),
+            });
+        }
+        let Some(queue) = self.names.queue() else {
+            let item = AcquireItem {
+                names: self.names.clone(),
+                lease_ms: self.lease_ms,
+                owner: self.owner.clone(),
+            };
+            return match self.batcher {
+                Some(batcher) => batcher.call(conn, item).await,
+                None => send_alone(&mut conn, item).await,
+            };
+        };
+        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, &[], 4);
+        call.arg(self.lease_ms)
+            .arg(&**self.owner)
+            .arg(self.place_ms)
+            .arg(if self.join_queue { "queue" } else { "try" });
+        let reply: Option<i64> = call.query(&mut conn).await?;
+        Ok(reply.into())
+    }
+}
+
+/// What the unlock script found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnlockOutcome {
+    /// The owner held nothing.
+    NotHeld,
+    /// One hold was released and others remain.
+    StillHeld,
+    /// The last hold was released; the lock is free and one waiter was told.
+    Freed,
+    /// The key is not a lock; nothing was written.
+    NotALock,
+    /// The user may not publish the unlock message; nothing was written (the lock is still
+    /// held).
+    PublishRefused,
+}
+
+impl From<Option<i64>> for UnlockOutcome {
+    fn from(found: Option<i64>) -> Self {
+        match found {
+            None | Some(-1) => UnlockOutcome::NotHeld,
+            Some(0) => UnlockOutcome::StillHeld,
+            Some(NOT_A_LOCK) => UnlockOutcome::NotALock,
+            Some(PUBLISH_REFUSED) => UnlockOutcome::PublishRefused,
+            Some(_) => UnlockOutcome::Freed,
+        }
+    }
+}
+
+/// One call of `lua/unlock.lua` or `lua/fair_unlock.lua`.
+pub(crate) struct UnlockCall<'a> {
+    pub(crate) names: &'a Arc<LockNames>,
+    pub(crate) latch: &'a Arc<str>,
+    pub(crate) lease_ms: u64,
+    pub(crate) owner: &'a Arc<str>,
+    pub(crate) latch_ttl_ms: u64,
+    /// Where a plain lock's release may be batched with others; `None`: sent alone.
+    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
+}
+
+/// One plain lock's release, as an item of `lua/unlock.lua`.
+pub(crate) struct UnlockItem {
+    names: Arc<LockNames>,
+    latch: Arc<str>,
+    retry: bool,
+    lease_ms: u64,
+    owner: Arc<str>,
+    latch_ttl_ms: u64,
+}
+
+impl Batched for UnlockItem {
+    type Reply = UnlockOutcome;
+
+    async fn send(
+        conn: &mut MultiplexedConnection,
+        items: &[Self],
+    ) -> RedisResult<Vec<UnlockOutcome>> {
+        let bytes = 1
+            + NUMBER_BYTES
+            + items
+                .iter()
+                .map(|item| {
+                    let names = &item.names;
+                    names.key.len()
+                        + names.channel.len()
+                        + item.latch.len()
+                        + NUMBER_BYTES
+                        + item.owner.len()
+                        + 1
+                })
+                .sum::<usize>();
+        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 2 + 6 * items.len(), bytes);
+        for item in items {
+            call.arg(&*item.names.key).arg(&*item.latch);
+        }
+        // Every item of one client asks for the same latch lifetime; the longest is safe.
+        let latch_ttl_ms = items.iter().map(|i| i.latch_ttl_ms).max().unwrap_or(0);
+        call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms);
+        for item in items {
+            call.arg(&*item.names.channel)
+                .arg(item.lease_ms)
+                .arg(&*item.owner)
+                .arg(if item.retry { "1" } else { "0" });
+        }
+        let found: Vec<i64> = call.query(conn).await?;
+        Ok(found.into_iter().map(|f| Some(f).into()).collect())
+    }
+}
+
+impl UnlockCall<'_> {
+    /// `retry`: an earlier try of this request may have run.
+    pub(crate) async fn run(
+        &self,
+        mut conn: MultiplexedConnection,
+        retry: bool,
+    ) -> RedisResult<UnlockOutcome> {
+        let Some(queue) = self.names.queue() else {
+            let item = UnlockItem {
+                names: self.names.clone(),
+                latch: self.latch.clone(),
+                retry,
+                lease_ms: self.lease_ms,
+                owner: self.owner.clone(),
+                latch_ttl_ms: self.latch_ttl_ms,
+            };
+            return match self.batcher {
+                Some(batcher) => batcher.call(conn, item).await,
+                None => send_alone(&mut conn, item).await,
+            };
+        };
+        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, &[self.latch], 3);
+        call.arg(self.lease_ms)
+            .arg(&**self.owner)
+            .arg(self.latch_ttl_ms);
+        let found: Option<i64> = call.query(&mut conn).await?;
+        Ok(found.into())
+    }
+}
+
+/// `lua/force_unlock.lua` or `lua/fair_force_unlock.lua`: true when a lock was deleted
+/// (and a waiter told).
+pub(crate) async fn force_unlock(
+    mut conn: MultiplexedConnection,
+    names: &LockNames,
+) -> RedisResult<bool> {
+    let call = match names.queue() {
+        None => {
+            let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 3, 2 * names.key.len() + 64);
+            call.arg(&*names.key)
+                .arg(&*names.channel)
+                .arg(UNLOCK_MESSAGE);
+            call
+        }
+        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], 0),
+    };
+    call.query(&mut conn).await
+}
+
+/// `lua/fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
+/// the lock is free. A plain lock has no queue: nothing to do.
+pub(crate) async fn leave_queue(
+    mut conn: MultiplexedConnection,
+    names: &LockNames,
+    owner: &str,
+) -> RedisResult<()> {
+    let Some(queue) = names.queue() else {
+        return Ok(());
+    };
+    let mut call = fair_call(&FAIR_LEAVE, names, queue, &[], 1);
+    call.arg(owner);
+    let _was_queued: i64 = call.query(&mut conn).await?;
+    Ok(())
+}
+
+/// What the heartbeat found of one queued waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Still queued; its deadline was pushed forward.
+    Kept,
+    /// It heads the queue of a free lock: it should take the lock now.
+    TurnCame,
+    /// No longer queued: it took the lock, left, or was dropped as stale.
+    Gone,
+}
+
+/// `lua/renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
+/// still held it (and its lease was reset). Leases that differ from `lease_ms` (near a
+/// maximum hold time) are sent one per key.
+pub(crate) async fn renew<'a>(
+    conn: &mut MultiplexedConnection,
+    lease_ms: u64,
+    batch: impl Iterator<Item = (&'a str, &'a str, u64)> + Clone,
+) -> RedisResult<Vec<bool>> {
+    let (mut keys, mut bytes, mut differ) = (0, 0, false);
+    for (key, owner, lease) in batch.clone() {
+        keys += 1;
+        bytes += key.len() + owner.len() + 2 * NUMBER_BYTES;
+        differ |= lease != lease_ms;
+    }
+    let args = 1 + keys * if differ { 3 } else { 2 };
+    let mut call = EvalSha::new(&RENEW, keys, args, bytes);
+    for (key, _, _) in batch.clone() {
+        call.arg(key);
+    }
+    call.arg(lease_ms);
+    for (_, owner, _) in batch.clone() {
+        call.arg(owner);
+    }
+    if differ {
+        for (_, _, lease) in batch {
+            call.arg(lease);
+        }
+    }
+    let renewed: Vec<i64> = call.query(conn).await?;
+    Ok(renewed.into_iter().map(|r| r == 1).collect())
+}
+
+/// `lua/fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
+/// owner)` what became of its place (a kept place's deadline is pushed `place_ms` ahead).
+pub(crate) async fn refresh_places<'a>(
+    conn: &mut MultiplexedConnection,
+    place_ms: u64,
+    batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)> + Clone,
+) -> RedisResult<Vec<Place>> {
+    let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
+        (n + 1, bytes + 4 * names.key.len() + 128 + owner.len())
+    });
+    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 2, bytes);
+    for (names, queue, _) in batch.clone() {
+        fair_keys(&mut call, names, queue);
+    }
+    call.arg(place_ms).arg(UNLOCK_MESSAGE);
+    for (names, _, owner) in batch {
+        call.arg(&*names.channel).arg(owner);
+    }
+    let places: Vec<i64> = call.query(conn).await?;
+    Ok(places
+        .into_iter()
+        .map(|place| match place {
+            1 => Place::Kept,
+            2 => Place::TurnCame,
+            _ => Place::Gone,
+        })
+        .collect())
+}
+
+/// `lua/fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
+/// than `token` was accepted before. True when written.
+pub(crate) async fn fenced_set(
+    mut conn: MultiplexedConnection,
+    key: &str,
+    fence: &str,
+    token: u64,
+    value: &[u8],
+) -> RedisResult<bool> {
+    let mut call = EvalSha::new(&FENCED_SET, 2, 4, key.len() + fence.len() + value.len());
+    call.arg(key).arg(fence).arg(token).arg(value);
+    call.query(&mut conn).await
+}
+
+/// `lua/fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
+/// at least `token`. False when `owner` no longer holds the lock (nothing written).
+pub(crate) async fn fenced_raise(
+    mut conn: MultiplexedConnection,
+    names: &LockNames,
+    owner: &str,
+    token: u64,
+) -> RedisResult<bool> {
+    let Some(counter) = names.token_counter() else {
+        return Ok(false);
+    };
+    let mut call = EvalSha::new(&FENCED_RAISE, 2, 4, names.key.len() * 2 + owner.len() + 64);
+    call.arg(&*names.key).arg(&**counter).arg(owner).arg(token);
+    call.query(&mut conn).await
+}
+
+/// `lua/acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
+/// user may not run, by their index in `checks`.
+pub(crate) async fn refused_checks(
+    conn: &mut MultiplexedConnection,
+    checks: &[Vec<String>],
+) -> RedisResult<Vec<usize>> {
+    let args: usize = checks.iter().map(|check| check.len() + 1).sum();
+    let bytes = checks.iter().flatten().map(String::len).sum::<usize>() + args * 4;
+    let mut call = EvalSha::new(&ACL_PROBE, 0, args, bytes);
+    for check in checks {
+        call.arg(check.len());
+        for word in check {
+            call.arg(word.as_str());
+        }
+    }
+    let refused: Vec<usize> = call.query(conn).await?;
+    Ok(refused
+        .into_iter()
+        .filter_map(|n| n.checked_sub(1))
+        .collect())
+}
+
+/// What [`inspect`] read of one lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LockState {
+    /// The lock's PTTL: -2 when it is not held, -1 when it has no expiry.
+    pub(crate) pttl_ms: i64,
+    /// How many holds the asked owner has.
+    pub(crate) count: u32,
+}
+
+/// `lua/inspect.lua`: the state of the lock `key` as seen by `owner`, or a NOTALOCK error
+/// when the key is not a lock.
+pub(crate) async fn inspect(
+    mut conn: MultiplexedConnection,
+    key: &str,
+    owner: &str,
+) -> RedisResult<LockState> {
+    let mut call = EvalSha::new(&INSPECT, 1, 2, key.len() + owner.len());
+    call.arg(key).arg(owner);
+    let (pttl_ms, count): (i64, u32) = call.query(&mut conn).await?;
+    Ok(LockState { pttl_ms, count })
+}
+
+/// `lua/still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still
+/// holds the lock.
+pub(crate) async fn still_held<'a>(
+    conn: &mut MultiplexedConnection,
+    batch: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+) -> RedisResult<Vec<bool>> {
+    let (keys, bytes) = batch.clone().fold((0, 0), |(n, bytes), (key, owner)| {
+        (n + 1, bytes + key.len() + owner.len())
+    });
+    let mut call = EvalSha::new(&STILL_HELD, keys, 2 * keys, bytes);
+    for (key, _) in batch.clone() {
+        call.arg(key);
+    }
+    for (_, owner) in batch {
+        call.arg(owner);
+    }
+    let held: Vec<i64> = call.query(conn).await?;
+    Ok(held.into_iter().map(|h| h == 1).collect())
+}

@@ -1,0 +1,163 @@
+//! [`Heartbeat`]: the background task that keeps every queued fair-lock waiter of one
+//! client in its place (the places themselves are [`QueuePlace`](crate::locks::fair)s,
+//! joined by the acquire loop and left the moment a waiter gives up).
+//!
+//! A queued waiter has a deadline on the Redis server's clock. The heartbeat pushes it
+//! forward every quarter of the client's `fair_waiter_timeout`, three quarters of it ahead,
+//! so a live waiter never loses its place to a missed beat or two, and one whose process
+//! died is dropped within the timeout: by the heartbeat of any other waiter in the queue,
+//! or by the next script call on the lock. A waiter whose process died with its connection
+//! closed is passed over at once: see `notify_head` in `lua/fair_common.lua`. A waiter that
+//! heads the queue of a free lock is not refreshed: it was told to take the lock, and one
+//! that does not (a future nobody polls) is dropped like a dead one.
+//!
+//! A place belongs to an owner (a task), not to one call: two waits of one task on one lock
+//! share it, and it is left when the last of them gives up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+
+use crate::protocol::names::LockNames;
+use crate::protocol::scripts::{self, Place};
+use crate::services::periodic::{Periodic, Rounds};
+use crate::transport::connection::Connections;
+use crate::transport::pubsub::UnlockListener;
+
+type PlaceKey = (Arc<str>, Arc<str>);
+
+/// Keeps every queued waiter of one client in its place.
+pub(crate) struct Heartbeat {
+    task: Periodic<Refreshes>,
+}
+
+struct Refreshes {
+    /// (lock key, owner) → the lock's names and how many waits of that owner want it: one,
+    /// unless one task awaits two acquires of the same lock at once.
+    places: DashMap<PlaceKey, (Arc<LockNames>, usize)>,
+    connections: Arc<Connections>,
+    listener: UnlockListener,
+    place_ms: u64,
+    interval: Duration,
+    batch_size: usize,
+}
+
+impl Heartbeat {
+    /// `waiter_timeout`: how long a dead waiter may hold its place at most.
+    pub(crate) fn new(
+        connections: Arc<Connections>,
+        listener: UnlockListener,
+        waiter_timeout: Duration,
+        batch_size: usize,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let timeout_ms = crate::util::time::millis(waiter_timeout);
+        let refreshes = Refreshes {
+            places: DashMap::new(),
+            connections,
+            listener,
+            place_ms: timeout_ms / 4 * 3,
+            interval: waiter_timeout / 4,
+            batch_size,
+        };
+        Heartbeat {
+            task: Periodic::new(refreshes, runtime),
+        }
+    }
+
+    /// How far ahead of the server's clock a waiter's deadline is set, in ms.
+    pub(crate) fn place_ms(&self) -> u64 {
+        self.task.rounds().place_ms
+    }
+
+    pub(crate) fn register(&self, names: &Arc<LockNames>, owner: &Arc<str>) {
+        self.task
+            .rounds()
+            .places
+            .entry((names.key.clone(), owner.clone()))
+            .or_insert_with(|| (names.clone(), 0))
+            .1 += 1;
+        self.task.ensure_running();
+    }
+
+    /// Drops one want of the place; true when it was the last.
+    pub(crate) fn deregister(&self, names: &LockNames, owner: &Arc<str>) -> bool {
+        self.task
+            .rounds()
+            .places
+            .remove_if_mut(&(names.key.clone(), owner.clone()), |_, (_, wants)| {
+                *wants -= 1;
+                *wants == 0
+            })
+            .is_some()
+    }
+
+    pub(crate) fn is_registered(&self, names: &LockNames, owner: &Arc<str>) -> bool {
+        self.task
+            .rounds()
+            .places
+            .contains_key(&(names.key.clone(), owner.clone()))
+    }
+
+    /// How many (lock, owner) places this client keeps (for tests and diagnostics).
+    pub(crate) fn len(&self) -> usize {
+        self.task.rounds().places.len()
+    }
+}
+
+impl Rounds for Refreshes {
+    fn first_pause(&self) -> Duration {
+        self.interval
+    }
+
+    fn has_work(&self) -> bool {
+        !self.places.is_empty()
+    }
+
+    async fn round(&self) -> Duration {
+        self.refresh_all().await;
+        self.interval
+    }
+}
+
+impl Refreshes {
+    async fn refresh_all(&self) {
+        let places: Vec<(Arc<LockNames>, Arc<str>)> = self
+            .places
+            .iter()
+            .map(|entry| (entry.value().0.clone(), entry.key().1.clone()))
+            .collect();
+        let shared = match self.connections.shared().await {
+            Ok(shared) => shared,
+            Err(e) => {
+                tracing::warn!(error = %e, waiters = places.len(), "heartbeat cannot reach Redis");
+                return;
+            }
+        };
+        for batch in places.chunks(self.batch_size) {
+            let mut conn = shared.conn.clone();
+            let entries = batch.iter().filter_map(|(names, owner)| {
+                names.queue().map(|queue| (&**names, queue, &**owner))
+            });
+            match scripts::refresh_places(&mut conn, self.place_ms, entries).await {
+                Ok(found) => {
+                    self.connections.report_success();
+                    for ((names, owner), place) in batch.iter().zip(found) {
+                        // Its turn came and it may not have heard (its pub/sub connection
+                        // is reconnecting), or it was dropped from the queue (an outage
+                        // outlived its deadline) or just took the lock: let it look, and
+                        // take the lock or queue again.
+                        if place != Place::Kept {
+                            self.listener.wake_waiters(&names.wait_channel(owner));
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.connections.report(&shared, &e);
+                    tracing::warn!(error = %e, waiters = batch.len(), "queue heartbeat failed");
+                }
+            }
+        }
+    }
+}

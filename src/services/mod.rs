@@ -1,0 +1,11 @@
+//! The background work of one client, each a task that runs only while it has work
+//! ([`periodic`]): the [`watchdog`] renewing watchdog holds every third of the lease, the
+//! fair-queue [`heartbeat`] keeping waiters in their places, the [`latches`] reaper deleting
+//! unlock latches in batches, and the [`lease_check`] of fixed-lease holds after a
+//! reconnect.
+
+pub(crate) mod heartbeat;
+pub(crate) mod latches;
+pub(crate) mod lease_check;
+pub(crate) mod periodic;
+pub(crate) mod watchdog;

@@ -1,0 +1,99 @@
+//! A background task that works in rounds while there is work, and ends when there is none:
+//! the watchdog renewing held locks, the heartbeat refreshing queued waiters.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::util::sync;
+use tokio::task::JoinHandle;
+
+/// The work of one periodic task.
+pub(crate) trait Rounds: Send + Sync + 'static {
+    /// The pause before the first round.
+    fn first_pause(&self) -> Duration;
+
+    /// Whether anything is left to do. Checked under the task's lock, so that work added
+    /// just as the task finds none either is seen or starts a new task.
+    fn has_work(&self) -> bool;
+
+    /// Runs one round; returns the time from its start to the next round's.
+    fn round(&self) -> impl Future<Output = Duration> + Send + '_;
+
+    /// What cuts a pause short, if anything: an event after which the next round should
+    /// not wait.
+    fn cut_short(&self) -> Option<&tokio::sync::Notify> {
+        None
+    }
+}
+
+/// Runs `R`'s rounds on one runtime, starting on demand.
+pub(crate) struct Periodic<R: Rounds> {
+    shared: Arc<Shared<R>>,
+}
+
+struct Shared<R> {
+    rounds: R,
+    /// The runtime the client was built on: a lock call from another runtime must not tie
+    /// the task to a runtime that may go away first.
+    runtime: tokio::runtime::Handle,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl<R: Rounds> Periodic<R> {
+    pub(crate) fn new(rounds: R, runtime: tokio::runtime::Handle) -> Self {
+        Periodic {
+            shared: Arc::new(Shared {
+                rounds,
+                runtime,
+                task: Mutex::new(None),
+            }),
+        }
+    }
+
+    pub(crate) fn rounds(&self) -> &R {
+        &self.shared.rounds
+    }
+
+    /// Makes sure the task runs; call after adding work.
+    pub(crate) fn ensure_running(&self) {
+        let mut task = sync::locked(&self.shared.task);
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        *task = Some(self.shared.runtime.spawn(run(self.shared.clone())));
+    }
+
+    /// Whether the task is running (for tests and diagnostics).
+    pub(crate) fn is_running(&self) -> bool {
+        let task = sync::locked(&self.shared.task);
+        task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
+    let mut pause = shared.rounds.first_pause();
+    loop {
+        match shared.rounds.cut_short() {
+            Some(event) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = event.notified() => {}
+                }
+            }
+            None => tokio::time::sleep(pause).await,
+        }
+        {
+            let mut task = sync::locked(&shared.task);
+            if !shared.rounds.has_work() {
+                *task = None;
+                return;
+            }
+        }
+        let began = tokio::time::Instant::now();
+        let pause_after = shared.rounds.round().await;
+        // Counted from the round's start: a long round (a client holding 100,000 locks)
+        // must not push every lock's next renewal a round's length further out.
+        pause = pause_after.saturating_sub(began.elapsed());
+    }
+}

@@ -1,0 +1,285 @@
+//! The watchdog: one background task per client that renews every watchdog lock the client
+//! holds, a batch of keys per script call, every third of the watchdog timeout.
+//!
+//! Unlike Redisson's watchdog it tells the holder: a renewal that finds the owner gone marks
+//! the hold lost at once, and a hold whose renewals cannot reach Redis is lost when its
+//! local validity deadline passes (see [`crate::holds`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{self, StreamExt};
+use tokio::time::Instant;
+
+use crate::holds::{Applied, Hold, Holds};
+use crate::protocol::scripts;
+use crate::services::periodic::{Periodic, Rounds};
+use crate::transport::connection::Connections;
+use crate::transport::replica_sync::ReplicaSync;
+
+/// Renewal batches in flight at once on the watchdog's connection: enough to hide the round
+/// trip when a client holds many thousands of locks, few enough not to flood Redis.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// After a failed round, retry this soon rather than a whole interval later, so that a
+/// short outage costs no lease.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
+
+pub(crate) struct Watchdog {
+    task: Periodic<Renewals>,
+}
+
+struct Renewals {
+    holds: Arc<Holds>,
+    connections: Arc<Connections>,
+    /// Told when the client reconnects (see [`Rounds::cut_short`]).
+    reconnected: Arc<tokio::sync::Notify>,
+    lease_ms: u64,
+    batch_size: usize,
+    /// Set when a renewal counts only once a replica has it.
+    replica_sync: Option<Arc<ReplicaSync>>,
+}
+
+impl Watchdog {
+    pub(crate) fn new(
+        holds: Arc<Holds>,
+        connections: Arc<Connections>,
+        lease: Duration,
+        batch_size: usize,
+        replica_sync: Option<Arc<ReplicaSync>>,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        let renewals = Renewals {
+            holds,
+            reconnected: connections.reconnects().listen(),
+            connections,
+            lease_ms: crate::util::time::millis(lease),
+            batch_size,
+            replica_sync,
+        };
+        Watchdog {
+            task: Periodic::new(renewals, runtime),
+        }
+    }
+
+    /// The lease of watchdog locks, in milliseconds.
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.task.rounds().lease_ms
+    }
+
+    /// Makes sure a renewal task runs; call after adding a watchdog hold. It runs on the
+    /// client's runtime, whatever runtime the lock call came from.
+    pub(crate) fn ensure_running(&self) {
+        self.task.ensure_running();
+    }
+
+    /// Whether a renewal task is running (for tests and diagnostics).
+    pub(crate) fn is_running(&self) -> bool {
+        self.task.is_running()
+    }
+}
+
+impl Renewals {
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.lease_ms / 3)
+    }
+}
+
+impl Rounds for Renewals {
+    fn first_pause(&self) -> Duration {
+        self.interval()
+    }
+
+    fn has_work(&self) -> bool {
+        let busy = self.holds.has_watchdog_holds();
+        if !busy {
+            tracing::debug!("watchdog idle: no watchdog lock held");
+        }
+        busy
+    }
+
+    async fn round(&self) -> Duration {
+        if renew_all(self).await {
+            self.interval()
+        } else {
+            self.interval().min(RETRY_AFTER_FAILURE)
+        }
+    }
+
+    /// A reconnection starts a round at once: if Redis restarted without its data or failed
+    /// over to a replica that lacked a lock, the renewal finds the owner's field gone and the
+    /// holder is told now, not a third of a lease later.
+    fn cut_short(&self) -> Option<&tokio::sync::Notify> {
+        Some(&self.reconnected)
+    }
+}
+
+/// One renewal round over every watchdog hold. Returns false if any batch failed to reach
+/// Redis (or, with replica sync on, no replica acknowledged the round).
+async fn renew_all(renewals: &Renewals) -> bool {
+    let slots = renewals.holds.watch_slots();
+    if slots == 0 {
+        return true;
+    }
+    // A pooled connection of its own, so that large batches do not queue in front of lock
+    // calls on the shared one; deadpool health-checks it on each checkout.
+    // Bounded: a checkout stuck on a frozen server must not hide that the renewals were
+    // due and Redis did not take them.
+    let checkout = tokio::time::timeout(renewals.interval() / 2, renewals.connections.pooled());
+    let pooled = match checkout.await {
+        Ok(Ok(conn)) => conn,
+        failed => {
+            match failed {
+                Ok(Err(e)) => tracing::warn!(error = %e, slots, "watchdog cannot reach Redis"),
+                _ => tracing::warn!(slots, "watchdog: no connection to Redis in time"),
+            }
+            // A deadline passing now is a lost connection, not a holder that never asked.
+            let (due, _) = renewals.holds.due(0, slots, usize::MAX, Instant::now());
+            for hold in due {
+                hold.renewal_sent();
+            }
+            return false;
+        }
+    };
+    let mut conn = (*pooled).clone();
+    let (holds, lease_ms, size) = (&*renewals.holds, renewals.lease_ms, renewals.batch_size);
+    // Without replica sync a batch is settled as soon as it is answered, while its holds
+    // are still in the cache; with it, only once the round's WAIT has answered.
+    let settle_now = renewals.replica_sync.is_none();
+    let sent = conn.clone();
+    // Each batch takes its holds from the list when it goes out, not at the round's start,
+    // so that a hold is visited once, just before its renewal is written; and takes `size`
+    // live holds however many empty slots lie between them, so that a list thinned out by
+    // releases costs no more calls than a packed one.
+    // A plain iterator, polled lazily by the stream: an async cursor trips the compiler's
+    // higher-ranked lifetime check on this `Send` future.
+    let mut from = 0;
+    let gathered = stream::iter(std::iter::from_fn(move || {
+        (from < slots).then(|| {
+            let (due, next) = holds.due(from, slots, size, Instant::now());
+            from = next;
+            due
+        })
+    }));
+    let batches: Vec<Batch> = gathered
+        .filter(|due| std::future::ready(!due.is_empty()))
+        .map(move |due| {
+            let conn = sent.clone();
+            async move {
+                match renew_batch(conn, lease_ms, due).await {
+                    None => Batch::Failed,
+                    Some(renewed) if settle_now => {
+                        renewed.settle(true);
+                        Batch::Settled
+                    }
+                    Some(renewed) => Batch::Answered(renewed),
+                }
+            }
+        })
+        .buffer_unordered(BATCHES_IN_FLIGHT)
+        .collect()
+        .await;
+    // One WAIT for the whole round: it covers every write made before it on this
+    // connection. A renewal no replica has would be forgotten by a failover, so it must not
+    // push the validity forward; a lock found gone is gone either way.
+    let replicated = match renewals.replica_sync.as_deref() {
+        Some(sync) => match sync.wait(&mut conn).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, slots, "lock renewals not replicated");
+                false
+            }
+        },
+        None => true,
+    };
+    let mut all_answered = true;
+    for batch in batches {
+        match batch {
+            Batch::Failed => all_answered = false,
+            Batch::Settled => {}
+            Batch::Answered(renewed) => renewed.settle(replicated),
+        }
+    }
+    all_answered && replicated
+}
+
+/// What became of one renewal batch.
+enum Batch {
+    /// It could not reach Redis.
+    Failed,
+    /// Answered and applied to its holds.
+    Settled,
+    /// Answered; to be applied once the round's WAIT says whether it counts.
+    Answered(Renewed),
+}
+
+/// What one renewal batch found: for each hold, whether its owner still held it.
+struct Renewed {
+    holds: Vec<(Arc<Hold>, Applied)>,
+    found: Vec<bool>,
+    started: Instant,
+}
+
+impl Renewed {
+    /// Applies the answers: renewed holds are valid for longer (unless the renewal does not
+    /// count, not being replicated), and holds found gone are lost.
+    fn settle(self, counts: bool) {
+        for ((hold, applied), renewed) in self.holds.iter().zip(self.found) {
+            if renewed && !counts {
+                continue;
+            }
+            settle(hold, renewed, self.started, *applied);
+        }
+    }
+}
+
+/// Sends one batch; `None` when it could not reach Redis.
+async fn renew_batch(
+    mut conn: redis::aio::MultiplexedConnection,
+    lease_ms: u64,
+    due: Vec<Arc<Hold>>,
+) -> Option<Renewed> {
+    let started = Instant::now();
+    let mut holds = Vec::with_capacity(due.len());
+    for hold in due {
+        // Reckoned when the batch goes out: a lease bounded by a maximum hold time must
+        // not reach past that time however long the batch waited.
+        let applied = hold.lease_at(started);
+        if applied.is_spent() {
+            // Nothing left of the maximum hold time: the last lease runs out.
+            hold.max_hold_reached();
+            continue;
+        }
+        hold.renewal_sent();
+        holds.push((hold, applied));
+    }
+    if holds.is_empty() {
+        return Some(Renewed {
+            holds,
+            found: Vec::new(),
+            started,
+        });
+    }
+    let keys = holds
+        .iter()
+        .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
+    match scripts::renew(&mut conn, lease_ms, keys).await {
+        Ok(found) => Some(Renewed {
+            holds,
+            found,
+            started,
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
+            None
+        }
+    }
+}
+
+fn settle(hold: &Hold, renewed: bool, started: Instant, applied: Applied) {
+    if renewed {
+        hold.renewed(started, applied);
+    } else {
+        hold.found_gone();
+    }
+}

@@ -1,0 +1,214 @@
+//! Turning what Redis refused into this crate's typed errors, named after the lock and the
+//! operation: a missing ACL permission ([`Error::PermissionDenied`], with the rule that
+//! grants it), a key that is not a lock ([`Error::NotALock`]), any other refusal
+//! ([`Error::Rejected`], without the script hash and line Redis puts in it).
+//!
+//! Only refusals are explained; failures to reach Redis are returned as they are. The
+//! explanations cost extra round trips, on error paths only.
+
+use crate::error::{
+    channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message, Error,
+};
+use crate::protocol::names::LockNames;
+use crate::protocol::scripts;
+use crate::transport::connection::Connections;
+
+/// One permission an operation needs: the command (with its key or channel) that
+/// `redis.acl_check_cmd` is asked about, and how to name it to the user when it is refused.
+pub(crate) struct Check {
+    command: Vec<String>,
+    missing: String,
+}
+
+impl Check {
+    fn new(command: &[&str], missing: String) -> Self {
+        Check {
+            command: command.iter().map(|word| word.to_string()).collect(),
+            missing,
+        }
+    }
+
+    /// Write access to `key`, granted by `rule`.
+    fn key(command: &[&str], key: &str, rule: &str) -> Self {
+        Check::new(command, format!("access to key `{key}` ({rule})"))
+    }
+}
+
+/// Every permission an operation on the lock `names` may need beyond its commands (which
+/// are checked once, at connect): its keys and its channel.
+pub(crate) fn lock_checks(names: &LockNames) -> Vec<Check> {
+    let key = &*names.key;
+    let latch = names.unlock_latch(0);
+    let mut checks = vec![
+        Check::key(
+            &["hincrby", key, "f", "1"],
+            key,
+            "a `~` pattern that matches your lock names",
+        ),
+        Check::key(&["set", &latch, "1"], &latch, "`~redisson_unlock_latch:*`"),
+    ];
+    if let Some(queue) = names.queue() {
+        checks.push(Check::key(
+            &["rpush", &queue.list, "x"],
+            &queue.list,
+            "`~redisson_lock_queue:*`",
+        ));
+        checks.push(Check::key(
+            &["zadd", &queue.deadlines, "1", "x"],
+            &queue.deadlines,
+            "`~redisson_lock_timeout:*`",
+        ));
+    }
+    if let Some(token) = names.token_counter() {
+        checks.push(Check::key(
+            &["incr", token],
+            token,
+            "`~redisson_lock_token:*`",
+        ));
+    }
+    // A fair lock publishes to its waiters' own channels, `<channel>:<owner>`.
+    let channel = names.wait_channel("<owner>");
+    checks.push(publish_check(&channel));
+    checks
+}
+
+/// The permissions of a fenced write: the resource key and its fence.
+pub(crate) fn fenced_write_checks(key: &str, fence: &str) -> Vec<Check> {
+    vec![
+        Check::key(&["set", key, "x"], key, "a `~` pattern that matches it"),
+        Check::key(&["set", fence, "1"], fence, "`~redis_rlock_fence:*`"),
+    ]
+}
+
+/// PUBLISH to `channel`.
+pub(crate) fn publish_check(channel: &str) -> Check {
+    Check::new(
+        &["publish", channel, "0"],
+        channel_missing("PUBLISH", channel),
+    )
+}
+
+/// `error`, from `operation` on the lock `names`, as the typed error it stands for.
+pub(crate) async fn explain(
+    connections: &Connections,
+    operation: &'static str,
+    names: &LockNames,
+    error: Error,
+) -> Error {
+    explain_with(
+        connections,
+        operation,
+        &names.key,
+        || lock_checks(names),
+        error,
+    )
+    .await
+}
+
+/// `outcome` of `operation` on the lock `names`, with its error explained.
+pub(crate) async fn explained<T>(
+    connections: &Connections,
+    operation: &'static str,
+    names: &LockNames,
+    outcome: Result<T, Error>,
+) -> Result<T, Error> {
+    match outcome {
+        Ok(value) => Ok(value),
+        Err(e) => Err(explain(connections, operation, names, e).await),
+    }
+}
+
+/// [`explain`] for an operation on `target` whose permissions `checks` lists.
+pub(crate) async fn explain_with(
+    connections: &Connections,
+    operation: &'static str,
+    target: &str,
+    checks: impl FnOnce() -> Vec<Check>,
+    error: Error,
+) -> Error {
+    let Error::Redis(e) = error else {
+        return error;
+    };
+    if is_transient(&e) || is_auth_failure(&e) || e.code().is_none() {
+        return Error::Redis(e);
+    }
+    if e.code() == Some("NOTALOCK") {
+        let key = e.detail().unwrap_or(target).to_string();
+        return not_a_lock(connections, key).await;
+    }
+    if is_permission_failure(&e) {
+        let missing = match e.detail() {
+            // Redis named the command itself: nothing more to find out.
+            Some(detail) if detail.contains("permissions to run the") => detail.to_string(),
+            _ => diagnose(connections, checks()).await,
+        };
+        return Error::PermissionDenied {
+            operation,
+            target: target.to_string(),
+            missing,
+        };
+    }
+    Error::Rejected {
+        operation,
+        lock: target.to_string(),
+        message: server_message(&e),
+        source: e,
+    }
+}
+
+/// [`Error::NotALock`] for `key`, saying what it holds.
+pub(crate) async fn not_a_lock(connections: &Connections, key: String) -> Error {
+    let found = describe(connections, &key)
+        .await
+        .unwrap_or_else(|| "not a lock".to_string());
+    Error::NotALock { name: key, found }
+}
+
+/// What `key` holds, in words; `None` when Redis cannot be asked.
+async fn describe(connections: &Connections, key: &str) -> Option<String> {
+    let mut conn = connections.shared().await.ok()?.conn;
+    let kind: String = redis::cmd("TYPE")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    Some(match kind.as_str() {
+        "hash" => {
+            let read_write: bool = redis::cmd("HEXISTS")
+                .arg(key)
+                .arg("mode")
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            if read_write {
+                "a read-write lock (Redisson's RReadWriteLock)".to_string()
+            } else {
+                "a hash that is not a lock".to_string()
+            }
+        }
+        "none" => "gone (it changed while the call ran)".to_string(),
+        "zset" => "a sorted set".to_string(),
+        other => format!("a {other}"),
+    })
+}
+
+/// The first of `checks` the connected user fails, in words; a pointer to the server's
+/// `ACL LOG` when none fails (or the check itself cannot run).
+async fn diagnose(connections: &Connections, checks: Vec<Check>) -> String {
+    const UNKNOWN: &str = "a permission Redis did not name (see `ACL LOG` on the server)";
+    let Ok(shared) = connections.shared().await else {
+        return UNKNOWN.to_string();
+    };
+    let mut conn = shared.conn;
+    let commands: Vec<Vec<String>> = checks.iter().map(|c| c.command.clone()).collect();
+    match scripts::refused_checks(&mut conn, &commands).await {
+        Ok(refused) => refused
+            .first()
+            .and_then(|&index| checks.into_iter().nth(index))
+            .map_or_else(|| UNKNOWN.to_string(), |check| check.missing),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot check which permission is missing");
+            UNKNOWN.to_string()
+        }
+    }
+}

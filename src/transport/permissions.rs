@@ -1,0 +1,209 @@
+//! Checking, once per client and lock kind, that the user may run every command that
+//! kind's scripts run, before the first call of that kind sends anything.
+//!
+//! Redis checks the commands a script runs one at a time, as they run: a command refused
+//! after a write would leave the write done (a lock without its lease, a count without its
+//! latch). Checked up front with `redis.acl_check_cmd`, that cannot happen. Keys and
+//! channels need no such check: Redis refuses a script whose declared keys the user may
+//! not touch before it runs, and every script publishes before it frees a lock.
+//!
+//! The commands are asked about with the lock's own keys and with every argument they
+//! take: Redis 7.0 reads a command's key arguments without checking how many were given,
+//! and crashes on a short list (redis/redis#14843). A failed check is not remembered: the
+//! next call checks again, so that a user's rules fixed on the server take effect at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Error, Result};
+use crate::protocol::names::LockNames;
+use crate::protocol::scripts;
+use crate::transport::connection::Connections;
+
+/// The command groups, each checked once.
+#[derive(Debug, Clone, Copy)]
+enum Group {
+    /// What every lock kind runs.
+    Every,
+    Fair,
+    Fenced,
+}
+
+/// Whether each group of commands was found allowed.
+#[derive(Debug, Default)]
+pub(crate) struct CommandCheck {
+    checked: [AtomicBool; 3],
+    /// One check at a time: the many calls of a client's first moments wait for one
+    /// check rather than each sending its own.
+    checking: tokio::sync::Mutex<()>,
+    /// Replica sync is on: `WAIT` and `INFO` belong to every kind's commands.
+    replica_sync: bool,
+}
+
+impl CommandCheck {
+    pub(crate) fn new(replica_sync: bool) -> Self {
+        CommandCheck {
+            replica_sync,
+            ..CommandCheck::default()
+        }
+    }
+
+    /// Makes sure the user may run every command a lock of `names`' kind runs: at once
+    /// when that was found before, otherwise with one script call.
+    ///
+    /// # Errors
+    /// [`Error::PermissionDenied`] naming the refused commands; a connection error when the
+    /// check cannot reach Redis.
+    pub(crate) async fn ensure(&self, connections: &Connections, names: &LockNames) -> Result<()> {
+        if self.is_checked(names) {
+            return Ok(());
+        }
+        // Boxed: it runs once per kind, and inline it would grow every lock call's future.
+        Box::pin(self.check(connections, names)).await
+    }
+
+    fn is_checked(&self, names: &LockNames) -> bool {
+        groups_of(names)
+            .into_iter()
+            .flatten()
+            .all(|group| self.checked[group as usize].load(Ordering::Acquire))
+    }
+
+    async fn check(&self, connections: &Connections, names: &LockNames) -> Result<()> {
+        let _one_at_a_time = self.checking.lock().await;
+        if self.is_checked(names) {
+            return Ok(());
+        }
+        let groups = groups_of(names);
+        let commands: Vec<Vec<String>> = groups
+            .into_iter()
+            .flatten()
+            .flat_map(|group| self.commands(group, names))
+            .collect();
+        let commands = &commands;
+        let refused = connections
+            .with_retries(
+                |mut conn| async move { scripts::refused_checks(&mut conn, commands).await },
+            )
+            .await?;
+        if refused.is_empty() {
+            for group in groups.into_iter().flatten() {
+                self.checked[group as usize].store(true, Ordering::Release);
+            }
+            return Ok(());
+        }
+        let missing: Vec<String> = refused
+            .iter()
+            .map(|&index| describe(&commands[index]))
+            .collect();
+        Err(Error::PermissionDenied {
+            operation: "using",
+            target: names.key.to_string(),
+            missing: format!("permission to run {}", missing.join(", ")),
+        })
+    }
+
+    /// The commands of `group`, with the arguments a script gives them for the lock
+    /// `names`.
+    fn commands(&self, group: Group, names: &LockNames) -> Vec<Vec<String>> {
+        // Only keys the kind's acquire itself declares: a key pattern the user lacks then
+        // fails this check exactly when it would fail the call. The latch commands are
+        // asked about on the lock key; a missing latch pattern is reported by the unlock
+        // it fails, which writes nothing (see `crate::transport::explain`).
+        let key = &*names.key;
+        let mut commands: Vec<Vec<&str>> = match group {
+            Group::Every => vec![
+                vec!["exists", key],
+                vec!["type", key],
+                vec!["hexists", key, "f"],
+                vec!["hget", key, "f"],
+                vec!["hincrby", key, "f", "1"],
+                vec!["hrandfield", key],
+                vec!["pexpire", key, "1"],
+                vec!["pttl", key],
+                vec!["del", key],
+                vec!["get", key],
+                vec!["set", key, "1", "px", "1"],
+            ],
+            Group::Fair => {
+                let Some(queue) = names.queue() else {
+                    return Vec::new();
+                };
+                let (list, deadlines) = (&*queue.list, &*queue.deadlines);
+                vec![
+                    vec!["hset", key, "f", "1"],
+                    vec!["lindex", list, "0"],
+                    vec!["lpop", list],
+                    vec!["rpush", list, "f"],
+                    vec!["linsert", list, "after", "f", "g"],
+                    vec!["lrange", list, "0", "1"],
+                    vec!["lrem", list, "0", "f"],
+                    vec!["zadd", deadlines, "1", "f"],
+                    vec!["zrem", deadlines, "f"],
+                    vec!["zscore", deadlines, "f"],
+                    vec!["zrangebyscore", deadlines, "-inf", "0", "LIMIT", "0", "1"],
+                    vec!["pubsub", "numsub", &names.channel],
+                    vec!["time"],
+                ]
+            }
+            Group::Fenced => match names.token_counter() {
+                Some(token) => vec![vec!["incr", token]],
+                None => Vec::new(),
+            },
+        };
+        if self.replica_sync && matches!(group, Group::Every) {
+            commands.push(vec!["wait", "0", "0"]);
+            commands.push(vec!["info", "replication"]);
+        }
+        commands
+            .into_iter()
+            .map(|words| words.into_iter().map(str::to_string).collect())
+            .collect()
+    }
+}
+
+/// The groups of commands a lock of `names`' kind runs.
+fn groups_of(names: &LockNames) -> [Option<Group>; 3] {
+    [
+        Some(Group::Every),
+        names.queue().map(|_| Group::Fair),
+        names.token_counter().map(|_| Group::Fenced),
+    ]
+}
+
+/// A refused command, as the user would grant it: `` `+hrandfield` on key `app:1` ``.
+fn describe(command: &[String]) -> String {
+    let name = command[0].to_lowercase();
+    let full = match command.get(1) {
+        Some(sub) if name == "pubsub" => format!("{name}|{sub}"),
+        _ => name,
+    };
+    match command
+        .get(1)
+        .filter(|_| !matches!(full.as_str(), "time" | "pubsub|numsub"))
+    {
+        Some(key) if !matches!(full.as_str(), "wait" | "info") => {
+            format!("`+{full}` on key `{key}`")
+        }
+        _ => format!("`+{full}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_commands_are_named_as_acl_rules() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            describe(&words(&["hrandfield", "app:1"])),
+            "`+hrandfield` on key `app:1`"
+        );
+        assert_eq!(
+            describe(&words(&["pubsub", "numsub", "c"])),
+            "`+pubsub|numsub`"
+        );
+        assert_eq!(describe(&words(&["time"])), "`+time`");
+        assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");
+    }
+}
