@@ -1,4 +1,24 @@
 #![doc = include_str!("../README.md")]
+//!
+//! # Layout
+//!
+//! The source is in layers, each a folder of `src/`, each using only those before it
+//! (`tests/layering.rs` checks it):
+//!
+//! - `error` and `util`: the error type and Redis error classification; small utilities
+//!   (futures that finish after their caller left, argument checks, time, locks).
+//! - `config`: a client's checked settings and its password-safe URL.
+//! - [`protocol`]: the Redisson layout: key and channel names, the owner field, the Lua
+//!   scripts beside their Rust bindings, EVALSHA and batching.
+//! - `holds`: what a client holds, locally: holds, leases, validity and the watch list.
+//! - [`transport`]: connections, the pub/sub unlock listener, replica sync, server and
+//!   permission checks.
+//! - `services`: a client's background tasks: watchdog, fair-queue heartbeat, latch
+//!   reaper, lease check.
+//! - `core`: one client's connections, holds and services, which every lock of it shares.
+//! - [`locks`]: the lock kinds, the acquire, wait and release engine, and guards.
+//! - [`groups`]: [`RedLock`] and [`MultiLock`].
+//! - `client`: the public [`Client`], [`ClientBuilder`] and [`Status`].
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -13,10 +33,10 @@ mod core;
 mod error;
 pub mod groups;
 mod holds;
-mod locks;
-mod protocol;
+pub mod locks;
+pub mod protocol;
 mod services;
-mod transport;
+pub mod transport;
 mod util;
 
 pub use client::{Client, ClientBuilder, Status};

@@ -104,8 +104,9 @@ impl GroupGuard {
     /// [`Client::fenced_set`](crate::Client::fenced_set)).
     ///
     /// It is the greatest token the majority drew, raised on every master that holds the
-    /// lock before the guard was returned; see the README's "Fencing tokens" for why that
-    /// keeps tokens growing across majorities, and what it assumes.
+    /// lock before the guard was returned; see
+    /// [fencing across the masters of a RedLock](crate::locks#fencing-across-the-masters-of-a-redlock)
+    /// for why that keeps tokens growing across majorities, and what it assumes.
     pub fn fencing_token(&self) -> Option<u64> {
         self.state.token
     }

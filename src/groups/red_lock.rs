@@ -13,31 +13,8 @@ use crate::locks::{Lock, Reentrant};
 /// [`FencedLock`](crate::FencedLock) per master for a `RedLock<Fenced>`, whose guard
 /// carries a [fencing token](crate::GroupGuard::fencing_token) that grows across holders
 /// whatever majority each of them held. The group is held while a majority of
-/// `N / 2 + 1` masters hold it:
-///
-/// - every master is asked at once, each with a per-node timeout
-///   ([`with_node_timeout`](crate::groups::LockGroup::with_node_timeout), 100 ms by default), and
-///   the call returns as soon as a majority said yes, without waiting for stragglers (whose
-///   holds join the guard when they answer);
-/// - the group is acquired only if time is left of the lease after the time it took and
-///   a drift allowance (1 % of the lease + 2 ms): [`GroupGuard::valid_until`](crate::GroupGuard::valid_until);
-/// - otherwise it is released on every master, including those that did not answer, and
-///   the call waits for an unlock message from a master that said it was held elsewhere,
-///   or the holders' TTL, before trying again (after a short random pause when the
-///   masters were split between rivals);
-/// - each master's hold is renewed by its own client's watchdog; once fewer than a
-///   majority are held, the guard is lost with [`LostReason::QuorumLost`](crate::LostReason::QuorumLost);
-/// - reentrancy works as for `RLock`: every master has the same owner field.
-///
-/// **What it protects against, and what it does not.** Any minority of masters may crash,
-/// freeze or be cut off: the lock stays held and exclusive. It assumes clocks that *run*
-/// at about the same rate on every machine (not synchronized clocks: only durations are
-/// compared), and a master that crashed must not come back with the lock forgotten while
-/// a holder still counts on it: keep it down longer than the longest lease, or run it with
-/// `appendfsync always`. Like every lease lock, it cannot stop a holder paused past its
-/// lease (GC, SIGSTOP) from acting after it expired: race the work against
-/// [`GroupGuard::lost`](crate::GroupGuard::lost), and have the resource check a fencing
-/// token where that matters.
+/// `N / 2 + 1` masters hold it; how it is taken and kept, what it protects against and
+/// what it assumes are in the [`groups`](crate::groups) docs.
 ///
 /// ```no_run
 /// # async fn demo(masters: Vec<redis_rlock::Client>) -> redis_rlock::Result<()> {

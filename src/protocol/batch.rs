@@ -1,7 +1,7 @@
 //! Coalescing the concurrent calls of one script into multi-key calls.
 //!
 //! Redis spends more on running a script call than on the few commands a lock script makes
-//! (see the README's performance section), so a client with many tasks taking and
+//! (see BENCHMARKS.md: server CPU per pair), so a client with many tasks taking and
 //! releasing locks at once is bound by the number of script calls. Here, a call goes out at
 //! once, alone, while fewer than [`MAX_IN_FLIGHT`] calls of its kind are waiting for Redis:
 //! a lone caller pays nothing for the batching. Calls that arrive while that many are in

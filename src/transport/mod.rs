@@ -1,11 +1,152 @@
-//! Reaching Redis: the connections ([`connection`]: a shared multiplexed connection and a
+//! Reaching Redis: the connections (`connection`: a shared multiplexed connection and a
 //! pool, reconnected and retried), the unlock listener on its own pub/sub connection
-//! ([`pubsub`]), replica sync ([`replica_sync`]), what a server must be to hold locks
-//! ([`server_check`]), whether the user may run a kind's commands ([`permissions`]), and
-//! refusals turned into typed errors ([`explain`]).
+//! (`pubsub`), replica sync (`replica_sync`), what a server must be to hold locks
+//! (`server_check`), whether the user may run a kind's commands (`permissions`), and
+//! refusals turned into typed errors (`explain`).
 //!
-//! A cluster or sentinel variant plugs in here, behind [`Connections`](connection::Connections)
+//! A cluster or sentinel variant plugs in here, behind `Connections`
 //! and the listener, without touching lock code.
+//!
+//! # Replica sync
+//!
+//! Redis replicates asynchronously: a master can acknowledge a lock and fail over to a replica
+//! that never got it, and then a second client takes the "free" lock. Redisson's answer
+//! (`checkLockSyncedSlaves`), and this crate's, is to make lock writes wait for a replica,
+//! with [`ClientBuilder::replica_sync`](crate::ClientBuilder::replica_sync):
+//!
+//! ```rust,no_run
+//! # async fn demo() -> redis_rlock::Result<()> {
+//! use std::time::Duration;
+//! let client = redis_rlock::Client::builder("redis://127.0.0.1:6379")
+//!     .replica_sync(1, Duration::from_millis(500)) // WAIT for 1 replica, at most 500 ms
+//!     .build()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! - **What waits.** After an acquire that took the lock (a re-entry too), and after each
+//!   watchdog renewal batch, the client sends `WAIT <replicas> <timeout>` on the connection
+//!   that wrote. These writes use pooled connections of their own, since `WAIT` blocks its
+//!   connection: a lagging replica slows only the writes that wait for it, never the connection
+//!   all other lock calls share.
+//! - **When a write counts.** At least one replica acknowledged it (fewer than `replicas` is
+//!   accepted, as in Redisson), or no replica is connected at all (`connected_slaves` of
+//!   `INFO replication`, read at most once a second and again before failing; a master without
+//!   replicas has nothing to fail over to).
+//! - **When it does not.** Replicas are connected and none acknowledged within the timeout. An
+//!   acquire is then rolled back on the master and tried again, up to `retry_attempts` in all,
+//!   and fails with [`Error::NotReplicated`](crate::Error::NotReplicated)
+//!   ([`is_not_replicated`](crate::Error::is_not_replicated), also a connection error): the
+//!   caller never holds a lock that only the master knows. A renewal does not count: the
+//!   guard's validity is not pushed forward by it, and if no renewal is acknowledged before
+//!   the validity runs out, `lost()` resolves with
+//!   [`ConnectionLost`](crate::LostReason::ConnectionLost).
+//! - **What it does not cover.** Unlocks are not waited for (a release a failover forgets
+//!   keeps the lock only until its lease runs out); nor are a fair lock's queue writes, nor a
+//!   fenced `RedLock`'s token write-back. `WAIT` does not make replication synchronous: a
+//!   replica that acknowledged can still lose the write if it crashes along with the master,
+//!   and a replica that was not acknowledged in time may still get the write later.
+//! - **Cost.** Each synced acquire takes a pooled connection (deadpool checks it with a `PING`)
+//!   and one more round trip for `WAIT`, which itself lasts until a replica acknowledges (well
+//!   under a millisecond on a local network). Raise
+//!   [`pool_size`](crate::ClientBuilder::pool_size) for many concurrent acquires.
+//!
+//! For a lock that must survive any one Redis deployment failing, use a
+//! [`RedLock`](crate::RedLock) over independent masters instead (see the
+//! [`groups`](crate::groups) docs).
+//!
+//! # Security: TLS, ACL users, secrets and hostile input
+//!
+//! ## TLS
+//!
+//! `rediss://` URLs work out of the box: the `tls` cargo feature, on by default, brings rustls
+//! (with the *ring* crypto provider; no OpenSSL). Every connection of a client uses it: lock
+//! calls, the pool, pub/sub. Build with `default-features = false` to leave rustls out; a
+//! `rediss://` URL is then refused with [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+//!
+//! ```rust,no_run
+//! # async fn demo(ca_pem: Vec<u8>, cert_pem: Vec<u8>, key_pem: Vec<u8>) -> redis_rlock::Result<()> {
+//! let client = redis_rlock::Client::builder("rediss://:secret@redis.internal:6380")
+//!     .tls_root_certificate(ca_pem)                 // trust this CA instead of the system's
+//!     .tls_client_certificate(cert_pem, key_pem)    // mutual TLS (tls-auth-clients yes)
+//!     .build()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! - **What a client trusts.** Without
+//!   [`tls_root_certificate`](crate::ClientBuilder::tls_root_certificate), the operating
+//!   system's trusted roots (read with `rustls-native-certs`); with it, only the certificates
+//!   given. The server's certificate must name the host of the URL (a DNS name or an IP address
+//!   in its subject alternative names). `rediss://host:port/#insecure` (redis-rs's syntax)
+//!   accepts any certificate and any name: for tests only. A certificate that is not PEM is
+//!   `InvalidArgument` at [`build`](crate::ClientBuilder::build); a server the roots do not
+//!   vouch for fails `build()` with `invalid peer certificate: UnknownIssuer`.
+//! - **Mutual TLS.** [`tls_client_certificate`](crate::ClientBuilder::tls_client_certificate)
+//!   presents a certificate chain and key to a Redis with `tls-auth-clients yes`.
+//!
+//! ## What a client checks of the server
+//!
+//! At connect, before `build()` returns: the server answers as Redis
+//! ([`Error::NotRedis`](crate::Error::NotRedis) otherwise, e.g. an HTTP server on the port), in
+//! version 7.0 or later, as a master in standalone mode
+//! ([`Error::UnsupportedServer`](crate::Error::UnsupportedServer) for a replica, a Sentinel or
+//! a cluster node, which would refuse or lose lock writes), and the scripts load. Credentials
+//! that are refused (`WRONGPASS`, `NOAUTH`) give an error with
+//! [`is_auth_error`](crate::Error::is_auth_error), which is never retried.
+//!
+//! ## What is redacted
+//!
+//! The password of a URL (`redis://user:PASSWORD@host`, `redis://:PASSWORD@host`,
+//! `?pass=PASSWORD` on a Unix socket URL) is printed as `***` everywhere the crate prints the
+//! URL: `Debug` of [`Client`](crate::Client) and [`ClientBuilder`](crate::ClientBuilder),
+//! error messages (a malformed URL too), and log lines. `Debug` of the builder says whether TLS
+//! certificates are set, never what they are; the client key is never printed.
+//!
+//! ## ACL users
+//!
+//! The rules a lock user needs, which lock kind needs which, and what to add for a database
+//! number or a user shared with Redisson are listed in the crate docs'
+//! [Security section](crate#security) (the tests create their user from that very list).
+//! Redisson's users need the channel as a key pattern too because Redisson's scripts declare
+//! the channel as a key, where this crate's pass it as an argument. On Redis 7.2 and later,
+//! redis-rs also names itself on each connection (`CLIENT SETINFO`): it goes on without it
+//! when refused, but `ACL LOG` records each refusal unless the user has `+client|setinfo`.
+//!
+//! What happens when a rule is missing:
+//!
+//! - A missing **command**: the first call of each lock kind checks, with
+//!   `redis.acl_check_cmd`, that the user may run every command that kind's scripts run, and
+//!   fails with [`Error::PermissionDenied`](crate::Error::PermissionDenied) naming the missing
+//!   ones (for example ``permission to run `+hrandfield` on key `app:1` ``), with nothing
+//!   written. Redis checks a script's commands one at a time, as they run: checking them up
+//!   front means no script stops half-way on a refused command. The check runs again until it
+//!   passes, so a rule added on the server takes effect at once.
+//! - A missing **key** pattern: Redis refuses the script before it runs, so nothing is
+//!   written. The error names the key and the rule (``access to key
+//!   `redisson_unlock_latch:{app:7}:…` (`~redisson_unlock_latch:*`)``); a missing latch
+//!   pattern fails the unlock and leaves the lock held until its lease runs out. Other tasks'
+//!   calls sent in the same batch are not affected.
+//! - A missing **channel** pattern: a waiter's `lock()` or `try_lock_for()` fails at once with
+//!   `PermissionDenied` naming the channel (no silent wait, and the pub/sub connection is kept,
+//!   not reopened). An unlock that may not publish its message fails with `PermissionDenied`
+//!   **and leaves the lock held**: every script publishes before it frees the lock, so a lock
+//!   is never freed without the message its waiters wait for (it frees itself when its lease
+//!   runs out).
+//!
+//! ## Hostile input
+//!
+//! Every setting has a documented range (on its [`ClientBuilder`](crate::ClientBuilder)
+//! method), lock names are at most 64 KiB, leases and hold caps from 10 ms to ten years;
+//! anything else is [`Error::InvalidArgument`](crate::Error::InvalidArgument) with nothing sent.
+//! A lock call on a key that holds something else (a string, a hash of other data, a Redisson
+//! read-write lock) fails with [`Error::NotALock`](crate::Error::NotALock) and changes nothing:
+//! [`force_unlock`](crate::RLock::force_unlock) never deletes a user's data. Fencing tokens
+//! stay exact over their whole range (see [fencing tokens](crate::locks#fencing-tokens)).
+//! Releases work when Redis is out of memory (`maxmemory` with `noeviction`): the release
+//! scripts carry Redis 7's `allow-oom` flag, since they only free memory; an acquire then
+//! fails with a clear `OOM` error ([`Error::Rejected`](crate::Error::Rejected)) and writes
+//! nothing.
 
 pub(crate) mod connection;
 pub(crate) mod explain;
