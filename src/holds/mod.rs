@@ -15,4 +15,4 @@ mod watch_list;
 
 pub(crate) use hold::Hold;
 pub(crate) use lease::{drift, Applied, Lease, Terms};
-pub(crate) use registry::Holds;
+pub(crate) use registry::{HoldId, Holds};

@@ -9,14 +9,15 @@ use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
 use crate::core::Core;
-use crate::error::Result;
-use crate::holds::{Applied, Hold, Lease, Terms};
+use crate::error::{Error, Result};
+use crate::holds::{Applied, Hold, HoldId, Lease, Terms};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
 use crate::locks::release::{Release, Released};
 use crate::locks::wait::Tried;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{AcquireCall, AcquireReply};
+use crate::transport::connection::SharedConn;
 use crate::transport::explain;
 use crate::util::detach::FinishOnDrop;
 
@@ -62,143 +63,219 @@ pub(crate) async fn attempt(
 ) -> Result<Tried<LockGuard>> {
     // At the kind's first use: may the user run every command its scripts run?
     core.commands.ensure(&core.connections, names).await?;
-    // A write that waits for replicas blocks its connection meanwhile: it goes out on a
-    // pooled connection of its own, kept checked out until its WAIT is answered.
-    let (conn, shared, checkout) = match &core.replica_sync {
-        None => {
-            let shared = core.connections.shared().await?;
-            (shared.conn.clone(), Some(shared), None)
-        }
-        Some(_) => {
-            let pooled = core.connections.pooled().await?;
-            ((*pooled).clone(), None, Some(pooled))
-        }
-    };
-    // An undo of this attempt goes out on the pooled connection too: on the shared one it
-    // could overtake an attempt that Redis has not run yet.
-    let pinned = checkout.as_ref().map(|pooled| (**pooled).clone());
+    let mut route = Route::for_acquire(core).await?;
     // Until this attempt is settled, a release of the owner's leftover counts keeps off
     // the lock: the count this attempt adds may be in Redis before its hold is here.
     let id = core.holds.id(&names.key, owner);
     let _in_flight = core.holds.attempt_started(&id);
     let started = Instant::now();
     let terms = core.holds.terms_for(&id, request.terms(started));
-    let applied = Applied::within(terms.lease.millis(), terms.max_until, started);
-    let call = {
-        let (mut conn, names, owner) = (conn, names.clone(), owner.clone());
-        let place_ms = core.heartbeat.place_ms();
-        let sync = core.replica_sync.clone();
-        let batcher = core.acquires.clone();
-        async move {
-            let _checkout = checkout;
-            let call = AcquireCall {
-                names: &names,
-                lease_ms: applied.ms,
-                owner: &owner,
-                join_queue,
-                place_ms,
-                // With replica sync, each acquire has a connection of its own to WAIT on.
-                batcher: sync.is_none().then_some(&batcher),
-            };
-            let reply = call.run(conn.clone()).await?;
-            let unreplicated = match (&reply, sync) {
-                (AcquireReply::Acquired { .. }, Some(sync)) => sync.wait(&mut conn).await.err(),
-                _ => None,
-            };
-            Ok((reply, unreplicated))
-        }
+    let sent = Sent {
+        core: core.clone(),
+        names: names.clone(),
+        owner: owner.clone(),
+        id,
+        pinned: route.pinned(),
+        applied: Applied::within(terms.lease.millis(), terms.max_until, started),
+        started,
+        join_queue,
     };
-    let orphaned = (
-        core.clone(),
-        names.clone(),
-        owner.clone(),
-        id.clone(),
-        pinned.clone(),
-    );
-    let outcome = FinishOnDrop::new(call, move |outcome| {
-        let (core, names, owner, id, pinned) = orphaned;
-        // The caller left: undo what the attempt took, or may have taken.
-        let (took_lock, may_be_queued) = match &outcome {
+    let shared = route.shared.take();
+    let call = script_call(&sent, route);
+    let orphaned = sent.clone();
+    let outcome = FinishOnDrop::new(call, move |outcome| orphaned.abandoned(&outcome))
+        .on(core.runtime())
+        .await;
+    if let Some(shared) = &shared {
+        match &outcome {
+            Ok(_) => core.connections.report_success(),
+            Err(e) => core.connections.report(shared, e),
+        }
+    }
+    sent.settle(terms, outcome).await
+}
+
+/// Where an acquire goes out: the shared connection, or with replica sync a pooled one of
+/// its own.
+struct Route {
+    conn: MultiplexedConnection,
+    /// The shared connection, whose health the outcome reports.
+    shared: Option<SharedConn>,
+    /// The pooled connection, kept checked out until the call's WAIT is answered.
+    checkout: Option<deadpool_redis::Connection>,
+}
+
+impl Route {
+    async fn for_acquire(core: &Core) -> Result<Route> {
+        // A write that waits for replicas blocks its connection meanwhile: it goes out on
+        // a pooled connection of its own.
+        Ok(match &core.replica_sync {
+            None => {
+                let shared = core.connections.shared().await?;
+                Route {
+                    conn: shared.conn.clone(),
+                    shared: Some(shared),
+                    checkout: None,
+                }
+            }
+            Some(_) => {
+                let pooled = core.connections.pooled().await?;
+                Route {
+                    conn: (*pooled).clone(),
+                    shared: None,
+                    checkout: Some(pooled),
+                }
+            }
+        })
+    }
+
+    /// The connection an undo of this acquire must use: the pooled one, if any (on the
+    /// shared one it could overtake an acquire that Redis has not run yet).
+    fn pinned(&self) -> Option<MultiplexedConnection> {
+        self.checkout.as_ref().map(|pooled| (**pooled).clone())
+    }
+}
+
+/// The script call of `sent` on `route`, with replica sync's WAIT when it took the lock:
+/// its reply, and the replication failure if no replica has the lock.
+fn script_call(
+    sent: &Sent,
+    route: Route,
+) -> impl std::future::Future<Output = redis::RedisResult<(AcquireReply, Option<Error>)>> + Send + 'static
+{
+    let (names, owner) = (sent.names.clone(), sent.owner.clone());
+    let (lease_ms, join_queue) = (sent.applied.ms, sent.join_queue);
+    let place_ms = sent.core.heartbeat.place_ms();
+    let sync = sent.core.replica_sync.clone();
+    let batcher = sent.core.acquires.clone();
+    async move {
+        let Route {
+            mut conn, checkout, ..
+        } = route;
+        let _checkout = checkout;
+        let call = AcquireCall {
+            names: &names,
+            lease_ms,
+            owner: &owner,
+            join_queue,
+            place_ms,
+            // With replica sync, each acquire has a connection of its own to WAIT on.
+            batcher: sync.is_none().then_some(&batcher),
+        };
+        let reply = call.run(conn.clone()).await?;
+        let unreplicated = match (&reply, sync) {
+            (AcquireReply::Acquired { .. }, Some(sync)) => sync.wait(&mut conn).await.err(),
+            _ => None,
+        };
+        Ok((reply, unreplicated))
+    }
+}
+
+/// One acquire as sent: what its outcome is settled with, or undone with.
+#[derive(Clone)]
+struct Sent {
+    core: Arc<Core>,
+    names: Arc<LockNames>,
+    owner: Arc<str>,
+    id: HoldId,
+    /// The connection it went out on, if not the shared one.
+    pinned: Option<MultiplexedConnection>,
+    applied: Applied,
+    started: Instant,
+    join_queue: bool,
+}
+
+impl Sent {
+    /// The caller left before the outcome: undo what the attempt took, or may have taken.
+    fn abandoned(self, outcome: &redis::RedisResult<(AcquireReply, Option<Error>)>) {
+        let (took_lock, may_be_queued) = match outcome {
             Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
-            Ok((AcquireReply::RetryWithin(_), _)) => (false, join_queue),
+            Ok((AcquireReply::RetryWithin(_), _)) => (false, self.join_queue),
             Ok((AcquireReply::NotALock, _)) => (false, false),
             Err(e) => (
-                may_have_run(e) && !core.holds.is_held(&id),
-                join_queue && may_have_run(e),
+                may_have_run(e) && !self.core.holds.is_held(&self.id),
+                self.join_queue && may_have_run(e),
             ),
         };
         if may_be_queued {
             // After the attempt, so that the place it took is the one left.
-            Turn::abandoned(&core, &names, &owner);
+            Turn::abandoned(&self.core, &self.names, &self.owner);
         }
         if took_lock {
             // In the background: nobody waits for this call any more.
-            core.clone()
-                .spawn(undo(core, names, owner, applied, started, pinned));
+            let core = self.core.clone();
+            core.spawn(self.undo());
         }
-    })
-    .on(core.runtime())
-    .await;
-    if outcome.is_ok() && shared.is_some() {
-        core.connections.report_success();
     }
-    match outcome {
-        Ok((AcquireReply::Acquired { .. }, Some(unreplicated))) => {
-            // The master has it and no replica does: a failover would forget it while we
-            // counted on it. Taken back, awaited so that it reaches Redis before a retry.
-            let undoing = undo(
-                core.clone(),
-                names.clone(),
-                owner.clone(),
-                applied,
-                started,
-                pinned,
-            );
-            FinishOnDrop::new(undoing, |()| {}).on(core.runtime()).await;
-            Err(unreplicated)
-        }
-        Ok((AcquireReply::Acquired { token }, None)) => {
-            let hold = core.holds.add(&id, terms, started, applied);
-            if hold.is_watchdog() {
-                core.watchdog.ensure_running();
-            } else {
-                core.lease_check.ensure_running();
-            }
-            tracing::debug!(lock = %names.key, %owner, "acquired");
-            Ok(Tried::Acquired(LockGuard::new(
-                core.clone(),
-                names.clone(),
-                hold,
-                token,
-            )))
-        }
-        Ok((AcquireReply::RetryWithin(wait_ms), _)) => Ok(Tried::Busy(
-            u64::try_from(wait_ms).ok().map(Duration::from_millis),
-        )),
-        Ok((AcquireReply::NotALock, _)) => {
-            Err(explain::not_a_lock(&core.connections, names.key.to_string()).await)
-        }
-        Err(e) => {
-            if let Some(shared) = &shared {
-                core.connections.report(shared, &e);
-            }
-            // The script may still run (a timed-out command is not withdrawn). If this owner
-            // held nothing here, any hold it finds was taken by this very attempt: undo it.
-            // A re-entry cannot be undone blindly, since it may not have run; at worst its
-            // extra count keeps the lock until the lease runs out after the last unlock.
-            if may_have_run(&e) && !core.holds.is_held(&id) {
-                // No other hold of this owner to keep: take the count back, and leave the
-                // TTL alone should another call of the owner hold it meanwhile.
-                let undo =
-                    Release::new(core.clone(), names.clone(), owner.clone(), 0).pinned_to(pinned);
-                // Awaited, so that it reaches Redis before any retry of the acquire; finished
-                // in the background if the caller leaves meanwhile.
-                FinishOnDrop::new(undo.run_once(), |()| {})
+
+    /// What the caller gets from the outcome.
+    async fn settle(
+        self,
+        terms: Terms,
+        outcome: redis::RedisResult<(AcquireReply, Option<Error>)>,
+    ) -> Result<Tried<LockGuard>> {
+        let core = self.core.clone();
+        match outcome {
+            Ok((AcquireReply::Acquired { .. }, Some(unreplicated))) => {
+                // The master has it and no replica does: a failover would forget it while
+                // we counted on it. Taken back, awaited so that it reaches Redis before a
+                // retry.
+                FinishOnDrop::new(self.undo(), |()| {})
                     .on(core.runtime())
                     .await;
+                Err(unreplicated)
             }
-            Err(explain::explain(&core.connections, "acquiring", names, e.into()).await)
+            Ok((AcquireReply::Acquired { token }, None)) => {
+                let hold = core.holds.add(&self.id, terms, self.started, self.applied);
+                if hold.is_watchdog() {
+                    core.watchdog.ensure_running();
+                } else {
+                    core.lease_check.ensure_running();
+                }
+                tracing::debug!(lock = %self.names.key, owner = %self.owner, "acquired");
+                Ok(Tried::Acquired(LockGuard::new(
+                    core, self.names, hold, token,
+                )))
+            }
+            Ok((AcquireReply::RetryWithin(wait_ms), _)) => Ok(Tried::Busy(
+                u64::try_from(wait_ms).ok().map(Duration::from_millis),
+            )),
+            Ok((AcquireReply::NotALock, _)) => {
+                Err(explain::not_a_lock(&core.connections, self.names.key.to_string()).await)
+            }
+            Err(e) => {
+                // The script may still run (a timed-out command is not withdrawn). If this
+                // owner held nothing here, any hold it finds was taken by this very attempt:
+                // undo it. A re-entry cannot be undone blindly, since it may not have run;
+                // at worst its extra count keeps the lock until the lease runs out after the
+                // last unlock.
+                if may_have_run(&e) && !core.holds.is_held(&self.id) {
+                    // No other hold of this owner to keep: take the count back, and leave
+                    // the TTL alone should another call of the owner hold it meanwhile.
+                    let undo =
+                        Release::new(core.clone(), self.names.clone(), self.owner.clone(), 0)
+                            .pinned_to(self.pinned);
+                    // Awaited, so that it reaches Redis before any retry of the acquire;
+                    // finished in the background if the caller leaves meanwhile.
+                    FinishOnDrop::new(undo.run_once(), |()| {})
+                        .on(core.runtime())
+                        .await;
+                }
+                let error = explain::explain(&core.connections, "acquiring", &self.names, e.into());
+                Err(error.await)
+            }
         }
+    }
+
+    fn undo(self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        undo(
+            self.core,
+            self.names,
+            self.owner,
+            self.applied,
+            self.started,
+            self.pinned,
+        )
     }
 }
 
