@@ -1,14 +1,12 @@
 //! Many tasks of one client locking and unlocking at once: their calls are coalesced into
 //! multi-key script calls, and each caller must still get exactly its own answer.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis_rlock::LockGuard;
-use support::{client, lock_hash, pttl, settles_to, RedisServer};
+use testkit::{client, lock_hash, pttl, settles_to, RedisServer};
 use tokio::sync::Barrier;
 
 const TASKS: usize = 64;
@@ -33,7 +31,7 @@ async fn concurrent_acquires_each_get_their_own_answer() {
         held_elsewhere.push(lock.lock_with_lease(Duration::from_secs(60)).await.unwrap());
     }
     let client = client(&server).await;
-    let calls_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
+    let calls_before = testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
     let start = Arc::new(Barrier::new(TASKS));
     let tasks: Vec<_> = (0..TASKS)
         .map(|i| {
@@ -55,7 +53,7 @@ async fn concurrent_acquires_each_get_their_own_answer() {
         .map(Result::unwrap)
         .collect();
     let calls =
-        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+        testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
     assert!(
         calls < TASKS as i64 / 2,
         "{TASKS} acquires at once went out in {calls} script calls"

@@ -2,14 +2,12 @@
 //! on give-up, passing over dead waiters, heartbeats keeping live ones, reentrancy, force
 //! unlock, pub/sub reconnection, and many consumers under load.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, LockGuard};
-use support::{
+use testkit::{
     fair_client, fair_deadline, fair_queue, info_field, lock_hash, queue_becomes, server_millis,
     settles_to, RedisServer,
 };

@@ -2,12 +2,10 @@
 //! killed, frozen or restarted empty, a majority down, the watchdog, the quorum lost,
 //! reentrancy, waking on unlock, and all-or-nothing rollback.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, LostReason, MultiLock, RedLock};
-use support::{client_with_watchdog, lock_hash, pttl, settles_to, RedisGroup, RedisServer};
+use testkit::{client_with_watchdog, lock_hash, pttl, settles_to, RedisGroup, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 /// Per-node timeout for tests that are not about it: roomy on a loaded 2-core machine.
@@ -283,10 +281,10 @@ async fn a_redlock_is_reentrant_on_every_master() {
 async fn a_multilock_rolls_back_while_one_lock_is_held_elsewhere() {
     let group = RedisGroup::start(2);
     let (one, two) = (
-        support::client(&group.servers[0]).await,
-        support::client(&group.servers[1]).await,
+        testkit::client(&group.servers[0]).await,
+        testkit::client(&group.servers[1]).await,
     );
-    let other = support::client(&group.servers[1]).await;
+    let other = testkit::client(&group.servers[1]).await;
     let multi = MultiLock::new(vec![one.lock("a"), two.lock("b"), one.lock("c")])
         .with_node_timeout(NODE_TIMEOUT);
     assert_eq!(multi.quorum(), 3);
@@ -358,7 +356,7 @@ async fn a_multilock_is_lost_when_any_lock_is() {
 #[tokio::test]
 async fn bad_group_input_is_refused_before_anything_is_sent() {
     let server = RedisServer::start();
-    let client = support::client(&server).await;
+    let client = testkit::client(&server).await;
     let empty = RedLock::new(Vec::<redis_rlock::RLock>::new());
     assert!(empty.lock().await.unwrap_err().is_invalid_argument());
     let unnamed = MultiLock::new(vec![client.lock("fine"), client.lock("")]);
@@ -423,7 +421,7 @@ async fn group_calls_cancelled_at_any_point_never_leave_a_lock_held() {
 
 /// Script calls a server has run so far.
 fn script_calls(server: &RedisServer) -> i64 {
-    support::info_field(server, "commandstats", "cmdstat_evalsha", "calls")
+    testkit::info_field(server, "commandstats", "cmdstat_evalsha", "calls")
 }
 
 #[tokio::test]
@@ -449,7 +447,7 @@ async fn a_group_waits_for_the_holders_unlock_without_polling() {
 
     // The same for a MultiLock whose second lock is held elsewhere.
     let server = &group.servers[0];
-    let other = support::client(server).await;
+    let other = testkit::client(server).await;
     let blocker = other.lock("b").lock().await.unwrap();
     let multi = MultiLock::new(vec![a[0].lock("a"), a[0].lock("b")]);
     let before = script_calls(server);

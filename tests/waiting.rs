@@ -1,11 +1,9 @@
 //! Waiting: woken by pub/sub, bounded by TTL and by the caller's wait, cancel safe, and
 //! robust to a dropped pub/sub connection.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{client, eventually, RedisServer};
+use testkit::{client, eventually, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -280,9 +278,9 @@ async fn a_call_abandoned_while_redis_is_frozen_leaves_no_lock_once_it_thaws() {
     tokio::time::sleep(Duration::from_millis(600)).await; // the abandoned call times out
     server.thaw();
     let raw = server.raw().await;
-    let ttl = support::settles_to(-2, Duration::from_secs(3), || {
+    let ttl = testkit::settles_to(-2, Duration::from_secs(3), || {
         let mut raw = raw.clone();
-        async move { support::pttl(&mut raw, "frozen-cancel").await }
+        async move { testkit::pttl(&mut raw, "frozen-cancel").await }
     })
     .await;
     assert_eq!(
@@ -346,7 +344,7 @@ async fn the_pubsub_connection_is_kept_while_healthy_on_resp2_and_resp3() {
         let connections = connections_received(&raw).await;
 
         // Many pings later, the same connection still serves the waiter.
-        let pinged = support::settles_to(true, GENEROUS, || async {
+        let pinged = testkit::settles_to(true, GENEROUS, || async {
             pubsub_connection(&raw)
                 .await
                 .is_some_and(|(_, cmd)| cmd == "ping")
