@@ -10,6 +10,8 @@
 //!   `INFO` figures).
 //! - [`wait`]: bounded waits for local state, for Redis state to settle, for a call.
 //! - [`calls`]: every acquire and read call of a lock, each bounded.
+//! - [`fair`]: fair-lock waiters confirmed in the queue, and waiters of a crashing process.
+//! - [`group`]: lock groups over several masters, and which masters hold a key.
 //! - [`acl`]: ACL users with the README's rules and variations of them.
 //! - [`tls`]: a test PKI and a server with a TLS port (with the `tls` feature).
 //!
@@ -18,6 +20,8 @@
 pub mod acl;
 pub mod calls;
 pub mod clients;
+pub mod fair;
+pub mod group;
 pub mod inspect;
 pub mod servers;
 #[cfg(feature = "tls")]
