@@ -19,8 +19,7 @@
 //! - W4: one client holding many watchdog locks, each size with 100 keys per renewal call
 //!   and the largest with 500 too, beside the same renewals sent raw.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use testkit as support;
 
 use std::process::Command;
 

@@ -4,13 +4,11 @@
 //! refused subscription fails the wait at once, and a missing command fails the connect or
 //! the lock kind that needs it before anything is sent.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, Error};
-use support::acl::{readme_rules, replacing, set_user, user_url, without};
-use support::RedisServer;
+use testkit::acl::{readme_rules, replacing, set_user, user_url, without};
+use testkit::RedisServer;
 
 /// The README's channel rule, and one that allows the channels of locks `app:ok*` only.
 const ALL_CHANNELS: &str = "&redisson_lock__channel:*";
@@ -95,7 +93,7 @@ async fn take_and_release(
 /// The owner fields of the lock hash at `key`, read as the default user.
 async fn holders(server: &RedisServer, key: &str) -> Vec<String> {
     let mut raw = server.raw().await;
-    let mut fields: Vec<String> = support::lock_hash(&mut raw, key)
+    let mut fields: Vec<String> = testkit::lock_hash(&mut raw, key)
         .await
         .into_keys()
         .collect();
@@ -114,7 +112,7 @@ async fn key_exists(server: &RedisServer, key: &str) -> bool {
 
 /// Script calls Redis ran or refused so far: `(calls, rejected_calls)` of `EVALSHA`.
 fn evalsha_counts(server: &RedisServer) -> (i64, i64) {
-    let field = |sub| support::info_field(server, "commandstats", "cmdstat_evalsha", sub);
+    let field = |sub| testkit::info_field(server, "commandstats", "cmdstat_evalsha", sub);
     (field("calls"), field("rejected_calls"))
 }
 
@@ -177,7 +175,7 @@ async fn a_waiter_with_the_readme_rules_is_woken_by_the_unlock() {
 
     let lock = waiter.lock("app:order:2");
     let waiting = tokio::spawn(async move { lock.lock().await });
-    support::eventually("the waiter subscribed", Duration::from_secs(5), || {
+    testkit::eventually("the waiter subscribed", Duration::from_secs(5), || {
         waiter.status().subscribed_channels == 1
     })
     .await;
@@ -201,7 +199,7 @@ async fn the_readme_rules_let_the_watchdog_renew() {
     // Well past the 600 ms lease: only renewals keep it.
     let until = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < until {
-        let pttl = support::pttl(&mut raw, "app:order:3").await;
+        let pttl = testkit::pttl(&mut raw, "app:order:3").await;
         assert!(pttl > 0, "the lock ran out while held (PTTL {pttl})");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -248,9 +246,9 @@ async fn the_readme_rules_let_a_fair_lock_serve_waiters_in_order() {
             served.send(number).unwrap();
             guard.unlock().await.unwrap();
         }));
-        let queued = support::settles_to(number, Duration::from_secs(5), || {
+        let queued = testkit::settles_to(number, Duration::from_secs(5), || {
             let mut raw = raw.clone();
-            async move { support::fair_queue(&mut raw, "app:fair:1").await.len() }
+            async move { testkit::fair_queue(&mut raw, "app:fair:1").await.len() }
         })
         .await;
         assert_eq!(queued, number, "waiter {number} did not queue");
@@ -301,7 +299,7 @@ async fn the_readme_rules_leave_the_acl_log_empty() {
     let guard = client.lock("app:log").lock().await.unwrap();
     let lock = waiter.lock("app:log");
     let waiting = tokio::spawn(async move { lock.lock().await });
-    support::eventually("the waiter subscribed", Duration::from_secs(5), || {
+    testkit::eventually("the waiter subscribed", Duration::from_secs(5), || {
         waiter.status().subscribed_channels == 1
     })
     .await;
@@ -316,7 +314,7 @@ async fn the_readme_rules_leave_the_acl_log_empty() {
     client.fenced_set("app:log:res", token, b"v").await.unwrap();
     fenced.unlock().await.unwrap();
 
-    let refusals = support::acl::refusals(&server).await;
+    let refusals = testkit::acl::refusals(&server).await;
     assert!(
         refusals.is_empty(),
         "Redis refused the README user (reason, object): {refusals:?}"
@@ -353,26 +351,26 @@ async fn a_refused_publish_leaves_a_fair_lock_held_for_its_queue() {
         OK_CHANNELS,
     ));
     let client = user_client(&server).await;
-    let admin = support::client(&server).await;
+    let admin = testkit::client(&server).await;
     let raw = server.raw().await;
 
     let guard = client.fair_lock("app:bad").lock().await.unwrap();
     let owner = guard.owner().to_string();
     let lock = admin.fair_lock("app:bad");
     let waiting = tokio::spawn(async move { lock.lock().await });
-    let queued = support::settles_to(1, Duration::from_secs(5), || {
+    let queued = testkit::settles_to(1, Duration::from_secs(5), || {
         let mut raw = raw.clone();
-        async move { support::fair_queue(&mut raw, "app:bad").await.len() }
+        async move { testkit::fair_queue(&mut raw, "app:bad").await.len() }
     })
     .await;
     assert_eq!(queued, 1, "the waiter did not queue");
-    let queue = support::fair_queue(&mut raw.clone(), "app:bad").await;
+    let queue = testkit::fair_queue(&mut raw.clone(), "app:bad").await;
 
     let error = refused(guard.unlock().await);
     assert_denied(&error, &["redisson_lock__channel:{app:bad}", ALL_CHANNELS]);
     assert_eq!(holders(&server, "app:bad").await, [owner]);
     assert_eq!(
-        support::fair_queue(&mut raw.clone(), "app:bad").await,
+        testkit::fair_queue(&mut raw.clone(), "app:bad").await,
         queue
     );
     assert!(!waiting.is_finished(), "the waiter was handed the lock");
@@ -445,7 +443,7 @@ async fn concurrent_unlocks_are_refused_only_where_the_publish_is() {
 /// The user's client, and an admin client holding `app:bad` (whose channel the user may
 /// not subscribe to) for 30 s.
 async fn bad_lock_held_elsewhere(server: &RedisServer) -> (Client, Client, redis_rlock::LockGuard) {
-    let admin = support::client(server).await;
+    let admin = testkit::client(server).await;
     let held = admin
         .lock("app:bad")
         .lock_with_lease(Duration::from_secs(30))
@@ -503,7 +501,7 @@ async fn a_refused_subscribe_fails_a_fair_wait_at_once_without_queueing() {
         ALL_CHANNELS,
         OK_CHANNELS,
     ));
-    let admin = support::client(&server).await;
+    let admin = testkit::client(&server).await;
     let _held = admin.fair_lock("app:bad").lock().await.unwrap();
     let client = user_client(&server).await;
 
@@ -512,7 +510,7 @@ async fn a_refused_subscribe_fails_a_fair_wait_at_once_without_queueing() {
     let took = started.elapsed();
     assert_denied(&error, &["redisson_lock__channel:{app:bad}", ALL_CHANNELS]);
     assert!(took < Duration::from_secs(1), "refused after {took:?}");
-    let queue = support::fair_queue(&mut server.raw().await, "app:bad").await;
+    let queue = testkit::fair_queue(&mut server.raw().await, "app:bad").await;
     assert!(queue.is_empty(), "queued: {queue:?}");
 }
 
@@ -527,7 +525,7 @@ async fn a_refused_subscribe_does_not_reconnect_in_a_loop() {
     ));
     let (client, _admin, _held) = bad_lock_held_elsewhere(&server).await;
 
-    let connections = || support::info_field(&server, "stats", "total_connections_received", "");
+    let connections = || testkit::info_field(&server, "stats", "total_connections_received", "");
     let before = connections();
     refused(client.lock("app:bad").lock().await);
     // No event marks the absence of reconnections: watch for a while (a loop would open
@@ -561,7 +559,7 @@ async fn a_refused_subscribe_leaves_the_other_waiters_of_the_client_served() {
     let error = refused(bad_waiting.await.unwrap());
     assert_denied(&error, &["redisson_lock__channel:{app:bad}"]);
 
-    support::eventually(
+    testkit::eventually(
         "the permitted waiter subscribed",
         Duration::from_secs(5),
         || client.status().subscribed_channels == 1,
@@ -613,9 +611,9 @@ async fn a_user_without_fair_lock_commands_is_refused_fair_locks_before_anything
 
     let lock = client.fair_lock("app:f");
     let second = Duration::from_secs(1);
-    let mut calls = support::every_acquire(&lock, second, second).await;
-    calls.extend(support::every_read(&lock).await);
-    let forced = support::bounded("force_unlock()", lock.force_unlock()).await;
+    let mut calls = testkit::every_acquire(&lock, second, second).await;
+    calls.extend(testkit::every_read(&lock).await);
+    let forced = testkit::bounded("force_unlock()", lock.force_unlock()).await;
     calls.push(("force_unlock()", forced.map(drop)));
     let errors: Vec<Error> = calls
         .into_iter()
@@ -642,9 +640,9 @@ async fn a_user_without_incr_is_refused_fenced_locks_before_anything_is_written(
 
     let lock = client.fenced_lock("app:t");
     let second = Duration::from_secs(1);
-    let mut calls = support::every_acquire(&lock, second, second).await;
-    calls.extend(support::every_read(&lock).await);
-    let forced = support::bounded("force_unlock()", lock.force_unlock()).await;
+    let mut calls = testkit::every_acquire(&lock, second, second).await;
+    calls.extend(testkit::every_read(&lock).await);
+    let forced = testkit::bounded("force_unlock()", lock.force_unlock()).await;
     calls.push(("force_unlock()", forced.map(drop)));
     let errors: Vec<Error> = calls
         .into_iter()

@@ -1,14 +1,12 @@
 //! Many tasks of one client locking and unlocking at once: their calls are coalesced into
 //! multi-key script calls, and each caller must still get exactly its own answer.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use redis_rlock::LockGuard;
-use support::{client, lock_hash, pttl, settles_to, RedisServer};
+use testkit::{client, lock_hash, pttl, RedisServer};
 use tokio::sync::Barrier;
 
 const TASKS: usize = 64;
@@ -33,7 +31,7 @@ async fn concurrent_acquires_each_get_their_own_answer() {
         held_elsewhere.push(lock.lock_with_lease(Duration::from_secs(60)).await.unwrap());
     }
     let client = client(&server).await;
-    let calls_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
+    let calls_before = testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
     let start = Arc::new(Barrier::new(TASKS));
     let tasks: Vec<_> = (0..TASKS)
         .map(|i| {
@@ -55,7 +53,7 @@ async fn concurrent_acquires_each_get_their_own_answer() {
         .map(Result::unwrap)
         .collect();
     let calls =
-        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+        testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
     assert!(
         calls < TASKS as i64 / 2,
         "{TASKS} acquires at once went out in {calls} script calls"
@@ -171,38 +169,4 @@ async fn concurrent_releases_each_report_their_own_lost_lock() {
         }
     }
     assert_eq!(keys_matching(&mut conn, "held:*").await, 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acquires_abandoned_in_a_batch_leave_nothing_held() {
-    let server = RedisServer::start();
-    let mut conn = server.raw().await;
-    let client = client(&server).await;
-    for round in 0..6u64 {
-        let start = Arc::new(Barrier::new(TASKS));
-        let tasks: Vec<_> = (0..TASKS as u64)
-            .map(|i| {
-                let (lock, start) = (client.lock(format!("left:{round}:{i}")), start.clone());
-                // From before the first reply to after the last, across the tasks.
-                let patience = Duration::from_micros((i * 37 + round * 101) % 1_500);
-                tokio::spawn(async move {
-                    start.wait().await;
-                    // A 60 s lease: a lock left behind would outlive the test's wait.
-                    tokio::time::timeout(patience, lock.lock_with_lease(Duration::from_secs(60)))
-                        .await
-                        .ok()
-                        .map(Result::unwrap)
-                })
-            })
-            .collect();
-        // Guards that were returned are dropped here: released in the background too.
-        drop(join_all(tasks).await);
-    }
-    let left = settles_to(0, Duration::from_secs(10), || {
-        let mut conn = conn.clone();
-        async move { keys_matching(&mut conn, "left:*").await }
-    })
-    .await;
-    assert_eq!(left, 0, "locks left held by abandoned acquires");
-    let _ = &mut conn;
 }

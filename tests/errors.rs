@@ -1,12 +1,10 @@
 //! Bad input is refused before anything is sent; an unreachable, killed or frozen Redis
 //! gives an error in bounded time.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, Error};
-use support::{client, RedisServer};
+use testkit::{client, RedisServer};
 
 async fn dbsize(server: &RedisServer) -> i64 {
     let mut raw = server.raw().await;
@@ -163,7 +161,7 @@ async fn a_frozen_server_gives_errors_in_bounded_time() {
         .build()
         .await
         .unwrap();
-    let (holder, lock) = (support::client(&server).await, client.lock("frozen"));
+    let (holder, lock) = (testkit::client(&server).await, client.lock("frozen"));
     let held = holder.lock("frozen").lock().await.unwrap();
     server.freeze();
     let started = Instant::now();
@@ -224,7 +222,7 @@ async fn a_retried_unlock_whose_first_try_ran_releases_one_hold_only() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     server.thaw();
     unlocking.await.unwrap().unwrap();
-    let hash = support::lock_hash(&mut conn, "retried").await;
+    let hash = testkit::lock_hash(&mut conn, "retried").await;
     assert_eq!(hash.get(outer.owner()), Some(&1), "{hash:?}");
     outer.unlock().await.unwrap();
 }
@@ -264,7 +262,7 @@ async fn a_server_that_is_not_redis_is_named_as_such_and_not_retried() {
 #[tokio::test]
 async fn a_replica_is_refused_at_connect() {
     let master = RedisServer::start();
-    let replica = support::start_replica_of(&master).await;
+    let replica = testkit::start_replica_of(&master).await;
     let err = Client::connect(replica.url()).await.unwrap_err();
     assert!(matches!(err, Error::UnsupportedServer { .. }), "{err:?}");
     assert!(err.to_string().contains("replica"), "{err}");

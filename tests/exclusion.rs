@@ -1,13 +1,11 @@
 //! Mutual exclusion across clients and tasks, reentrancy per task, and guards that are
 //! dropped or moved.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::{client, eventually, RedisServer};
+use testkit::{client, eventually, RedisServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_one_task_of_many_clients_is_ever_inside() {
@@ -125,9 +123,9 @@ async fn a_reentrant_drop_keeps_the_outer_hold() {
     drop(lock.lock().await.unwrap());
     let raw = server.raw().await;
     let owner = outer.owner().to_string();
-    let count = support::settles_to(1, Duration::from_secs(1), || {
+    let count = testkit::settles_to(1, Duration::from_secs(1), || {
         let (mut raw, owner) = (raw.clone(), owner.clone());
-        async move { support::lock_hash(&mut raw, "nested").await[&owner] }
+        async move { testkit::lock_hash(&mut raw, "nested").await[&owner] }
     })
     .await;
     assert_eq!(count, 1, "the inner drop released one hold");
@@ -157,7 +155,7 @@ async fn counts_redis_holds_beyond_the_guards_are_taken_back_with_the_last_relea
         } else {
             guard.unlock().await.unwrap();
         }
-        let held = support::settles_to(false, Duration::from_secs(5), || {
+        let held = testkit::settles_to(false, Duration::from_secs(5), || {
             let lock = client.lock("leftover");
             async move { lock.is_locked().await.unwrap() }
         })

@@ -2,13 +2,11 @@
 //! refuses a holder whose lock expired while it was paused. A RedLock of fenced locks keeps
 //! its tokens growing across holders that each held a different majority.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_rlock::{Fenced, LostReason, RedLock};
-use support::{client, lock_hash, RedisGroup, RedisServer};
+use testkit::{client, lock_hash, RedisGroup, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 

@@ -4,9 +4,7 @@
 //! `NotALock` and left exactly as they were; fencing tokens stay exact over their whole
 //! range.
 
-mod support;
-
-use support::bounded;
+use testkit::bounded;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -20,7 +18,7 @@ use redis::aio::MultiplexedConnection;
 use redis_rlock::{
     Client, ClientBuilder, DistributedLock, Error, Lock, LockGuard, LockKind, MultiLock, RedLock,
 };
-use support::{client, lock_hash, RedisServer};
+use testkit::{client, lock_hash, RedisServer};
 use tokio::sync::Barrier;
 
 /// The largest single allocation this test process asked for, so that a setting that
@@ -92,7 +90,7 @@ async fn dbsize(conn: &mut MultiplexedConnection) -> i64 {
 /// `DUMP` of `key` and its PTTL: equal before and after means the key was not touched.
 async fn snapshot(conn: &mut MultiplexedConnection, key: &str) -> (Option<Vec<u8>>, i64) {
     let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(key).query_async(conn).await.unwrap();
-    (dump, support::pttl(conn, key).await)
+    (dump, testkit::pttl(conn, key).await)
 }
 
 async fn get(conn: &mut MultiplexedConnection, key: &str) -> Option<String> {
@@ -286,11 +284,11 @@ async fn builder_refuses_every_setting_just_outside_its_range_at_once() {
 #[tokio::test]
 async fn a_rejected_build_connects_to_nothing() {
     let server = RedisServer::start();
-    let before = support::info_field(&server, "stats", "total_connections_received", "");
+    let before = testkit::info_field(&server, "stats", "total_connections_received", "");
     for (what, builder) in out_of_range_builders(&server.url()) {
         expect_invalid(&what, bounded(&what, builder.build()).await);
     }
-    let after = support::info_field(&server, "stats", "total_connections_received", "");
+    let after = testkit::info_field(&server, "stats", "total_connections_received", "");
     // The second `redis-cli` is the one connection made since the first.
     assert_eq!(after, before + 1, "a rejected build connected to Redis");
 }
@@ -445,7 +443,7 @@ async fn a_ten_ms_lease_and_a_ten_year_lease_are_accepted() {
         let name = format!("long:{kind}");
         let lock = BoxedLock::of(&client, kind, &name);
         let guard = lock.lock_with_lease(TEN_YEARS).await.unwrap();
-        let ttl = support::pttl(&mut raw, &name).await;
+        let ttl = testkit::pttl(&mut raw, &name).await;
         assert!(
             ttl > (TEN_YEARS - Duration::from_secs(60)).as_millis() as i64,
             "{kind}: pttl {ttl}"
@@ -458,7 +456,7 @@ async fn a_ten_ms_lease_and_a_ten_year_lease_are_accepted() {
             .expect("a free lock is taken");
         guard.unlock().await.unwrap();
         assert!(
-            !support::key_exists(&mut raw, &name).await,
+            !testkit::key_exists(&mut raw, &name).await,
             "{kind}: released"
         );
     }
@@ -514,9 +512,9 @@ impl BoxedLock {
         lease: Duration,
     ) -> Vec<(&'static str, redis_rlock::Result<()>)> {
         match self {
-            BoxedLock::R(l) => support::every_acquire(l, wait, lease).await,
-            BoxedLock::Fair(l) => support::every_acquire(l, wait, lease).await,
-            BoxedLock::Fenced(l) => support::every_acquire(l, wait, lease).await,
+            BoxedLock::R(l) => testkit::every_acquire(l, wait, lease).await,
+            BoxedLock::Fair(l) => testkit::every_acquire(l, wait, lease).await,
+            BoxedLock::Fenced(l) => testkit::every_acquire(l, wait, lease).await,
         }
     }
 }
@@ -677,8 +675,8 @@ async fn max_hold_of_ten_ms_and_of_ten_years_is_accepted() {
 async fn every_call_refuses_the_name<K: LockKind>(kind: &str, label: &str, lock: &Lock<K>) {
     let wait = Duration::from_secs(1);
     let lease = Duration::from_secs(10);
-    let mut calls = support::every_acquire(lock, wait, lease).await;
-    calls.extend(support::every_read(lock).await);
+    let mut calls = testkit::every_acquire(lock, wait, lease).await;
+    calls.extend(testkit::every_read(lock).await);
     calls.push((
         "force_unlock()",
         bounded("force_unlock()", lock.force_unlock())
@@ -799,7 +797,7 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
                 .await;
             got.map(|g| g.expect("woken by the release"))
         });
-        support::eventually("the other client waits", GENEROUS, || {
+        testkit::eventually("the other client waits", GENEROUS, || {
             b.status().subscribed_channels == 1
         })
         .await;
@@ -809,7 +807,7 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
         assert_eq!(hash.get(second.owner()), Some(&1), "{kind}");
         second.unlock().await.unwrap();
         assert!(
-            !support::key_exists(&mut raw, &name).await,
+            !testkit::key_exists(&mut raw, &name).await,
             "{kind}: released"
         );
     }
@@ -821,7 +819,7 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
     assert_eq!(lock.hold_count().await.unwrap(), 1);
     assert!(lock.remaining_ttl().await.unwrap().is_some());
     assert!(lock.force_unlock().await.unwrap());
-    assert!(!support::key_exists(&mut raw, &name).await);
+    assert!(!testkit::key_exists(&mut raw, &name).await);
     drop(guard);
 }
 
@@ -977,8 +975,8 @@ async fn refuses_to_take_over<K: LockKind>(
     let keys_before = dbsize(&mut raw).await;
     let wait = Duration::from_millis(300);
     let lease = Duration::from_secs(10);
-    let mut calls = support::every_acquire(lock, wait, lease).await;
-    calls.extend(support::every_read(lock).await);
+    let mut calls = testkit::every_acquire(lock, wait, lease).await;
+    calls.extend(testkit::every_read(lock).await);
     for (call, result) in calls {
         let err = expect_not_a_lock(&format!("{lock_kind}.{call} on {kind:?}"), result);
         assert!(err.to_string().contains(key), "{err}");
@@ -1033,7 +1031,7 @@ async fn fenced_lock_acquire_calls_and_queries_refuse_keys_that_are_not_locks() 
         refuses_to_take_over(&server, "FencedLock", kind, &key, &client.fenced_lock(&key)).await;
         let counter = format!("redisson_lock_token:{{{key}}}");
         assert!(
-            !support::key_exists(&mut raw, &counter).await,
+            !testkit::key_exists(&mut raw, &counter).await,
             "no token drawn"
         );
     }
@@ -1047,7 +1045,7 @@ async fn one_bad_key_in_a_batch_fails_only_its_own_callers() {
     let client = client(&server).await;
     let mut raw = server.raw().await;
     set(&mut raw, "not-a-lock", "user data").await;
-    let calls_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
+    let calls_before = testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
     let start = Arc::new(Barrier::new(2 * EACH));
     let tasks: Vec<_> = (0..2 * EACH)
         .map(|i| {
@@ -1069,7 +1067,7 @@ async fn one_bad_key_in_a_batch_fails_only_its_own_callers() {
         .map(|joined| joined.unwrap().expect("no call waits"))
         .collect();
     let calls =
-        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+        testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
     // Otherwise this would not test batching: good and bad keys share script calls.
     assert!(
         calls < 2 * EACH as i64,
@@ -1126,7 +1124,7 @@ async fn fair_lock_refuses_a_queue_key_that_is_a_string_and_writes_nothing() {
     }
     assert_eq!(get(&mut raw, queue).await.as_deref(), Some("not a queue"));
     assert!(
-        !support::key_exists(&mut raw, "jobs").await,
+        !testkit::key_exists(&mut raw, "jobs").await,
         "the lock was written"
     );
     assert_eq!(dbsize(&mut raw).await, 1, "keys written");
@@ -1153,7 +1151,7 @@ async fn fair_lock_refuses_a_timeout_key_that_is_a_hash_and_writes_nothing() {
     }
     assert_eq!(before, snapshot(&mut raw, timeouts).await);
     assert!(
-        !support::key_exists(&mut raw, "jobs").await,
+        !testkit::key_exists(&mut raw, "jobs").await,
         "the lock was written"
     );
     assert_eq!(dbsize(&mut raw).await, 1, "keys written");
@@ -1186,7 +1184,7 @@ async fn fenced_lock_with_a_non_numeric_counter_fails_without_writing_the_lock()
         let err = result.expect_err(call);
         assert!(!err.is_invalid_argument(), "{call}: {err}");
         assert!(
-            !support::key_exists(&mut raw, "ledger").await,
+            !testkit::key_exists(&mut raw, "ledger").await,
             "{call}: half an acquire"
         );
     }
@@ -1215,7 +1213,7 @@ async fn fenced_lock_refuses_a_counter_that_is_a_hash_and_writes_nothing() {
     }
     assert_eq!(before, snapshot(&mut raw, counter).await);
     assert!(
-        !support::key_exists(&mut raw, "ledger").await,
+        !testkit::key_exists(&mut raw, "ledger").await,
         "half an acquire"
     );
     assert_eq!(dbsize(&mut raw).await, 1, "keys written");
@@ -1332,7 +1330,7 @@ async fn fencing_tokens_reach_i64_max_then_fail_without_writing_the_lock() {
         assert!(!err.is_invalid_argument(), "{call}: {err}");
         assert!(!err.is_connection_error(), "{call}: {err}");
         assert!(
-            !support::key_exists(&mut raw, "ledger").await,
+            !testkit::key_exists(&mut raw, "ledger").await,
             "{call}: half an acquire"
         );
     }

@@ -1,11 +1,9 @@
 //! The Redis data layout, Redisson's: the hash, its field and count, the lease, the channel.
 
-mod support;
-
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use support::{client, lock_hash, pttl, RedisServer};
+use testkit::{client, lock_hash, pttl, RedisServer};
 
 #[tokio::test]
 async fn the_lock_is_a_hash_of_owner_field_to_reentry_count() {
@@ -153,7 +151,7 @@ async fn a_hash_written_by_another_redisson_client_is_respected() {
     assert!(lock.try_lock().await.unwrap().is_none());
     // The Java side releases with Redisson's unlock: DEL + PUBLISH 0. Our waiter wakes.
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.owner().to_string()) });
-    support::eventually("the waiter subscribed", Duration::from_secs(5), || {
+    testkit::eventually("the waiter subscribed", Duration::from_secs(5), || {
         client.status().subscribed_channels == 1
     })
     .await;

@@ -4,13 +4,11 @@
 //! test on another thread hitting a call site first can make the subscriber this test
 //! installs miss it.
 
-mod support;
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use redis_rlock::Client;
-use support::RedisServer;
+use testkit::RedisServer;
 
 const SECRET: &str = "s3cret-Pa55word";
 

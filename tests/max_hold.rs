@@ -2,12 +2,10 @@
 //! reaches past the cap, and the holder is told (`MaxHoldReached`) before anyone else can
 //! take the lock.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis_rlock::{LostReason, RedLock};
-use support::{client, client_with_watchdog, pttl, RedisGroup, RedisServer};
+use testkit::{client, client_with_watchdog, pttl, RedisGroup, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 

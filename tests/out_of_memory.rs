@@ -2,15 +2,13 @@
 //! lock kind and every hold (nested and final), as do `force_unlock` and the watchdog's
 //! renewals; a new acquire fails with a clear, typed error and writes nothing.
 
-mod support;
-
-use support::bounded;
+use testkit::bounded;
 
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{DistributedLock, Lock, LockGuard, LockKind, LostReason};
-use support::{client, client_with_watchdog, lock_hash, pttl, settles_to, RedisServer};
+use testkit::{client, client_with_watchdog, lock_hash, pttl, settles_to, RedisServer};
 
 /// A bound for calls that must not wait.
 const GENEROUS: Duration = Duration::from_secs(5);
@@ -72,7 +70,7 @@ async fn releases_work_when_full<K: LockKind>(
         .await
         .unwrap_or_else(|e| panic!("{kind}: final release when full: {e}"));
     assert!(
-        !support::key_exists(raw, &name).await,
+        !testkit::key_exists(raw, &name).await,
         "{kind}: the lock is free"
     );
     assert!(!lock.is_locked().await.unwrap(), "{kind}");
@@ -112,7 +110,7 @@ async fn fair_lock_final_release_when_full_hands_the_lock_to_the_queued_waiter()
     let waiting = tokio::spawn(async move { other.fair_lock("jobs").lock().await });
     let queued = settles_to(1, GENEROUS, || {
         let mut raw = raw.clone();
-        async move { support::fair_queue(&mut raw, "jobs").await.len() }
+        async move { testkit::fair_queue(&mut raw, "jobs").await.len() }
     })
     .await;
     assert_eq!(queued, 1, "the waiter is queued before Redis fills");
@@ -166,7 +164,7 @@ async fn force_unlock_works_for_every_kind_when_redis_is_full() {
     }
     for name in ["plain", "fair", "fenced"] {
         assert!(
-            !support::key_exists(&mut raw, name).await,
+            !testkit::key_exists(&mut raw, name).await,
             "{name} is deleted"
         );
     }
@@ -226,7 +224,7 @@ async fn every_acquire_fails_clearly(kind: &str, lock: &impl DistributedLock<Gua
     let name = lock.name().to_string();
     let wait = Duration::from_millis(300);
     let lease = Duration::from_secs(10);
-    for (call, result) in support::every_acquire(lock, wait, lease).await {
+    for (call, result) in testkit::every_acquire(lock, wait, lease).await {
         let err = match result {
             Err(e) => e,
             Ok(()) => panic!("{kind}.{call} acquired while Redis was full"),

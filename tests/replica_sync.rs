@@ -2,12 +2,10 @@
 //! replica that stops acknowledging makes acquires fail with nothing left on the master and
 //! renewals stop counting, while a master with no replica connected is not held up.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, LostReason};
-use support::{lock_hash, pttl, settles_to, start_replica_of, RedisServer};
+use testkit::{lock_hash, pttl, settles_to, start_replica_of, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 /// Roomy on a loaded 2-core machine, where a healthy replica acknowledges in about 1 ms.
@@ -45,7 +43,7 @@ async fn a_frozen_replica_makes_acquires_fail_with_nothing_left_on_the_master() 
     let master = RedisServer::start();
     let replica = start_replica_of(&master).await;
     let client = synced_client(&master, Duration::from_secs(30)).await;
-    let unsynced = support::client(&master).await;
+    let unsynced = testkit::client(&master).await;
     let mut raw = master.raw().await;
 
     // Still connected, never acknowledging: what a replica stuck in a long pause looks like.
@@ -105,7 +103,7 @@ async fn with_no_replica_connected_writes_are_not_held_up() {
     let client = synced_client(&master, Duration::from_secs(30)).await;
     replica.kill();
     let gone = settles_to(0, GENEROUS, || async {
-        support::info_field(&master, "replication", "connected_slaves", "")
+        testkit::info_field(&master, "replication", "connected_slaves", "")
     })
     .await;
     assert_eq!(gone, 0);

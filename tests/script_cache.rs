@@ -1,12 +1,10 @@
 //! Redis forgetting the lock scripts (`SCRIPT FLUSH`, or a restart without them) does not
 //! fail a lock call: the script is loaded again and the call sent once more.
 
-mod support;
-
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use support::{client, lock_hash, RedisServer};
+use testkit::{client, lock_hash, RedisServer};
 use tokio::sync::Barrier;
 
 #[tokio::test]

@@ -1,10 +1,8 @@
 //! Secrets never appear in what the crate prints: `Debug` of the builder, the client, the
 //! locks and the guards, and error messages. Log lines: `tests/log_redaction.rs`.
 
-mod support;
-
 use redis_rlock::Client;
-use support::RedisServer;
+use testkit::RedisServer;
 
 const SECRET: &str = "s3cret-Pa55word";
 

@@ -3,11 +3,9 @@
 //! Redis is inspected through the server's plain port.
 #![cfg(feature = "tls")]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::tls::{generous_config, TlsRedis};
+use testkit::tls::{generous_config, TlsRedis};
 
 /// Bound for anything that must finish but may be slow on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -177,9 +175,9 @@ mod library {
     use std::collections::HashMap;
     use std::time::{Duration, Instant};
 
-    use super::support::tls::TlsRedis;
-    use super::support::{eventually, info_field, lock_hash, pttl, settles_to};
     use super::{tls_connections, GENEROUS};
+    use testkit::tls::TlsRedis;
+    use testkit::{eventually, info_field, lock_hash, pttl, settles_to};
 
     /// A client of `server`'s TLS port that trusts the test CA.
     async fn tls_client(server: &TlsRedis, watchdog: Duration) -> redis_rlock::Client {

@@ -1,11 +1,9 @@
-//! Waiting: woken by pub/sub, bounded by TTL and by the caller's wait, cancel safe, and
-//! robust to a dropped pub/sub connection.
-
-mod support;
+//! Waiting: woken by pub/sub, bounded by TTL and by the caller's wait, and robust to a
+//! dropped pub/sub connection. (Waits cancelled by their caller: `tests/cancellation.rs`.)
 
 use std::time::{Duration, Instant};
 
-use support::{client, eventually, RedisServer};
+use testkit::{client, eventually, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -206,91 +204,6 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     second.unlock().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_cancelled_wait_leaves_no_subscription_and_no_lock() {
-    let server = RedisServer::start();
-    let (holder, waiter_client) = (client(&server).await, client(&server).await);
-    let guard = holder.lock("cancel").lock().await.unwrap();
-    let lock = waiter_client.lock("cancel");
-
-    let waited = tokio::time::timeout(Duration::from_millis(200), lock.lock()).await;
-    assert!(waited.is_err(), "still held: the wait was cancelled");
-    assert_eq!(waiter_client.status().subscribed_channels, 0);
-    let channel = "redisson_lock__channel:{cancel}";
-    eventually("Redis dropped the subscription", GENEROUS, || {
-        server.cli(&["PUBSUB", "NUMSUB", channel]) == format!("{channel}\n0")
-    })
-    .await;
-    guard.unlock().await.unwrap();
-    assert!(!lock.is_locked().await.unwrap());
-}
-
-#[tokio::test]
-async fn lock_calls_cancelled_at_any_point_never_leave_the_lock_held() {
-    let server = RedisServer::start();
-    let (holder, client) = (client(&server).await, client(&server).await);
-    let lock = client.lock("racy");
-    // Cancel after every delay from 0 to ~3 ms, both on a free lock and while another
-    // client holds it and releases it: some calls are dropped with their script in flight.
-    for round in 0..60u64 {
-        let held = if round % 2 == 0 {
-            Some(holder.lock("racy").lock().await.unwrap())
-        } else {
-            None
-        };
-        let cancel_after = Duration::from_micros(round * 50);
-        let releaser = held.map(|guard| tokio::spawn(async move { guard.unlock().await }));
-        if let Ok(guard) = tokio::time::timeout(cancel_after, lock.lock()).await {
-            guard.unwrap().unlock().await.unwrap();
-        }
-        if let Some(releaser) = releaser {
-            releaser.await.unwrap().unwrap();
-        }
-    }
-    // Anything a cancelled call took is released in the background right away; the lease
-    // (30 s) would be far slower.
-    let lock_free = {
-        let lock = lock.clone();
-        async move {
-            while lock.is_locked().await.unwrap() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(3), lock_free)
-        .await
-        .expect("no cancelled call left the lock held");
-    assert_eq!(client.status().subscribed_channels, 0);
-}
-
-#[tokio::test]
-async fn a_call_abandoned_while_redis_is_frozen_leaves_no_lock_once_it_thaws() {
-    let server = RedisServer::start();
-    let client = redis_rlock::Client::builder(server.url())
-        .response_timeout(Duration::from_millis(400))
-        .retry_delay(Duration::from_millis(50))
-        .build()
-        .await
-        .unwrap();
-    let lock = client.lock("frozen-cancel");
-    server.freeze();
-    // The caller gives up before the command's own timeout; Redis runs it when it thaws.
-    let gave_up = tokio::time::timeout(Duration::from_millis(100), lock.lock()).await;
-    assert!(gave_up.is_err());
-    tokio::time::sleep(Duration::from_millis(600)).await; // the abandoned call times out
-    server.thaw();
-    let raw = server.raw().await;
-    let ttl = support::settles_to(-2, Duration::from_secs(3), || {
-        let mut raw = raw.clone();
-        async move { support::pttl(&mut raw, "frozen-cancel").await }
-    })
-    .await;
-    assert_eq!(
-        ttl, -2,
-        "the abandoned acquire was undone, not left for its 30 s lease"
-    );
-}
-
 /// The id of the one pub/sub connection on a server (`CLIENT LIST TYPE pubsub`), and the
 /// last command it ran; asked on `raw`, so that asking opens no connection.
 async fn pubsub_connection(raw: &redis::aio::MultiplexedConnection) -> Option<(String, String)> {
@@ -346,7 +259,7 @@ async fn the_pubsub_connection_is_kept_while_healthy_on_resp2_and_resp3() {
         let connections = connections_received(&raw).await;
 
         // Many pings later, the same connection still serves the waiter.
-        let pinged = support::settles_to(true, GENEROUS, || async {
+        let pinged = testkit::settles_to(true, GENEROUS, || async {
             pubsub_connection(&raw)
                 .await
                 .is_some_and(|(_, cmd)| cmd == "ping")

@@ -1,12 +1,10 @@
 //! The watchdog: renews while held, stops at release, renews many locks per call, and
 //! reports a lock it could not keep.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use redis_rlock::LostReason;
-use support::{client, client_with_watchdog, eventually, pttl, RedisServer};
+use testkit::{client, client_with_watchdog, eventually, pttl, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -152,10 +150,10 @@ async fn thousands_of_locks_are_renewed_in_batches() {
     for i in 0..LOCKS {
         guards.push(client.lock(format!("many:{i}")).lock().await.unwrap());
     }
-    let evalsha_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
+    let evalsha_before = testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
     tokio::time::sleep(Duration::from_millis(2_500)).await; // 2.5 leases
     let renewal_calls =
-        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - evalsha_before;
+        testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - evalsha_before;
 
     let mut raw = server.raw().await;
     for i in (0..LOCKS).step_by(97) {
@@ -172,7 +170,7 @@ async fn thousands_of_locks_are_renewed_in_batches() {
         guard.unlock().await.unwrap();
     }
     // Unlock latches are deleted in the background, right after each unlock.
-    let left: i64 = support::settles_to(0, Duration::from_secs(2), || {
+    let left: i64 = testkit::settles_to(0, Duration::from_secs(2), || {
         let mut raw = raw.clone();
         async move { redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap() }
     })
@@ -206,7 +204,7 @@ async fn locks_taken_in_the_slots_of_released_ones_are_renewed_and_released_ones
         assert!(ttl > 0, "{} kept alive, pttl {ttl}", guard.name());
     }
     for i in (1..LOCKS).step_by(2) {
-        let hash = support::lock_hash(&mut raw, &format!("churn:{i}")).await;
+        let hash = testkit::lock_hash(&mut raw, &format!("churn:{i}")).await;
         assert!(hash.is_empty(), "churn:{i} was released: {hash:?}");
     }
     for guard in kept {
@@ -232,10 +230,10 @@ async fn locks_left_scattered_by_releases_are_still_renewed_a_full_batch_per_cal
         }
     }
     // 100 locks held, one in four of the watchdog's places: one call a round, not four.
-    let calls_before = support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
+    let calls_before = testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls");
     tokio::time::sleep(Duration::from_millis(2_000)).await; // 6 rounds of 333 ms
     let calls =
-        support::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
+        testkit::info_field(&server, "commandstats", "cmdstat_evalsha", "calls") - calls_before;
     assert!(
         (1..=10).contains(&calls),
         "{calls} renewal calls in 6 rounds"

@@ -4,16 +4,13 @@
 //! `RedLock`, a minority of masters at once too), and pub/sub and command connections are
 //! killed. The checker must find no violation, and every kind of fault must have hit.
 //!
-//! The long run is `cargo run --release --example torture -- --seconds 600`
+//! The long run is `cargo run --release -p redis-rlock-torture -- --seconds 600`
 //! (`--mode redlock` for the `RedLock`).
 
-mod support;
-mod torture_engine;
-
+use std::sync::Mutex;
 use std::time::Duration;
 
-use std::sync::Mutex;
-
+use redis_rlock_torture as torture_engine;
 use torture_engine::backend::Mode;
 use torture_engine::faults::FaultKind;
 use torture_engine::{RunConfig, WorkerCommand};

@@ -6,7 +6,7 @@
 //! taken again.
 //!
 //! ```sh
-//! cargo run --release --example torture -- --seconds 600 [--mode fenced|redlock]
+//! cargo run --release -p redis-rlock-torture -- --seconds 600 [--mode fenced|redlock]
 //!     [--workers 4] [--seed N] [--lease-ms 1000] [--quiet]
 //! ```
 //!
@@ -14,14 +14,10 @@
 //! ports. Prints a summary table and one `TORTURE_SUMMARY {...}` JSON line; exits with
 //! status 1 if any violation was found. `--worker` is how it starts its own workers.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-#[path = "../tests/torture_engine/mod.rs"]
-mod torture_engine;
-
 use std::process::ExitCode;
 use std::time::Duration;
 
+use redis_rlock_torture as torture_engine;
 use torture_engine::{RunConfig, WorkerCommand};
 
 const USAGE: &str = "usage: torture [--mode fenced|redlock] [--seconds N] [--workers N] \

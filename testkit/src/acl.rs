@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::RedisServer;
+use crate::servers::RedisServer;
 
 /// The user the helpers create, and its password.
 pub const USER: &str = "locker";
@@ -13,7 +13,7 @@ pub const PASSWORD: &str = "secret";
 /// `lock_pattern` (such as `app:*`), read from the README itself so that the tests use
 /// exactly what users are told: every lock kind, fenced writes and replica sync included.
 pub fn readme_rules(lock_pattern: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
         .expect("read README.md");
     let block = readme
         .split("```text\n")

@@ -14,7 +14,7 @@ use super::clock::{self, Micros};
 use super::events::WorkerId;
 use super::fleet::{Fleet, Live};
 use super::history::in_section_at;
-use crate::support::RedisServer;
+use testkit::RedisServer;
 
 /// What can go wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,7 +1,6 @@
-//! Test harness: every integration test starts its own throw-away `redis-server`
-//! processes on free loopback ports, so tests can run in parallel and can kill,
-//! freeze or restart "their" server without disturbing anyone else.
-#![allow(dead_code)]
+//! Throw-away `redis-server` processes: started on free loopback ports with persistence
+//! off, killed, frozen, thawed and restarted on demand, several independent masters at
+//! once, and a replica of one.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -10,24 +9,22 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub mod acl;
-/// `rediss://`: a test PKI and a redis-server with a TLS port next to its plain one.
-#[cfg(feature = "tls")]
-pub mod tls;
+use crate::inspect::info_field;
+use crate::wait::settles_to;
 
 /// How long a freshly spawned server may take to answer `PING`.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many times to try a new port (or the same port, on restart) before giving up.
-const MAX_TRIES: usize = 5;
+pub(crate) const MAX_TRIES: usize = 5;
 
 /// A `redis-server` child process bound to `127.0.0.1` with persistence disabled.
 /// Dropping it kills the process and removes its temporary directory.
 pub struct RedisServer {
-    port: u16,
-    dir: PathBuf,
-    extra: Vec<String>,
+    pub(crate) port: u16,
+    pub(crate) dir: PathBuf,
+    pub(crate) extra: Vec<String>,
     /// Behind a mutex so `is_running`/`pid` work through `&self` (e.g. via `Arc`).
-    child: Mutex<Option<Child>>,
+    pub(crate) child: Mutex<Option<Child>>,
 }
 
 impl RedisServer {
@@ -210,7 +207,7 @@ impl RedisGroup {
 
 /// Asks the OS for a currently free loopback port. It can be grabbed by someone else
 /// before redis binds it; `launch` detects that and the caller retries.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener
         .local_addr()
@@ -220,7 +217,7 @@ fn free_port() -> u16 {
 
 /// Spawns redis-server and waits until *this* process answers on `port`.
 /// Returns `Err` if it exited early (e.g. port in use); panics if it is missing or hangs.
-fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
+pub(crate) fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
     let log = dir.join("redis.log");
     let mut child = Command::new("redis-server")
         .args([
@@ -294,156 +291,6 @@ fn probe(port: u16) -> Option<u32> {
     }
 }
 
-/// A client of `server` with the given watchdog timeout and short retry pauses, so that
-/// failure tests finish quickly.
-pub async fn client_with_watchdog(server: &RedisServer, watchdog: Duration) -> redis_rlock::Client {
-    redis_rlock::Client::builder(server.url())
-        .watchdog_timeout(watchdog)
-        .retry_delay(Duration::from_millis(20))
-        .build()
-        .await
-        .expect("connect to the test redis-server")
-}
-
-/// A client of `server` with default settings.
-pub async fn client(server: &RedisServer) -> redis_rlock::Client {
-    client_with_watchdog(server, Duration::from_secs(30)).await
-}
-
-/// The hash of lock `key` as raw Redis sees it: field -> count.
-pub async fn lock_hash(
-    conn: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-) -> std::collections::HashMap<String, i64> {
-    redis::cmd("HGETALL")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .expect("HGETALL")
-}
-
-/// PTTL of `key` in milliseconds (-2 absent, -1 no expiry).
-pub async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .expect("PTTL")
-}
-
-/// Waits until `condition` holds, checking every 5 ms, for at most `limit`; panics with
-/// `what` otherwise. For local state with no event to await (a waiter reaching its wait).
-pub async fn eventually(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Reads `read` every 10 ms until it returns `expected`, for at most `limit`, and returns
-/// the last value read: for Redis state that background work (a release from `Drop`, a
-/// latch flush) settles shortly after the call under test returns.
-pub async fn settles_to<T, F, Fut>(expected: T, limit: Duration, mut read: F) -> T
-where
-    T: PartialEq,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = T>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        let value = read().await;
-        if value == expected || Instant::now() >= deadline {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// One number from `INFO <section>`: the line `name:value`, or with `sub`, the `sub=value`
-/// inside a line such as `cmdstat_evalsha:calls=12,usec=...`. 0 when absent.
-pub fn info_field(server: &RedisServer, section: &str, name: &str, sub: &str) -> i64 {
-    let info = server.cli(&["INFO", section]);
-    let Some(value) = info
-        .lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-    else {
-        return 0;
-    };
-    let value = if sub.is_empty() {
-        value
-    } else {
-        match value
-            .split(',')
-            .find_map(|part| part.strip_prefix(sub)?.strip_prefix('='))
-        {
-            Some(v) => v,
-            None => return 0,
-        }
-    };
-    value.trim().parse::<f64>().map(|v| v as i64).unwrap_or(0)
-}
-
-/// A client of `server` whose fair-lock waiters keep their places for `waiter_timeout`
-/// without a heartbeat, with short retry pauses.
-pub async fn fair_client(server: &RedisServer, waiter_timeout: Duration) -> redis_rlock::Client {
-    redis_rlock::Client::builder(server.url())
-        .fair_waiter_timeout(waiter_timeout)
-        .retry_delay(Duration::from_millis(20))
-        .build()
-        .await
-        .expect("connect to the test redis-server")
-}
-
-/// The waiting queue of fair lock `name` as raw Redis sees it, head first.
-pub async fn fair_queue(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
-    redis::cmd("LRANGE")
-        .arg(format!("redisson_lock_queue:{{{name}}}"))
-        .arg(0)
-        .arg(-1)
-        .query_async(conn)
-        .await
-        .expect("LRANGE")
-}
-
-/// The deadline (ms on the server clock) of `owner` in fair lock `name`'s queue.
-pub async fn fair_deadline(
-    conn: &mut redis::aio::MultiplexedConnection,
-    name: &str,
-    owner: &str,
-) -> Option<i64> {
-    redis::cmd("ZSCORE")
-        .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(owner)
-        .query_async::<Option<f64>>(conn)
-        .await
-        .expect("ZSCORE")
-        .map(|score| score as i64)
-}
-
-/// The Redis server's clock in milliseconds.
-pub async fn server_millis(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.expect("TIME");
-    secs * 1000 + micros / 1000
-}
-
-/// Waits until fair lock `name`'s queue reads `expected`, for at most `limit`; panics with
-/// what it last read otherwise.
-pub async fn queue_becomes(
-    conn: &redis::aio::MultiplexedConnection,
-    name: &str,
-    expected: &[&str],
-    limit: Duration,
-) {
-    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
-    let last = settles_to(expected.clone(), limit, || {
-        let mut conn = conn.clone();
-        async move { fair_queue(&mut conn, name).await }
-    })
-    .await;
-    assert_eq!(last, expected, "queue of `{name}`");
-}
-
 /// A replica of `master` (`--replicaof`), returned once the master counts it as connected
 /// and the replica has the master's data.
 pub async fn start_replica_of(master: &RedisServer) -> RedisServer {
@@ -468,95 +315,4 @@ pub async fn start_replica_of(master: &RedisServer) -> RedisServer {
         .expect("WAIT");
     assert_eq!(acked, 1, "the replica does not acknowledge writes");
     replica
-}
-
-/// How long one call of [`every_acquire`] or [`every_read`] may take before the test fails.
-const CALL_LIMIT: Duration = Duration::from_secs(5);
-
-/// Awaits `call`, failing the test if it takes longer than [`CALL_LIMIT`].
-pub async fn bounded<T>(what: &str, call: impl std::future::Future<Output = T>) -> T {
-    match tokio::time::timeout(CALL_LIMIT, call).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what}: did not return within {CALL_LIMIT:?}"),
-    }
-}
-
-/// Every acquire method of `lock`, each called once (waiting up to `wait` where the method
-/// waits, with `lease` where it takes one), and what it returned, guards dropped: for
-/// promises every entry point keeps (refused input, permissions, a full Redis).
-pub async fn every_acquire(
-    lock: &impl redis_rlock::DistributedLock<Guard = redis_rlock::LockGuard>,
-    wait: Duration,
-    lease: Duration,
-) -> Vec<(&'static str, redis_rlock::Result<()>)> {
-    vec![
-        ("lock()", bounded("lock()", lock.lock()).await.map(drop)),
-        (
-            "lock_with_lease()",
-            bounded("lock_with_lease()", lock.lock_with_lease(lease))
-                .await
-                .map(drop),
-        ),
-        (
-            "try_lock()",
-            bounded("try_lock()", lock.try_lock()).await.map(drop),
-        ),
-        (
-            "try_lock_for()",
-            bounded("try_lock_for()", lock.try_lock_for(wait))
-                .await
-                .map(drop),
-        ),
-        (
-            "try_lock_with()",
-            bounded("try_lock_with()", lock.try_lock_with(wait, lease))
-                .await
-                .map(drop),
-        ),
-    ]
-}
-
-/// Every read method of `lock` and `force_unlock`, each called once, and what it
-/// returned, values dropped.
-pub async fn every_read<K: redis_rlock::LockKind>(
-    lock: &redis_rlock::Lock<K>,
-) -> Vec<(&'static str, redis_rlock::Result<()>)> {
-    vec![
-        (
-            "force_unlock()",
-            bounded("force_unlock()", lock.force_unlock())
-                .await
-                .map(drop),
-        ),
-        (
-            "is_locked()",
-            bounded("is_locked()", lock.is_locked()).await.map(drop),
-        ),
-        (
-            "is_held_by_current_task()",
-            bounded("is_held_by_current_task()", lock.is_held_by_current_task())
-                .await
-                .map(drop),
-        ),
-        (
-            "hold_count()",
-            bounded("hold_count()", lock.hold_count()).await.map(drop),
-        ),
-        (
-            "remaining_ttl()",
-            bounded("remaining_ttl()", lock.remaining_ttl())
-                .await
-                .map(drop),
-        ),
-    ]
-}
-
-/// Whether `key` exists, read on `conn`.
-pub async fn key_exists(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .expect("EXISTS");
-    n == 1
 }

@@ -4,8 +4,9 @@
 //! accepted, every paused holder was told, no call hung and the lock was always acquirable
 //! again.
 //!
-//! Shared by the short run in `tests/torture.rs` and the long one in
-//! `examples/torture.rs`; both crates also declare the `support` module this uses.
+//! The short runs that `cargo test` makes are in `tests/torture.rs`; the long run is the
+//! `torture` binary (`src/main.rs`). Both start their workers by running their own program
+//! again with [`WORKER_ENV`](config::WORKER_ENV) set, which [`worker_from_env`] answers.
 //!
 //! How the pieces fit: the [`coordinator`] starts the servers and a [`fleet`] of worker
 //! processes (each running [`worker`]), which report [`events`] on their stdout; the

@@ -582,8 +582,8 @@ fn workers_exit_cleanly(exits: &[WorkerExit], verdict: &mut Verdict) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::torture_engine::config::Timing;
-    use crate::torture_engine::events::Call;
+    use crate::config::Timing;
+    use crate::events::Call;
 
     const MS: Micros = 1_000;
     const LEASE: Micros = 1_000 * MS;

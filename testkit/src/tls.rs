@@ -15,7 +15,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose,
 };
 
-use super::{free_port, launch, RedisServer, MAX_TRIES, READY_TIMEOUT};
+use crate::servers::{free_port, launch, RedisServer, MAX_TRIES, READY_TIMEOUT};
 
 /// A test PKI: a CA, a server certificate it signed (SANs `127.0.0.1` and `localhost`), a
 /// client certificate it signed (for mutual TLS), and an unrelated second CA (a wrong

@@ -16,7 +16,7 @@ use super::fleet::Fleet;
 use super::resource::{read_log, LogEntry, Resource};
 use super::steps;
 use super::summary::Report;
-use crate::support::RedisServer;
+use testkit::RedisServer;
 
 /// The lock servers keep every write on disk before answering, so that the lock, its
 /// lease and the token counter survive a crash: the persistence the fencing guarantee

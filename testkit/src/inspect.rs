@@ -1,0 +1,91 @@
+//! Redis as the tests see it through raw commands, beside the library: a lock's hash and
+//! TTL, a fair lock's queue and deadlines, the server clock, `INFO` figures.
+
+use crate::servers::RedisServer;
+
+/// The hash of lock `key` as raw Redis sees it: field -> count.
+pub async fn lock_hash(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+) -> std::collections::HashMap<String, i64> {
+    redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("HGETALL")
+}
+
+/// PTTL of `key` in milliseconds (-2 absent, -1 no expiry).
+pub async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("PTTL")
+}
+
+/// One number from `INFO <section>`: the line `name:value`, or with `sub`, the `sub=value`
+/// inside a line such as `cmdstat_evalsha:calls=12,usec=...`. 0 when absent.
+pub fn info_field(server: &RedisServer, section: &str, name: &str, sub: &str) -> i64 {
+    let info = server.cli(&["INFO", section]);
+    let Some(value) = info
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+    else {
+        return 0;
+    };
+    let value = if sub.is_empty() {
+        value
+    } else {
+        match value
+            .split(',')
+            .find_map(|part| part.strip_prefix(sub)?.strip_prefix('='))
+        {
+            Some(v) => v,
+            None => return 0,
+        }
+    };
+    value.trim().parse::<f64>().map(|v| v as i64).unwrap_or(0)
+}
+
+/// The waiting queue of fair lock `name` as raw Redis sees it, head first.
+pub async fn fair_queue(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(format!("redisson_lock_queue:{{{name}}}"))
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .expect("LRANGE")
+}
+
+/// The deadline (ms on the server clock) of `owner` in fair lock `name`'s queue.
+pub async fn fair_deadline(
+    conn: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    owner: &str,
+) -> Option<i64> {
+    redis::cmd("ZSCORE")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(owner)
+        .query_async::<Option<f64>>(conn)
+        .await
+        .expect("ZSCORE")
+        .map(|score| score as i64)
+}
+
+/// The Redis server's clock in milliseconds.
+pub async fn server_millis(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await.expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// Whether `key` exists, read on `conn`.
+pub async fn key_exists(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("EXISTS");
+    n == 1
+}
