@@ -99,7 +99,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
     /// cap of its own ([`Lock::with_max_hold`](crate::Lock::with_max_hold)) keeps the
     /// tighter of the two.
     ///
-    /// Checked by each call: under 1 ms or over ten years is
+    /// Checked by each call: under 10 ms or over ten years is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent.
     #[must_use]
     pub fn with_max_hold(mut self, cap: Duration) -> Self {
@@ -140,7 +140,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
     ///
     /// # Errors
     /// As [`lock`](LockGroup::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument)
-    /// for a lease under 1 ms or over ten years.
+    /// for a lease under 10 ms or over ten years.
     ///
     /// # Cancel safety
     /// As [`lock`](LockGroup::lock).

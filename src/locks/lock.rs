@@ -110,7 +110,7 @@ impl<K: LockKind> Lock<K> {
     /// its own cap and the one the hold already has: a nested call cannot lift the cap
     /// of the outer one.
     ///
-    /// The cap is checked by each call: under 1 ms or over ten years is
+    /// The cap is checked by each call: under 10 ms or over ten years is
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent.
     ///
     /// ```no_run
@@ -199,7 +199,7 @@ impl<K: LockKind> Lock<K> {
     /// watchdog: a nested call cannot shorten what the outer one was promised.
     ///
     /// # Errors
-    /// As [`lock`](Lock::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 1 ms or
+    /// As [`lock`](Lock::lock); also [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 10 ms or
     /// over ten years.
     ///
     /// # Cancel safety
