@@ -89,3 +89,21 @@ pub async fn key_exists(conn: &mut redis::aio::MultiplexedConnection, key: &str)
         .expect("EXISTS");
     n == 1
 }
+
+/// One number from `INFO <section>` (the line `name:value`), asked on `conn`, so that
+/// asking opens no connection (unlike [`info_field`]); 0 when absent.
+pub async fn info_number(
+    conn: &mut redis::aio::MultiplexedConnection,
+    section: &str,
+    name: &str,
+) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query_async(conn)
+        .await
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -31,7 +31,7 @@ pub mod wait;
 pub use calls::{every_acquire, every_read};
 pub use clients::{client, client_with_watchdog, fair_client};
 pub use inspect::{
-    fair_deadline, fair_queue, info_field, key_exists, lock_hash, pttl, server_millis,
+    fair_deadline, fair_queue, info_field, info_number, key_exists, lock_hash, pttl, server_millis,
 };
 pub use servers::{start_replica_of, RedisGroup, RedisServer};
 pub use wait::{bounded, eventually, queue_becomes, settles_to};
