@@ -88,7 +88,7 @@ impl Core {
         server_check::check_server(&mut conn, url).await?;
         let commands = CommandCheck::new(settings.replica_sync.is_some());
         let holds = Arc::new(Holds::default());
-        let latches = LatchReaper::start(&connections, &runtime);
+        let latches = LatchReaper::new(&connections, &runtime);
         let replica_sync = settings
             .replica_sync
             .map(|(replicas, timeout)| Arc::new(ReplicaSync::new(replicas, timeout)));

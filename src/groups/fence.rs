@@ -4,7 +4,7 @@
 //!
 //! Each master's acquire draws a token from that master's counter. The group's token is
 //! the greatest its majority drew, and before the guard is returned it is written back:
-//! every master that still holds the lock raises its counter to it (`lua/fenced_raise.lua`),
+//! every master that still holds the lock raises its counter to it (`fenced_raise.lua`),
 //! and a majority must confirm. The argument:
 //!
 //! - Let holder A be given token `T`. A majority `W` of masters confirmed, each while A

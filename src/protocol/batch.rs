@@ -40,6 +40,14 @@ pub(crate) trait Batched: Send + Sized + 'static {
         conn: &mut MultiplexedConnection,
         items: &[Self],
     ) -> impl Future<Output = RedisResult<Vec<Self::Reply>>> + Send;
+
+    /// Runs one item alone, the common case: the script answers its reply bare, not as an
+    /// array of one, which spares the caller an allocation and most of the reply parsing
+    /// (about 3,000 instructions of a lock-unlock pair, measured with callgrind).
+    fn send_one(
+        conn: &mut MultiplexedConnection,
+        item: &Self,
+    ) -> impl Future<Output = RedisResult<Self::Reply>> + Send;
 }
 
 /// Coalesces the concurrent calls of one [`Batched`] script of a client.
@@ -120,11 +128,7 @@ pub(crate) async fn send_alone<T: Batched>(
     conn: &mut MultiplexedConnection,
     item: T,
 ) -> RedisResult<T::Reply> {
-    let mut replies = T::send(conn, std::slice::from_ref(&item)).await?;
-    match (replies.pop(), replies.is_empty()) {
-        (Some(reply), true) => Ok(reply),
-        _ => Err(wrong_reply_count()),
-    }
+    T::send_one(conn, &item).await
 }
 
 /// One of the [`MAX_IN_FLIGHT`] places of a batcher, taken by a call in flight. When the

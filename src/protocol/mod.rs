@@ -34,7 +34,7 @@
 //!
 //! ## Scripts
 //!
-//! The scripts live in `lua/` and run with `EVALSHA` (loaded at connect, and again on
+//! The scripts live in `` and run with `EVALSHA` (loaded at connect, and again on
 //! `NOSCRIPT`). Unlock channels are passed as arguments, not keys (a channel needs no key
 //! permission). Every script that frees a lock publishes before it deletes, so a lock is never
 //! freed without the message its waiters wait for. The release scripts carry the

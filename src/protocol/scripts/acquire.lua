@@ -3,6 +3,8 @@
 -- KEYS[i] lock hash i
 -- ARGV[2i - 1] lease of KEYS[i] in milliseconds
 -- ARGV[2i] owner field "<client-uuid>:<task-id>" asking for KEYS[i]
+-- ARGV[2 * #KEYS + 1] optional: present when one caller is alone in the call, whose one
+--                     reply then comes bare, sparing the client an array to parse
 -- Returns one integer per key: -3 when acquired (the owner's count went up by one and the
 -- lease was reset); -4 when the key is not a lock (another type, a read-write lock, a hash
 -- of other data: nothing written); otherwise the holder's PTTL in milliseconds (-1 when
@@ -22,5 +24,8 @@ for i = 1, #KEYS do
     else
         replies[i] = -4
     end
+end
+if ARGV[2 * #KEYS + 1] then
+    return replies[1]
 end
 return replies

@@ -167,20 +167,52 @@ impl From<Option<i64>> for AcquireReply {
     }
 }
 
-/// `lua/acquire.lua`'s answer for a key that was acquired (below any PTTL).
+/// `acquire.lua`'s answer for a key that was acquired (below any PTTL).
 const ACQUIRED: i64 = -3;
 
 /// The batched scripts' answer for a key that is not a lock (below any PTTL).
 const NOT_A_LOCK: i64 = -4;
 
-/// `lua/unlock.lua`'s answer when the user may not publish the unlock message.
+/// `unlock.lua`'s answer when the user may not publish the unlock message.
 const PUBLISH_REFUSED: i64 = -5;
 
-/// One plain lock's acquire, as an item of `lua/acquire.lua`.
+/// The last argument of a batched script called for one item alone: the reply comes bare.
+const LONE: &str = "1";
+
+/// One plain lock's acquire, as an item of `acquire.lua`.
 pub(crate) struct AcquireItem {
     names: Arc<LockNames>,
     lease_ms: u64,
     owner: Arc<str>,
+}
+
+impl AcquireItem {
+    /// `acquire.lua` over `items`; `lone`: one item, answered bare.
+    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
+        let bytes = items
+            .iter()
+            .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
+            .sum();
+        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len() + 1, bytes);
+        for item in items {
+            call.arg(&*item.names.key);
+        }
+        for item in items {
+            call.arg(item.lease_ms).arg(&*item.owner);
+        }
+        if lone {
+            call.arg(LONE);
+        }
+        call
+    }
+
+    fn reply(reply: i64) -> AcquireReply {
+        match reply {
+            ACQUIRED => AcquireReply::Acquired { token: None },
+            NOT_A_LOCK => AcquireReply::NotALock,
+            wait_ms => AcquireReply::RetryWithin(wait_ms),
+        }
+    }
 }
 
 impl Batched for AcquireItem {
@@ -190,31 +222,20 @@ impl Batched for AcquireItem {
         conn: &mut MultiplexedConnection,
         items: &[Self],
     ) -> RedisResult<Vec<AcquireReply>> {
-        let bytes = items
-            .iter()
-            .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
-            .sum();
-        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len(), bytes);
-        for item in items {
-            call.arg(&*item.names.key);
-        }
-        for item in items {
-            call.arg(item.lease_ms).arg(&*item.owner);
-        }
-        let replies: Vec<i64> = call.query(conn).await?;
-        Ok(replies
-            .into_iter()
-            .map(|reply| match reply {
-                ACQUIRED => AcquireReply::Acquired { token: None },
-                NOT_A_LOCK => AcquireReply::NotALock,
-                wait_ms => AcquireReply::RetryWithin(wait_ms),
-            })
-            .collect())
+        let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
+        Ok(replies.into_iter().map(Self::reply).collect())
+    }
+
+    async fn send_one(conn: &mut MultiplexedConnection, item: &Self) -> RedisResult<AcquireReply> {
+        let reply: i64 = Self::call(std::slice::from_ref(item), true)
+            .query(conn)
+            .await?;
+        Ok(Self::reply(reply))
     }
 }
 
 impl AcquireCall<'_> {
-    /// `lua/acquire.lua`, `lua/fenced_acquire.lua` or `lua/fair_acquire.lua`.
+    /// `acquire.lua`, `fenced_acquire.lua` or `fair_acquire.lua`.
     pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<AcquireReply> {
         if let Some(token) = self.names.token_counter() {
             let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
@@ -290,7 +311,7 @@ impl From<Option<i64>> for UnlockOutcome {
     }
 }
 
-/// One call of `lua/unlock.lua` or `lua/fair_unlock.lua`.
+/// One call of `unlock.lua` or `fair_unlock.lua`.
 pub(crate) struct UnlockCall<'a> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) latch: &'a Arc<str>,
@@ -301,7 +322,7 @@ pub(crate) struct UnlockCall<'a> {
     pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
 }
 
-/// One plain lock's release, as an item of `lua/unlock.lua`.
+/// One plain lock's release, as an item of `unlock.lua`.
 pub(crate) struct UnlockItem {
     names: Arc<LockNames>,
     latch: Arc<str>,
@@ -311,13 +332,9 @@ pub(crate) struct UnlockItem {
     latch_ttl_ms: u64,
 }
 
-impl Batched for UnlockItem {
-    type Reply = UnlockOutcome;
-
-    async fn send(
-        conn: &mut MultiplexedConnection,
-        items: &[Self],
-    ) -> RedisResult<Vec<UnlockOutcome>> {
+impl UnlockItem {
+    /// `unlock.lua` over `items`; `lone`: one item, answered bare.
+    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
         let bytes = 1
             + NUMBER_BYTES
             + items
@@ -332,7 +349,7 @@ impl Batched for UnlockItem {
                         + 1
                 })
                 .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 2 + 6 * items.len(), bytes);
+        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 3 + 6 * items.len(), bytes);
         for item in items {
             call.arg(&*item.names.key).arg(&*item.latch);
         }
@@ -345,8 +362,29 @@ impl Batched for UnlockItem {
                 .arg(&*item.owner)
                 .arg(if item.retry { "1" } else { "0" });
         }
-        let found: Vec<i64> = call.query(conn).await?;
+        if lone {
+            call.arg(LONE);
+        }
+        call
+    }
+}
+
+impl Batched for UnlockItem {
+    type Reply = UnlockOutcome;
+
+    async fn send(
+        conn: &mut MultiplexedConnection,
+        items: &[Self],
+    ) -> RedisResult<Vec<UnlockOutcome>> {
+        let found: Vec<i64> = Self::call(items, false).query(conn).await?;
         Ok(found.into_iter().map(|f| Some(f).into()).collect())
+    }
+
+    async fn send_one(conn: &mut MultiplexedConnection, item: &Self) -> RedisResult<UnlockOutcome> {
+        let found: i64 = Self::call(std::slice::from_ref(item), true)
+            .query(conn)
+            .await?;
+        Ok(Some(found).into())
     }
 }
 
@@ -380,7 +418,7 @@ impl UnlockCall<'_> {
     }
 }
 
-/// `lua/force_unlock.lua` or `lua/fair_force_unlock.lua`: true when a lock was deleted
+/// `force_unlock.lua` or `fair_force_unlock.lua`: true when a lock was deleted
 /// (and a waiter told).
 pub(crate) async fn force_unlock(
     mut conn: MultiplexedConnection,
@@ -399,7 +437,7 @@ pub(crate) async fn force_unlock(
     call.query(&mut conn).await
 }
 
-/// `lua/fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
+/// `fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
 /// the lock is free. A plain lock has no queue: nothing to do.
 pub(crate) async fn leave_queue(
     mut conn: MultiplexedConnection,
@@ -426,7 +464,7 @@ pub(crate) enum Place {
     Gone,
 }
 
-/// `lua/renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
+/// `renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
 /// still held it (and its lease was reset). Leases that differ from `lease_ms` (near a
 /// maximum hold time) are sent one per key.
 pub(crate) async fn renew<'a>(
@@ -458,7 +496,7 @@ pub(crate) async fn renew<'a>(
     Ok(renewed.into_iter().map(|r| r == 1).collect())
 }
 
-/// `lua/fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
+/// `fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
 /// owner)` what became of its place (a kept place's deadline is pushed `place_ms` ahead).
 pub(crate) async fn refresh_places<'a>(
     conn: &mut MultiplexedConnection,
@@ -487,7 +525,7 @@ pub(crate) async fn refresh_places<'a>(
         .collect())
 }
 
-/// `lua/fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
+/// `fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
 /// than `token` was accepted before. True when written.
 pub(crate) async fn fenced_set(
     mut conn: MultiplexedConnection,
@@ -501,7 +539,7 @@ pub(crate) async fn fenced_set(
     call.query(&mut conn).await
 }
 
-/// `lua/fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
+/// `fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
 /// at least `token`. False when `owner` no longer holds the lock (nothing written).
 pub(crate) async fn fenced_raise(
     mut conn: MultiplexedConnection,
@@ -517,7 +555,7 @@ pub(crate) async fn fenced_raise(
     call.query(&mut conn).await
 }
 
-/// `lua/acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
+/// `acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
 /// user may not run, by their index in `checks`.
 pub(crate) async fn refused_checks(
     conn: &mut MultiplexedConnection,
@@ -548,7 +586,7 @@ pub(crate) struct LockState {
     pub(crate) count: u32,
 }
 
-/// `lua/inspect.lua`: the state of the lock `key` as seen by `owner`, or a NOTALOCK error
+/// `inspect.lua`: the state of the lock `key` as seen by `owner`, or a NOTALOCK error
 /// when the key is not a lock.
 pub(crate) async fn inspect(
     mut conn: MultiplexedConnection,
@@ -561,7 +599,7 @@ pub(crate) async fn inspect(
     Ok(LockState { pttl_ms, count })
 }
 
-/// `lua/still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still
+/// `still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still
 /// holds the lock.
 pub(crate) async fn still_held<'a>(
     conn: &mut MultiplexedConnection,

@@ -19,6 +19,8 @@
 -- ARGV[4i + 1] owner field "<client-uuid>:<task-id>"
 -- ARGV[4i + 2] "1" when this is a retry, whose latch may hold the first try's result; a
 --              first try cannot find one, and skips the look-up
+-- ARGV[#KEYS * 2 + 3] optional: present when one caller is alone in the call, whose one
+--                     reply then comes bare, sparing the client an array to parse
 -- Returns one integer per release: -1 when the owner held nothing, 0 when holds remain,
 -- 1 when the lock was freed, -4 when the key is not a lock, -5 when the user may not
 -- PUBLISH to the channel (nothing written: a lock is never freed without its message).
@@ -54,5 +56,8 @@ for i = 1, #KEYS / 2 do
             replies[i] = 1
         end
     end
+end
+if ARGV[#KEYS * 2 + 3] then
+    return replies[1]
 end
 return replies
