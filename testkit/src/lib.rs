@@ -5,6 +5,9 @@
 //! By job:
 //! - [`servers`]: starting, killing, freezing and restarting servers; several masters at
 //!   once; a replica.
+//! - [`cluster`]: a local Redis Cluster made by hand; failover, killed masters, slot
+//!   migration.
+//! - [`sentinel`]: a master, a replica and three sentinels; forced failover, killed master.
 //! - [`clients`]: lock clients set up for tests.
 //! - [`inspect`]: Redis as raw commands see it (a lock's hash, TTL, a fair lock's queue,
 //!   `INFO` figures).
@@ -20,9 +23,11 @@
 pub mod acl;
 pub mod calls;
 pub mod clients;
+pub mod cluster;
 pub mod fair;
 pub mod group;
 pub mod inspect;
+pub mod sentinel;
 pub mod servers;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -30,8 +35,10 @@ pub mod wait;
 
 pub use calls::{every_acquire, every_read};
 pub use clients::{client, client_with_watchdog, fair_client};
+pub use cluster::{key_slot, RedisCluster};
 pub use inspect::{
     fair_deadline, fair_queue, info_field, info_number, key_exists, lock_hash, pttl, server_millis,
 };
+pub use sentinel::RedisSentinels;
 pub use servers::{start_replica_of, RedisGroup, RedisServer};
 pub use wait::{bounded, eventually, queue_becomes, settles_to};

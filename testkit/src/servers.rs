@@ -1,6 +1,7 @@
 //! Throw-away `redis-server` processes: started on free loopback ports with persistence
 //! off, killed, frozen, thawed and restarted on demand, several independent masters at
-//! once, and a replica of one.
+//! once, and a replica of one. Cluster nodes and sentinels are `RedisServer`s too
+//! (see [`crate::cluster`] and [`crate::sentinel`]).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -23,6 +24,11 @@ pub struct RedisServer {
     pub(crate) port: u16,
     pub(crate) dir: PathBuf,
     pub(crate) extra: Vec<String>,
+    /// The text of the config file passed before the other arguments, if any (a sentinel
+    /// needs one). It is written to `dir` and rewritten only when `dir` lost it (`restart`),
+    /// so what the server itself saved there (a sentinel rewrites it) survives
+    /// `restart_keeping_data`.
+    pub(crate) config: Option<String>,
     /// Behind a mutex so `is_running`/`pid` work through `&self` (e.g. via `Arc`).
     pub(crate) child: Mutex<Option<Child>>,
 }
@@ -39,26 +45,55 @@ impl RedisServer {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let mut last_err = String::new();
         for _ in 0..MAX_TRIES {
-            let port = free_port();
-            let dir = std::env::temp_dir()
-                .join(format!("redis-rlock-test-{port}-{}", uuid::Uuid::new_v4()));
-            std::fs::create_dir_all(&dir).expect("create redis temp dir");
-            match launch(port, &dir, &extra) {
-                Ok(child) => {
-                    return RedisServer {
-                        port,
-                        dir,
-                        extra,
-                        child: Mutex::new(Some(child)),
-                    }
-                }
-                Err(e) => {
-                    last_err = e;
-                    let _ = std::fs::remove_dir_all(&dir);
-                }
+            match Self::try_start(extra.clone(), None) {
+                Ok(server) => return server,
+                Err(e) => last_err = e,
             }
         }
         panic!("redis-server failed to start after {MAX_TRIES} attempts: {last_err}");
+    }
+
+    /// Starts a server whose first argument is a config file holding `config`, followed by
+    /// the usual arguments and `extra`: `redis-server <dir>/redis.conf --port P ... extra`.
+    /// For processes that need a writable config file, such as a sentinel
+    /// (`extra = ["--sentinel"]`, see [`crate::sentinel`]); command-line arguments override
+    /// the file. A new port is tried if the chosen one turns out to be taken.
+    pub fn start_with_config(config: &str, extra: &[&str]) -> RedisServer {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let mut last_err = String::new();
+        for _ in 0..MAX_TRIES {
+            match Self::try_start(extra.clone(), Some(config.to_string())) {
+                Ok(server) => return server,
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("redis-server failed to start after {MAX_TRIES} attempts: {last_err}");
+    }
+
+    /// One attempt: a free port, a fresh temporary directory, and `launch`. The directory
+    /// is removed again if the process exits early (e.g. the port was taken meanwhile), so
+    /// that callers choosing more ports of their own (a cluster bus port) can simply retry.
+    pub(crate) fn try_start(
+        extra: Vec<String>,
+        config: Option<String>,
+    ) -> Result<RedisServer, String> {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("redis-rlock-test-{port}-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("create redis temp dir");
+        match launch_with_config(port, &dir, config.as_deref(), &extra) {
+            Ok(child) => Ok(RedisServer {
+                port,
+                dir,
+                extra,
+                config,
+                child: Mutex::new(Some(child)),
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
     }
 
     /// The TCP port the server listens on (stable across `restart`).
@@ -147,6 +182,18 @@ impl RedisServer {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// Runs one command on a fresh blocking connection and returns its reply: admin
+    /// commands without `redis-cli`, from sync code such as the cluster and sentinel
+    /// set-up. Bounded: connecting may take 1 s and the reply 1 s, so a frozen or dead
+    /// server gives an error rather than a hang.
+    ///
+    /// # Errors
+    ///
+    /// The connection's or the command's error (a timeout for a frozen server).
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> redis::RedisResult<T> {
+        query_port(self.port, cmd, QUERY_TIMEOUT)
+    }
+
     /// Kills the server (SIGKILL, like a crash) and starts it again on the SAME port with the
     /// same directory and arguments, so that what it persisted (with `--appendonly yes`) is
     /// loaded again. Returns once the new process answers `PING` (after loading its data).
@@ -154,7 +201,7 @@ impl RedisServer {
         self.kill();
         let mut last_err = String::new();
         for _ in 0..MAX_TRIES {
-            match launch(self.port, &self.dir, &self.extra) {
+            match launch_with_config(self.port, &self.dir, self.config.as_deref(), &self.extra) {
                 Ok(c) => {
                     *self.child.lock().expect("child mutex poisoned") = Some(c);
                     return;
@@ -215,11 +262,55 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// How long [`RedisServer::query`] waits to connect, and then for the reply.
+pub(crate) const QUERY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One command on a fresh blocking connection to `127.0.0.1:port`, connecting and reading
+/// each within `timeout`. A fresh connection per call keeps callers free of connection
+/// state (a restarted node, a frozen one) at the price of a loopback handshake.
+pub(crate) fn query_port<T: redis::FromRedisValue>(
+    port: u16,
+    cmd: &redis::Cmd,
+    timeout: Duration,
+) -> redis::RedisResult<T> {
+    cmd.query(&mut connect(port, timeout)?)
+}
+
+/// A blocking connection to `127.0.0.1:port` that connects, writes and reads each within
+/// `timeout`.
+pub(crate) fn connect(port: u16, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}"))?;
+    let conn = client.get_connection_with_timeout(timeout)?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))?;
+    Ok(conn)
+}
+
 /// Spawns redis-server and waits until *this* process answers on `port`.
 /// Returns `Err` if it exited early (e.g. port in use); panics if it is missing or hangs.
 pub(crate) fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
+    launch_with_config(port, dir, None, extra)
+}
+
+/// [`launch`], with a config file holding `config` as the first argument when given. The
+/// file is written only if `dir` does not hold it yet, so a restart keeping data keeps what
+/// the server rewrote there.
+pub(crate) fn launch_with_config(
+    port: u16,
+    dir: &PathBuf,
+    config: Option<&str>,
+    extra: &[String],
+) -> Result<Child, String> {
     let log = dir.join("redis.log");
-    let mut child = Command::new("redis-server")
+    let mut command = Command::new("redis-server");
+    if let Some(config) = config {
+        let file = dir.join("redis.conf");
+        if !file.exists() {
+            std::fs::write(&file, config).expect("write the redis config file");
+        }
+        command.arg(file);
+    }
+    let mut child = command
         .args([
             "--port",
             &port.to_string(),

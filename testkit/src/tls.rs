@@ -203,6 +203,7 @@ impl TlsRedis {
                         port,
                         dir,
                         extra,
+                        config: None,
                         child: Mutex::new(Some(child)),
                     };
                     wait_for_tcp(&server, tls_port);

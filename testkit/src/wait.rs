@@ -62,3 +62,39 @@ pub async fn bounded<T>(what: &str, call: impl std::future::Future<Output = T>) 
         Err(_) => panic!("{what}: did not return within {CALL_LIMIT:?}"),
     }
 }
+
+/// Calls `check` every `every` until it returns `Ok`, for at most `limit`, and returns that
+/// value; panics with `what` and the last `Err` (the reason it was not there yet) otherwise.
+/// Blocking: for set-up that runs outside any runtime (cluster and sentinel start-up), or
+/// inside [`off_runtime`].
+pub(crate) fn poll_blocking<T>(
+    what: &str,
+    limit: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(why) if Instant::now() >= deadline => {
+                panic!("timed out after {limit:?} waiting for {what}; last seen: {why}")
+            }
+            Err(_) => std::thread::sleep(every),
+        }
+    }
+}
+
+/// Runs blocking harness work (admin commands on blocking connections, [`poll_blocking`])
+/// on tokio's blocking pool, so a test's runtime (often a current-thread one that also runs
+/// the lock client's background tasks) keeps running meanwhile. A panic in `job` is
+/// resumed in the caller, so it fails the test with its own message.
+pub(crate) async fn off_runtime<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(job).await {
+        Ok(value) => value,
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(e) => panic!("blocking harness job did not finish: {e}"),
+        },
+    }
+}
