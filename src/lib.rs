@@ -39,7 +39,7 @@ mod services;
 pub mod transport;
 mod util;
 
-pub use client::{Client, ClientBuilder, Status};
+pub use client::{Client, ClientBuilder, PubSubMode, Status};
 pub use error::{Error, LostReason, Result};
 pub use groups::guard::GroupGuard;
 pub use groups::{MultiLock, RedLock};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::settings::Settings;
+use crate::config::settings::{PubSub, Settings};
 use crate::error::Result;
 
 /// Builds a [`Client`]. Start from [`Client::builder`].
@@ -27,11 +27,58 @@ pub struct ClientBuilder {
     settings: Settings,
 }
 
+/// How a cluster client's unlock waiters subscribe: Redisson's `shardedSubscriptionMode`.
+/// Set with [`ClientBuilder::pubsub_mode`].
+///
+/// Clients that share locks must hear each other's unlock messages: a Redisson client in
+/// sharded mode publishes with `SPUBLISH`, which only sharded subscribers hear. Sharded
+/// pub/sub is not supported yet: use a classic setting on the Java side too
+/// (`shardedSubscriptionMode = OFF`) when you share locks with Redisson on a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PubSubMode {
+    /// Redisson's `AUTO`: sharded pub/sub where the cluster supports it. For now classic
+    /// pub/sub, always; sharded pub/sub is coming, and `Auto` will then follow Redisson.
+    #[default]
+    Auto,
+    /// Classic `SUBSCRIBE`/`PUBLISH` (Redisson's `OFF`): a `PUBLISH` reaches every node of a
+    /// cluster, so the client's one pub/sub connection may be to any node.
+    Classic,
+    /// `SSUBSCRIBE`/`SPUBLISH` on the master of each channel's slot (Redisson's `ON`). Not
+    /// supported yet: [`build`](ClientBuilder::build) refuses it with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    Sharded,
+}
+
 impl ClientBuilder {
     pub(crate) fn new(url: impl Into<String>) -> Self {
         ClientBuilder {
             settings: Settings::new(url.into()),
         }
+    }
+
+    pub(crate) fn cluster(seeds: Vec<String>) -> Self {
+        ClientBuilder {
+            settings: Settings::cluster(seeds),
+        }
+    }
+
+    /// How unlock waiters subscribe, Redisson's `shardedSubscriptionMode`; see
+    /// [`PubSubMode`]. Only classic pub/sub exists for now.
+    ///
+    /// Default: [`PubSubMode::Auto`] (classic pub/sub for now).
+    ///
+    /// # Errors
+    /// [`build`](ClientBuilder::build) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
+    /// [`PubSubMode::Sharded`], which is not supported yet.
+    pub fn pubsub_mode(mut self, mode: PubSubMode) -> Self {
+        self.settings.pubsub = match mode {
+            PubSubMode::Auto => PubSub::Auto,
+            PubSubMode::Classic => PubSub::Classic,
+            PubSubMode::Sharded => PubSub::Sharded,
+        };
+        self
     }
 
     /// The lease of locks taken without an explicit lease; the watchdog renews them every
@@ -203,7 +250,7 @@ impl ClientBuilder {
     /// sent); [`Error::Redis`](crate::Error::Redis), [`Error::Pool`](crate::Error::Pool) or [`Error::Timeout`](crate::Error::Timeout) when Redis cannot be
     /// reached within the connect and response timeouts.
     pub async fn build(self) -> Result<Client> {
-        let (settings, redis) = self.settings.validated()?;
-        Client::from_settings(settings, redis).await
+        let (settings, endpoints) = self.settings.validated()?;
+        Client::from_settings(settings, endpoints).await
     }
 }

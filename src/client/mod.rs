@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::config::settings::Settings;
+use crate::config::settings::{Endpoints, Settings};
 use crate::core::Core;
 use crate::error::Result;
 use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock};
@@ -16,7 +16,7 @@ use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock};
 pub(crate) mod builder;
 mod status;
 
-pub use builder::ClientBuilder;
+pub use builder::{ClientBuilder, PubSubMode};
 pub use status::Status;
 
 /// A connection to one Redis server and the source of its locks.
@@ -49,6 +49,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("id", &self.core.id)
             .field("url", &self.core.settings.url)
+            .field("topology", &self.core.settings.topology)
             .field("held_locks", &self.core.holds.len())
             .finish()
     }
@@ -70,10 +71,48 @@ impl Client {
         ClientBuilder::new(url)
     }
 
-    /// `redis`: the redis-rs client of the settings' URL and certificates.
-    pub(crate) async fn from_settings(settings: Settings, redis: redis::Client) -> Result<Client> {
+    /// Connects to a Redis Cluster with default settings: `seeds` are URLs of some of its
+    /// nodes (one that answers is enough; the others are found through it).
+    ///
+    /// Every lock kind works on a cluster as on one Redis, with the same keys: each lock's
+    /// keys share the hash slot of its key (see [`Error::CrossSlotName`](crate::Error::CrossSlotName)
+    /// for names that cannot), and the client routes each call to the master of that
+    /// slot. See the README's "Redis Cluster" section for what is and is not supported
+    /// yet.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_rlock::Result<()> {
+    /// let client = redis_rlock::Client::connect_cluster([
+    ///     "redis://127.0.0.1:7000",
+    ///     "redis://127.0.0.1:7001",
+    /// ])
+    /// .await?;
+    /// let guard = client.lock("order:1001").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no seed or a malformed
+    /// seed URL (nothing is sent); [`Error::UnsupportedServer`](crate::Error::UnsupportedServer)
+    /// when the server is not in cluster mode; a connection error or
+    /// [`Error::Timeout`](crate::Error::Timeout) when no seed answers.
+    pub async fn connect_cluster(
+        seeds: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> Result<Client> {
+        Client::cluster_builder(seeds).build().await
+    }
+
+    /// A builder for a Redis Cluster client with non-default settings (see
+    /// [`connect_cluster`](Client::connect_cluster) and [`ClientBuilder`]).
+    pub fn cluster_builder(seeds: impl IntoIterator<Item = impl AsRef<str>>) -> ClientBuilder {
+        ClientBuilder::cluster(seeds.into_iter().map(|s| s.as_ref().to_string()).collect())
+    }
+
+    /// `endpoints`: the redis-rs clients of the settings' URLs and certificates.
+    pub(crate) async fn from_settings(settings: Settings, endpoints: Endpoints) -> Result<Client> {
         Ok(Client {
-            core: Core::start(settings, redis).await?,
+            core: Core::start(settings, endpoints).await?,
         })
     }
 

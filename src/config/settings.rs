@@ -18,10 +18,42 @@ const MAX_POOL_SIZE: usize = 1024;
 /// call, which blocks Redis while it runs.
 const MAX_BATCH_SIZE: usize = 10_000;
 
+/// What a client connects to.
+#[derive(Clone, Debug)]
+pub(crate) enum Topology {
+    /// One Redis, at [`Settings::url`].
+    Standalone,
+    /// A Redis Cluster, found from these seed nodes (the first is [`Settings::url`]).
+    Cluster { seeds: Vec<ServerUrl> },
+}
+
+/// How unlock waiters subscribe on a Redis Cluster; see the public
+/// [`PubSubMode`](crate::PubSubMode), which the client layer maps onto this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PubSub {
+    Auto,
+    Classic,
+    Sharded,
+}
+
+/// The redis-rs clients a client's connections are opened from, made by
+/// [`Settings::validated`].
+#[derive(Clone)]
+pub(crate) struct Endpoints {
+    /// One per node URL given (the URL, or each cluster seed), with the TLS certificates:
+    /// the pool and the pub/sub connection open theirs from these.
+    pub(crate) nodes: Vec<redis::Client>,
+    /// The cluster client, for a cluster.
+    pub(crate) cluster: Option<redis::cluster::ClusterClient>,
+}
+
 /// Settings of a client, checked by [`Settings::validated`].
 #[derive(Clone)]
 pub(crate) struct Settings {
+    /// The URL (standalone), or the first seed (cluster): what messages name.
     pub(crate) url: ServerUrl,
+    pub(crate) topology: Topology,
+    pub(crate) pubsub: PubSub,
     pub(crate) key_prefix: String,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_batch_size: usize,
@@ -69,6 +101,8 @@ impl fmt::Debug for Settings {
         // Written out so that a new field is a decision about whether it may be printed.
         let Settings {
             url,
+            topology,
+            pubsub,
             key_prefix,
             watchdog_timeout,
             watchdog_batch_size,
@@ -85,6 +119,8 @@ impl fmt::Debug for Settings {
         } = self;
         f.debug_struct("Settings")
             .field("url", url)
+            .field("topology", topology)
+            .field("pubsub", pubsub)
             .field("key_prefix", key_prefix)
             .field("watchdog_timeout", watchdog_timeout)
             .field("watchdog_batch_size", watchdog_batch_size)
@@ -107,6 +143,8 @@ impl Settings {
     pub(crate) fn new(url: String) -> Self {
         Settings {
             url: ServerUrl::new(url),
+            topology: Topology::Standalone,
+            pubsub: PubSub::Auto,
             key_prefix: String::new(),
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
@@ -123,10 +161,21 @@ impl Settings {
         }
     }
 
-    /// Checks every setting against its documented range, and makes the redis-rs client
+    /// The defaults, for a cluster reached through `seeds`.
+    pub(crate) fn cluster(seeds: Vec<String>) -> Self {
+        let seeds: Vec<ServerUrl> = seeds.into_iter().map(ServerUrl::new).collect();
+        let mut settings = Settings::new(String::new());
+        if let Some(first) = seeds.first() {
+            settings.url = first.clone();
+        }
+        settings.topology = Topology::Cluster { seeds };
+        settings
+    }
+
+    /// Checks every setting against its documented range, and makes the redis-rs clients
     /// every connection of the client is opened from (a malformed URL or certificate fails
     /// here, before anything is sent).
-    pub(crate) fn validated(self) -> Result<(Self, redis::Client)> {
+    pub(crate) fn validated(self) -> Result<(Self, Endpoints)> {
         let s = self;
         let ms = Duration::from_millis;
         let secs = Duration::from_secs;
@@ -161,21 +210,91 @@ impl Settings {
                 )));
             }
         }
-        let redis = s.redis_client()?;
-        Ok((s, redis))
+        if s.pubsub == PubSub::Sharded {
+            return Err(Error::invalid(
+                "PubSubMode::Sharded is not supported yet: use PubSubMode::Auto or \
+                 PubSubMode::Classic (classic PUBLISH reaches every node of a cluster)",
+            ));
+        }
+        let endpoints = match &s.topology {
+            Topology::Standalone => Endpoints {
+                nodes: vec![s.redis_client(&s.url)?],
+                cluster: None,
+            },
+            Topology::Cluster { seeds } => {
+                if seeds.is_empty() {
+                    return Err(Error::invalid(
+                        "a cluster client needs at least one seed URL",
+                    ));
+                }
+                if s.replica_sync.is_some() {
+                    return Err(Error::invalid(
+                        "replica_sync is not supported on a cluster client yet",
+                    ));
+                }
+                let nodes = seeds
+                    .iter()
+                    .map(|seed| s.redis_client(seed))
+                    .collect::<Result<Vec<_>>>()?;
+                let cluster = s.cluster_client(seeds, &nodes)?;
+                Endpoints {
+                    nodes,
+                    cluster: Some(cluster),
+                }
+            }
+        };
+        Ok((s, endpoints))
     }
 
-    /// The redis-rs client for this URL, with its TLS certificates: what every connection
-    /// of the client (pooled, shared, pub/sub) is opened from.
-    fn redis_client(&self) -> Result<redis::Client> {
+    /// The redis-rs cluster client: retries off, so that redis-rs never sends a script
+    /// again after it may have run (the crate retries only what certainly did not run), and
+    /// the client's timeouts on every node. Credentials and TLS come from the seed URLs.
+    fn cluster_client(
+        &self,
+        seeds: &[ServerUrl],
+        nodes: &[redis::Client],
+    ) -> Result<redis::cluster::ClusterClient> {
+        let infos: Vec<redis::ConnectionInfo> = nodes
+            .iter()
+            .map(|n| n.get_connection_info().clone())
+            .collect();
+        #[allow(unused_mut)]
+        let mut builder = redis::cluster::ClusterClient::builder(infos)
+            .retries(0)
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.response_timeout);
+        #[cfg(feature = "tls")]
+        if self.tls.is_set() {
+            builder = builder.certs(redis::TlsCertificates {
+                client_tls: self.tls.client_certificate.as_ref().map(|(chain, key)| {
+                    redis::ClientTlsConfig {
+                        client_cert: chain.clone(),
+                        client_key: key.clone(),
+                    }
+                }),
+                root_cert: self.tls.root_certificate.clone(),
+            });
+        }
+        builder.build().map_err(|e| {
+            let mut message = e.to_string();
+            for seed in seeds {
+                message = seed.scrub(&message);
+            }
+            Error::invalid(format!("invalid cluster seeds: {message}"))
+        })
+    }
+
+    /// The redis-rs client for `url`, with its TLS certificates: what every connection
+    /// to that node (pooled, shared, pub/sub) is opened from.
+    fn redis_client(&self, url: &ServerUrl) -> Result<redis::Client> {
         use redis::IntoConnectionInfo;
-        let info = self.url.raw().into_connection_info().map_err(|e| {
-            let reason = if self.url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
+        let info = url.raw().into_connection_info().map_err(|e| {
+            let reason = if url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
                 "rediss:// needs the `tls` feature of redis-rlock (on by default)".to_string()
             } else {
-                self.url.scrub(&e.to_string())
+                url.scrub(&e.to_string())
             };
-            Error::invalid(format!("invalid Redis URL `{}`: {reason}", self.url))
+            Error::invalid(format!("invalid Redis URL `{url}`: {reason}"))
         })?;
         #[cfg(feature = "tls")]
         if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
@@ -184,24 +303,22 @@ impl Settings {
         if !self.tls.is_set() {
             return redis::Client::open(info).map_err(|e| {
                 Error::invalid(format!(
-                    "invalid Redis URL `{}`: {}",
-                    self.url,
-                    self.url.scrub(&e.to_string())
+                    "invalid Redis URL `{url}`: {}",
+                    url.scrub(&e.to_string())
                 ))
             });
         }
-        self.tls_client(info)
+        self.tls_client(url, info)
     }
 
     #[cfg(feature = "tls")]
-    fn tls_client(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+    fn tls_client(&self, url: &ServerUrl, info: redis::ConnectionInfo) -> Result<redis::Client> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
         if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
             return Err(Error::invalid(format!(
-                "TLS certificates were given for `{}`, which does not use TLS: use rediss://",
-                self.url
+                "TLS certificates were given for `{url}`, which does not use TLS: use rediss://"
             )));
         }
         let certificates = |what: &str, pem: &[u8]| -> Result<()> {
@@ -235,11 +352,11 @@ impl Settings {
             root_cert: self.tls.root_certificate.clone(),
         };
         redis::Client::build_with_tls(info, certificates)
-            .map_err(|e| Error::invalid(format!("TLS settings for `{}`: {e}", self.url)))
+            .map_err(|e| Error::invalid(format!("TLS settings for `{url}`: {e}")))
     }
 
     #[cfg(not(feature = "tls"))]
-    fn tls_client(&self, _info: redis::ConnectionInfo) -> Result<redis::Client> {
+    fn tls_client(&self, _url: &ServerUrl, _info: redis::ConnectionInfo) -> Result<redis::Client> {
         Err(Error::invalid(
             "TLS certificates need the `tls` feature of redis-rlock (on by default)",
         ))

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::config::server_url::ServerUrl;
-use crate::config::settings::Settings;
+use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
 use crate::holds::Holds;
 use crate::protocol::batch::Batcher;
@@ -20,6 +20,7 @@ use crate::services::heartbeat::Heartbeat;
 use crate::services::latches::LatchReaper;
 use crate::services::lease_check::LeaseCheck;
 use crate::services::watchdog::Watchdog;
+use crate::transport::conn::Conn;
 use crate::transport::connection::{Connections, Reconnects};
 use crate::transport::permissions::CommandCheck;
 use crate::transport::pubsub::UnlockListener;
@@ -41,9 +42,9 @@ pub(crate) struct Core {
     pub(crate) listener: UnlockListener,
     pub(crate) latches: LatchReaper,
     /// Coalesces concurrent acquires of plain locks into multi-key script calls.
-    pub(crate) acquires: Arc<Batcher<AcquireItem>>,
+    pub(crate) acquires: Arc<Batcher<AcquireItem, Conn>>,
     /// Coalesces concurrent releases of plain locks likewise.
-    pub(crate) releases: Arc<Batcher<UnlockItem>>,
+    pub(crate) releases: Arc<Batcher<UnlockItem, Conn>>,
     /// Set when lock writes must reach a replica before they count.
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
     /// Whether the user may run each lock kind's commands, checked at its first use.
@@ -53,15 +54,15 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// `redis`: the redis-rs client of the settings' URL and certificates.
-    pub(crate) async fn start(settings: Settings, redis: redis::Client) -> Result<Arc<Core>> {
+    /// `endpoints`: the redis-rs clients of the settings' URLs and certificates.
+    pub(crate) async fn start(settings: Settings, endpoints: Endpoints) -> Result<Arc<Core>> {
         // Background tasks (watchdog, unlock listener) run here, where the connections'
         // drivers run too, so that a lock call from another runtime cannot tie them to a
         // runtime that may go away first.
         let runtime = tokio::runtime::Handle::current();
         let reconnects = Arc::new(Reconnects::default());
         let listener = UnlockListener::new(
-            redis.clone(),
+            endpoints.nodes.clone(),
             settings.connect_timeout,
             settings.subscribe_timeout,
             settings.ping_interval,
@@ -70,22 +71,27 @@ impl Core {
         )?;
         let url = &settings.url;
         let connections = Arc::new(
-            Connections::open(&settings, &redis, reconnects)
+            Connections::open(&settings, &endpoints, reconnects)
                 .await
                 .map_err(|e| first_contact(url, e))?,
         );
         let mut conn = connections.shared().await?.conn;
-        let pong: String = redis::cmd("PING")
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| first_contact(url, e.into()))?;
-        if pong != "PONG" {
-            return Err(Error::NotRedis {
-                url: url.to_string(),
-                detail: format!("PING answered `{pong}`"),
-            });
+        // On a cluster, the connection read the slot map from a seed already; PING would go
+        // to every master and fail the start for one that is down.
+        if !conn.is_cluster() {
+            let pong: String = redis::cmd("PING")
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| first_contact(url, e.into()))?;
+            if pong != "PONG" {
+                return Err(Error::NotRedis {
+                    url: url.to_string(),
+                    detail: format!("PING answered `{pong}`"),
+                });
+            }
         }
         server_check::check_server(&mut conn, url).await?;
+        let cluster = conn.is_cluster();
         let commands = CommandCheck::new(settings.replica_sync.is_some());
         let holds = Arc::new(Holds::default());
         let latches = LatchReaper::new(&connections, &runtime);
@@ -126,8 +132,8 @@ impl Core {
             heartbeat,
             listener,
             latches,
-            acquires: Batcher::new(runtime.clone()),
-            releases: Batcher::new(runtime.clone()),
+            acquires: Batcher::new(runtime.clone(), cluster),
+            releases: Batcher::new(runtime.clone(), cluster),
             replica_sync,
             commands,
             runtime,
@@ -152,6 +158,14 @@ impl Core {
 /// address: a reply redis-rs cannot parse means something else listens there.
 fn first_contact(url: &ServerUrl, error: Error) -> Error {
     match error {
+        // A cluster client's first `CLUSTER SLOTS`, answered by a Redis not in cluster mode.
+        Error::Redis(e) if e.to_string().contains("cluster support disabled") => {
+            Error::UnsupportedServer {
+                url: url.to_string(),
+                reason: "it does not run in cluster mode; connect to it with Client::connect"
+                    .to_string(),
+            }
+        }
         Error::Redis(e) if e.kind() == redis::ErrorKind::Parse => Error::NotRedis {
             url: url.to_string(),
             detail: url.scrub(&e.to_string()),

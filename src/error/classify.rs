@@ -2,11 +2,11 @@
 //! credentials or permissions, and how a server's message reads without script noise.
 
 /// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
-/// timeouts, dropped connections, and a server that is loading or failing over. Not
+/// timeouts, dropped connections, a server that is loading or failing over, and a cluster
+/// that redirects the command or is changing its topology ([`certainly_not_run`]). Not
 /// refused credentials, and not an answer that is not Redis' (a protocol error at connect
 /// is reported as [`Error::NotRedis`](crate::Error::NotRedis)).
 pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
-    use redis::{ErrorKind, ServerErrorKind};
     if is_auth_failure(e) {
         return false;
     }
@@ -14,15 +14,29 @@ pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_unrecoverable_error()
-        || matches!(
-            e.kind(),
-            ErrorKind::Server(
-                ServerErrorKind::BusyLoading
-                    | ServerErrorKind::TryAgain
-                    | ServerErrorKind::ClusterDown
-                    | ServerErrorKind::MasterDown
-            )
+        || certainly_not_run(e)
+}
+
+/// True for the refusals after which the command certainly did not run, and a retry
+/// after a pause may succeed: a cluster redirection (`MOVED`, `ASK`: the slot is served
+/// elsewhere; redis-rs, with its retries off, re-reads the slot map and the retry goes to
+/// the new owner), a cluster changing its topology (`TRYAGAIN`, `CLUSTERDOWN`), a master
+/// without its replicas (`MASTERDOWN`), a server loading its data (`LOADING`), and a node
+/// that became a replica (`READONLY`, refused before any write: a demoted master).
+pub(crate) fn certainly_not_run(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::BusyLoading
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ReadOnly
         )
+    )
 }
 
 /// Refused credentials: redis-rs' own kind for a failed `AUTH` at connect, and the server's

@@ -6,7 +6,8 @@ mod classify;
 mod lost;
 
 pub(crate) use classify::{
-    channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message,
+    certainly_not_run, channel_missing, is_auth_failure, is_permission_failure, is_transient,
+    server_message,
 };
 pub use lost::LostReason;
 
@@ -144,6 +145,27 @@ pub enum Error {
         reason: String,
     },
 
+    /// On a Redis Cluster, the lock's name would put its derived keys in other hash slots
+    /// than its key, so no script could touch them together (Redis would refuse every call
+    /// with `CROSSSLOT`). Names with braces that do not form a hash tag do this, such as
+    /// `a{b` or `{}x`: give the name a valid tag (`{a}b`) or no braces. Refused at the
+    /// first call on the lock, with nothing sent; clients of one Redis accept such names.
+    #[error(
+        "lock `{name}` cannot be used on a Redis Cluster: its key is in hash slot {slot}, \
+         but `{other}` is in slot {other_slot} (braces that do not form a hash tag split \
+         a lock's names over slots; use a valid tag such as `{{name}}` or no braces)"
+    )]
+    CrossSlotName {
+        /// The lock's key.
+        name: String,
+        /// The key's hash slot.
+        slot: u16,
+        /// A derived name in another slot.
+        other: String,
+        /// That name's slot.
+        other_slot: u16,
+    },
+
     /// The tokio runtime the client was built on has shut down, and with it the client's
     /// connections and background tasks: build the client on a runtime that outlives its
     /// use.
@@ -211,6 +233,12 @@ impl Error {
     /// ([`Error::NotALock`](crate::Error::NotALock)).
     pub fn is_not_a_lock(&self) -> bool {
         matches!(self, Error::NotALock { .. })
+    }
+
+    /// True when a lock name cannot be used on a Redis Cluster
+    /// ([`Error::CrossSlotName`](crate::Error::CrossSlotName)).
+    pub fn is_cross_slot_name(&self) -> bool {
+        matches!(self, Error::CrossSlotName { .. })
     }
 
     /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost).

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
 use crate::core::Core;
@@ -17,7 +16,8 @@ use crate::locks::release::{Release, Released};
 use crate::locks::wait::Tried;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{AcquireCall, AcquireReply};
-use crate::transport::connection::SharedConn;
+use crate::transport::conn::Conn;
+use crate::transport::connection::{Pooled, SharedConn};
 use crate::transport::explain;
 use crate::util::detach::FinishOnDrop;
 
@@ -40,9 +40,12 @@ impl Request {
 }
 
 /// Whether a failed script call may still have run in Redis: anything but a refused
-/// connection or an error Redis itself returned (a timed-out command is not withdrawn).
+/// connection or an error Redis itself returned (a timed-out command is not withdrawn),
+/// such as a cluster's redirection.
 fn may_have_run(error: &redis::RedisError) -> bool {
-    crate::error::is_transient(error) && !error.is_connection_refusal()
+    crate::error::is_transient(error)
+        && !error.is_connection_refusal()
+        && !crate::error::certainly_not_run(error)
 }
 
 /// One run of the acquire script; for a fair lock, `join_queue` also queues the caller
@@ -98,11 +101,11 @@ pub(crate) async fn attempt(
 /// Where an acquire goes out: the shared connection, or with replica sync a pooled one of
 /// its own.
 struct Route {
-    conn: MultiplexedConnection,
+    conn: Conn,
     /// The shared connection, whose health the outcome reports.
     shared: Option<SharedConn>,
     /// The pooled connection, kept checked out until the call's WAIT is answered.
-    checkout: Option<deadpool_redis::Connection>,
+    checkout: Option<Pooled>,
 }
 
 impl Route {
@@ -121,7 +124,7 @@ impl Route {
             Some(_) => {
                 let pooled = core.connections.pooled().await?;
                 Route {
-                    conn: (*pooled).clone(),
+                    conn: pooled.conn.clone(),
                     shared: None,
                     checkout: Some(pooled),
                 }
@@ -131,8 +134,8 @@ impl Route {
 
     /// The connection an undo of this acquire must use: the pooled one, if any (on the
     /// shared one it could overtake an acquire that Redis has not run yet).
-    fn pinned(&self) -> Option<MultiplexedConnection> {
-        self.checkout.as_ref().map(|pooled| (**pooled).clone())
+    fn pinned(&self) -> Option<Conn> {
+        self.checkout.as_ref().map(|pooled| pooled.conn.clone())
     }
 }
 
@@ -179,7 +182,7 @@ struct Sent {
     owner: Arc<str>,
     id: HoldId,
     /// The connection it went out on, if not the shared one.
-    pinned: Option<MultiplexedConnection>,
+    pinned: Option<Conn>,
     applied: Applied,
     started: Instant,
     join_queue: bool,
@@ -297,7 +300,7 @@ fn undo(
     owner: Arc<str>,
     abandoned: Applied,
     started: Instant,
-    pinned: Option<MultiplexedConnection>,
+    pinned: Option<Conn>,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let holds = &core.holds;
     let live: Option<Arc<Hold>> = holds.live(&holds.id(&names.key, &owner));

@@ -8,6 +8,7 @@ use crate::locks::kind::{sealed, Kind, LockKind};
 use crate::locks::lock::Lock;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts;
+use crate::protocol::slot::key_slot;
 use crate::transport::explain;
 use crate::util::validate;
 
@@ -61,6 +62,17 @@ pub(crate) async fn fenced_set(core: &Core, key: &str, token: u64, value: &[u8])
     validate::key_length("a fenced write's key", key)?;
     let fence = LockNames::fence_of(key);
     let connections = &core.connections;
+    if connections.is_cluster() {
+        let (slot, fence_slot) = (key_slot(key.as_bytes()), key_slot(fence.as_bytes()));
+        if slot != fence_slot {
+            return Err(Error::CrossSlotName {
+                name: key.to_string(),
+                slot,
+                other: fence,
+                other_slot: fence_slot,
+            });
+        }
+    }
     let written = connections
         .with_retries(|conn| scripts::fenced_set(conn, key, &fence, token, value))
         .await;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::Core;
-use crate::error::{LostReason, Result};
+use crate::error::{Error, LostReason, Result};
 use crate::holds::Lease;
 use crate::locks::acquire::acquire;
 use crate::locks::attempt::Request;
@@ -86,7 +86,12 @@ impl<K: LockKind> Lock<K> {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> Self {
         let names = validate::lock_name(name).ok().map(|()| {
             let prefix = &core.settings.key_prefix;
-            Arc::new(K::KIND.names(prefix, name))
+            let names = K::KIND.names(prefix, name);
+            Arc::new(if core.connections.is_cluster() {
+                names.on_cluster()
+            } else {
+                names
+            })
         });
         Lock {
             core,
@@ -144,7 +149,15 @@ impl<K: LockKind> Lock<K> {
 
     fn names(&self) -> Result<&Arc<LockNames>> {
         match &self.names {
-            Some(names) => Ok(names),
+            Some(names) => match names.split() {
+                None => Ok(names),
+                Some((other, other_slot)) => Err(Error::CrossSlotName {
+                    name: names.key.to_string(),
+                    slot: names.slot,
+                    other: other.clone(),
+                    other_slot: *other_slot,
+                }),
+            },
             None => Err(validate::lock_name(&self.name)
                 .expect_err("only a rejected name leaves the names unset")),
         }

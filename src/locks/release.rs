@@ -7,12 +7,11 @@
 
 use std::sync::Arc;
 
-use redis::aio::MultiplexedConnection;
-
 use crate::core::Core;
 use crate::error::{channel_missing, Error, Result};
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
+use crate::transport::conn::Conn;
 use crate::transport::explain;
 
 /// What a release found.
@@ -34,7 +33,7 @@ pub(crate) struct Release {
     lease_ms: u64,
     latch: Arc<str>,
     /// The connection to send on instead of the shared one (see [`Release::pinned_to`]).
-    pinned: Option<MultiplexedConnection>,
+    pinned: Option<Conn>,
 }
 
 impl Release {
@@ -60,12 +59,12 @@ impl Release {
     /// Sends the request on `conn` (when given) rather than the shared connection: to undo
     /// an acquire sent there, which Redis may not have run yet; on another connection the
     /// undo could overtake it.
-    pub(crate) fn pinned_to(mut self, conn: Option<MultiplexedConnection>) -> Self {
+    pub(crate) fn pinned_to(mut self, conn: Option<Conn>) -> Self {
         self.pinned = conn;
         self
     }
 
-    fn call(&self) -> UnlockCall<'_> {
+    fn call(&self) -> UnlockCall<'_, Conn> {
         let settings = &self.core.settings;
         // The latch must outlive every retry of this request: each try may wait for a new
         // connection (connect + handshake reply), its own reply, and a jittered pause.
@@ -93,7 +92,9 @@ impl Release {
     /// runs out); [`Error::Rejected`] for any other refusal.
     pub(crate) async fn run(self) -> Result<Released> {
         let call = self.call();
-        let mut tries = 0;
+        // On a cluster every try checks the latch, the first too: a command whose reply
+        // was lost may have run (redis-rs reconnects and re-reads the slot map under it).
+        let mut tries = u32::from(self.core.connections.is_cluster());
         let outcome = self
             .core
             .connections
@@ -129,7 +130,8 @@ impl Release {
             None => self.core.connections.shared().await.ok().map(|s| s.conn),
         };
         if let Some(conn) = conn {
-            if let Err(e) = self.call().run(conn, false).await {
+            let retry = self.core.connections.is_cluster();
+            if let Err(e) = self.call().run(conn, retry).await {
                 tracing::debug!(lock = %self.names.key, error = %e, "could not undo an acquire");
             }
         }

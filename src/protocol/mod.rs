@@ -87,7 +87,9 @@
 //! task stay below `i64::MAX`, so a Java reader parses every field.
 
 pub(crate) mod batch;
+pub(crate) mod conn;
 pub(crate) mod evalsha;
 pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod scripts;
+pub(crate) mod slot;

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::protocol::slot::key_slot;
+
 /// Payload published on the unlock channel when a lock becomes free (Redisson's
 /// `LockPubSub.UNLOCK_MESSAGE`): wakes one waiter.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -28,6 +30,14 @@ pub(crate) struct LockNames {
     latch_prefix: String,
     /// The names only this kind of lock has.
     pub(crate) kind: KindNames,
+    /// The hash slot of `key`, which every other name should share on a Redis Cluster.
+    pub(crate) slot: u16,
+    /// Whether a fair lock's scripts look past waiters nobody is subscribed for (see
+    /// [`LockNames::fair_message`]); off on a cluster.
+    look_ahead: bool,
+    /// On a cluster: a derived name outside the key's slot, and its slot (see
+    /// [`LockNames::split_name`]), which makes the lock unusable there.
+    split: Option<(String, u16)>,
 }
 
 /// The names that one kind of lock adds to the reentrant lock's: the kind, as the protocol
@@ -63,7 +73,10 @@ impl LockNames {
             channel: prefixed("redisson_lock__channel", &key).into(),
             latch_prefix: prefixed("redisson_unlock_latch", &key),
             kind: KindNames::Reentrant,
+            slot: key_slot(key.as_bytes()),
             key: key.into(),
+            look_ahead: true,
+            split: None,
         }
     }
 
@@ -84,6 +97,58 @@ impl LockNames {
             counter: prefixed("redisson_lock_token", &names.key).into(),
         };
         names
+    }
+
+    /// These names, for a client of a Redis Cluster: a fair lock's scripts then tell the
+    /// head of the queue its turn without first looking for the first waiter somebody
+    /// hears. `PUBSUB NUMSUB` inside a script counts only the subscribers of the node that
+    /// runs it, and a live waiter subscribed on another node would look dead. Waiters that
+    /// are gone are still dropped, by their deadlines
+    /// ([`fair_waiter_timeout`](crate::ClientBuilder::fair_waiter_timeout)).
+    pub(crate) fn on_cluster(mut self) -> Self {
+        self.look_ahead = false;
+        self.split = self.split_name();
+        self
+    }
+
+    /// On a cluster, a derived name that is not in the key's hash slot, with its slot.
+    pub(crate) fn split(&self) -> Option<&(String, u16)> {
+        self.split.as_ref()
+    }
+
+    /// The unlock message as a fair script takes it: `0`, followed by `#` when the
+    /// dead-waiter look-ahead is off (`fair_common.lua`'s `notify_head` strips it and
+    /// publishes `0`).
+    pub(crate) fn fair_message(&self) -> &'static str {
+        if self.look_ahead {
+            UNLOCK_MESSAGE
+        } else {
+            "0#"
+        }
+    }
+
+    /// On a Redis Cluster every key of one script call must be in one hash slot: the first
+    /// derived name (channel, latch, queue, deadlines, token counter) that is not in the
+    /// lock key's slot, with the slot it is in. Only names with braces can split: a `{`
+    /// but no valid hash tag (such as `a{b` or `{}x`), or a `}` with no `{` before it;
+    /// Redisson derives the same names (redisson#5853).
+    fn split_name(&self) -> Option<(String, u16)> {
+        let mut names: Vec<String> = vec![self.channel.to_string(), self.latch_prefix.clone()];
+        // A latch is the prefix and `:<id>`: with no valid tag in the prefix, its slot
+        // depends on the id, so a sample stands for all.
+        names.push(self.unlock_latch(0).to_string());
+        match &self.kind {
+            KindNames::Reentrant => {}
+            KindNames::Fair(queue) => {
+                names.push(queue.list.to_string());
+                names.push(queue.deadlines.to_string());
+            }
+            KindNames::Fenced { counter } => names.push(counter.to_string()),
+        }
+        names.into_iter().find_map(|name| {
+            let slot = key_slot(name.as_bytes());
+            (slot != self.slot).then_some((name, slot))
+        })
     }
 
     /// The key that remembers the highest fencing token a fenced write to `key` accepted,
@@ -172,6 +237,22 @@ mod tests {
             &*LockNames::new("", "jobs").wait_channel("u:7"),
             "redisson_lock__channel:{jobs}"
         );
+    }
+
+    #[test]
+    fn derived_names_share_the_key_slot_unless_braces_split_them() {
+        for name in ["order:1001", "{user42}:cart", "x{y}z"] {
+            for names in [
+                LockNames::new("", name),
+                LockNames::fair("app:", name),
+                LockNames::fenced("", name),
+            ] {
+                assert_eq!(names.split_name(), None, "{name}");
+            }
+        }
+        for name in ["a{b", "{}x", "}{", "a}b"] {
+            assert!(LockNames::new("", name).split_name().is_some(), "{name}");
+        }
     }
 
     #[test]

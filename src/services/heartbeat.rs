@@ -21,6 +21,7 @@ use dashmap::DashMap;
 
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{self, Place};
+use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::UnlockListener;
@@ -135,7 +136,16 @@ impl Refreshes {
                 return;
             }
         };
-        for batch in places.chunks(self.batch_size) {
+        // On a cluster, one call per hash slot: a script call may name one slot's keys only.
+        let groups = if shared.conn.is_cluster() {
+            group_by_slot(places, |(names, _)| names.key.as_bytes())
+        } else {
+            vec![places]
+        };
+        for batch in groups
+            .iter()
+            .flat_map(|group| group.chunks(self.batch_size))
+        {
             let mut conn = shared.conn.clone();
             let entries = batch.iter().filter_map(|(names, owner)| {
                 names.queue().map(|queue| (&**names, queue, &**owner))

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use crate::holds::Holds;
 use crate::protocol::scripts;
+use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connection::Connections;
 
@@ -90,7 +91,16 @@ async fn check_all(checks: &Checks) {
             return;
         }
     };
-    for batch in holds.chunks(checks.batch_size) {
+    // On a cluster, one call per hash slot: a script call may name one slot's keys only.
+    let groups = if conn.is_cluster() {
+        group_by_slot(holds, |hold| hold.key.as_bytes())
+    } else {
+        vec![holds]
+    };
+    for batch in groups
+        .iter()
+        .flat_map(|group| group.chunks(checks.batch_size))
+    {
         let pairs = batch.iter().map(|hold| (&*hold.key, &*hold.owner));
         match scripts::still_held(&mut conn, pairs).await {
             Ok(held) => {

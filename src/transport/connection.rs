@@ -1,6 +1,10 @@
 //! Command connections: one shared multiplexed connection for lock calls, replaced from a
 //! deadpool pool when it breaks, plus pooled connections for background work.
 //!
+//! On a Redis Cluster the shared connection is a redis-rs cluster connection, built with
+//! retries off: it keeps one multiplexed socket per node and repairs them itself, so there
+//! is no pool, and a "pooled" connection is a clone of it.
+//!
 //! Lock calls do not check a connection out of the pool per call: deadpool-redis pings on
 //! every checkout (`UNWATCH` + `PING`), which would double the latency of each lock call.
 //! One multiplexed connection pipelines every caller's commands instead, and the pool is
@@ -11,13 +15,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::{Manager, Pool, Runtime};
 use rand::Rng;
 use redis::{AsyncConnectionConfig, RedisError};
 
-use crate::config::settings::Settings;
+use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
+use crate::transport::conn::Conn;
 use crate::util::sync;
 
 /// Timed-out replies in a row, with none arriving in between, after which the shared
@@ -38,11 +42,28 @@ struct FailedRefill {
 #[derive(Clone)]
 pub(crate) struct SharedConn {
     generation: u64,
-    pub(crate) conn: MultiplexedConnection,
+    pub(crate) conn: Conn,
+}
+
+/// Where connections come from.
+enum Backend {
+    /// One Redis: a pool of multiplexed connections.
+    Single(Pool),
+    /// A Redis Cluster: cluster connections, each already multiplexed per node.
+    Cluster(Box<redis::cluster::ClusterClient>),
+}
+
+/// A connection for background work (see [`Connections::pooled`]): on one Redis, checked
+/// out of the pool until dropped; on a cluster, a clone of the shared cluster connection.
+pub(crate) struct Pooled {
+    pub(crate) conn: Conn,
+    /// Keeps the pool's connection checked out while in use.
+    _checkout: Option<deadpool_redis::Connection>,
 }
 
 pub(crate) struct Connections {
-    pool: Pool,
+    backend: Backend,
+    connect_timeout: Duration,
     shared: RwLock<Option<SharedConn>>,
     /// Serialises replacements, so a broken connection is replaced once, not once per
     /// caller; holds the last failed attempt, which callers queued behind it share.
@@ -101,9 +122,38 @@ impl Connections {
     /// connection.
     pub(crate) async fn open(
         settings: &Settings,
-        redis: &redis::Client,
+        endpoints: &Endpoints,
         reconnects: Arc<Reconnects>,
     ) -> Result<Self> {
+        let backend = match &endpoints.cluster {
+            Some(cluster) => Backend::Cluster(Box::new(cluster.clone())),
+            None => Backend::Single(Self::pool(settings, &endpoints.nodes[0])?),
+        };
+        let connections = Connections {
+            backend,
+            connect_timeout: settings.connect_timeout,
+            shared: RwLock::new(None),
+            refill: tokio::sync::Mutex::new(None),
+            next_generation: AtomicU64::new(1),
+            timeouts_in_a_row: AtomicU32::new(0),
+            retry_attempts: settings.retry_attempts,
+            retry_delay: settings.retry_delay,
+            reconnects,
+            runtime_gone: Arc::new(AtomicBool::new(false)),
+        };
+        // The drivers of the connections run on the current runtime; a task that never
+        // ends tells when it is gone.
+        let watch = RuntimeWatch(connections.runtime_gone.clone());
+        tokio::spawn(async move {
+            let _watch = watch;
+            std::future::pending::<()>().await
+        });
+        connections.shared().await?;
+        Ok(connections)
+    }
+
+    /// The pool of connections to one Redis.
+    fn pool(settings: &Settings, redis: &redis::Client) -> Result<Pool> {
         let connection_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
             .set_response_timeout(Some(settings.response_timeout));
@@ -123,24 +173,7 @@ impl Connections {
                 message: e.to_string(),
                 source: Some(Box::new(e)),
             })?;
-        let connections = Connections {
-            pool,
-            shared: RwLock::new(None),
-            refill: tokio::sync::Mutex::new(None),
-            next_generation: AtomicU64::new(1),
-            timeouts_in_a_row: AtomicU32::new(0),
-            retry_attempts: settings.retry_attempts,
-            retry_delay: settings.retry_delay,
-            reconnects,
-            runtime_gone: Arc::new(AtomicBool::new(false)),
-        };
-        let watch = RuntimeWatch(connections.runtime_gone.clone());
-        tokio::spawn(async move {
-            let _watch = watch;
-            std::future::pending::<()>().await
-        });
-        connections.shared().await?;
-        Ok(connections)
+        Ok(pool)
     }
 
     /// [`Error::RuntimeGone`] once the client's runtime has shut down.
@@ -176,12 +209,9 @@ impl Connections {
                 )));
             }
         }
-        // Detached from the pool: it lives as long as it works, and the pool stays free for
-        // the watchdog.
-        let conn = match self.pool.get().await {
-            Ok(conn) => deadpool_redis::Connection::take(conn),
+        let conn = match self.open_conn().await {
+            Ok(conn) => conn,
             Err(e) => {
-                let e = Error::from(e);
                 *last_failure = Some(FailedRefill {
                     at: tokio::time::Instant::now(),
                     error: e.to_string(),
@@ -201,6 +231,37 @@ impl Connections {
         Ok(fresh)
     }
 
+    /// A fresh connection for the shared one.
+    async fn open_conn(&self) -> Result<Conn> {
+        match &self.backend {
+            // Detached from the pool: it lives as long as it works, and the pool stays free
+            // for the watchdog.
+            Backend::Single(pool) => match pool.get().await {
+                Ok(conn) => Ok(Conn::Single(deadpool_redis::Connection::take(conn))),
+                Err(e) => Err(Error::from(e)),
+            },
+            // Reads the slot map from the seeds; bounded, since a seed that accepts the
+            // connection and never answers would hang it.
+            Backend::Cluster(client) => {
+                // Each node: a connect and a reply; the seeds are tried in turn.
+                let limit = self.connect_timeout * 2 + Duration::from_secs(1);
+                match tokio::time::timeout(limit, client.get_async_connection()).await {
+                    Ok(Ok(conn)) => Ok(Conn::Cluster(conn)),
+                    Ok(Err(e)) => Err(Error::Redis(e)),
+                    Err(_) => Err(Error::Timeout {
+                        during: "connecting to the cluster",
+                        after: limit,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// True for a cluster client.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.backend, Backend::Cluster(_))
+    }
+
     /// Who is told each time a fresh shared connection replaces a broken one.
     pub(crate) fn reconnects(&self) -> &Arc<Reconnects> {
         &self.reconnects
@@ -216,6 +277,11 @@ impl Connections {
     /// answer again. Callers still using a retired connection finish on it; new calls get a
     /// fresh one.
     pub(crate) fn report(&self, used: &SharedConn, error: &RedisError) {
+        // A cluster connection repairs its node connections itself (redis-rs reconnects a
+        // broken node and re-reads the slot map on redirections): it is never retired.
+        if used.conn.is_cluster() {
+            return;
+        }
         let suspect = error.is_timeout()
             && self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= RETIRE_AFTER_TIMEOUTS;
         if !error.is_unrecoverable_error() && !suspect {
@@ -237,11 +303,25 @@ impl Connections {
     }
 
     /// A connection of its own from the pool, for work that should not queue behind lock
-    /// calls on the shared connection (the watchdog's large renewal batches).
-    pub(crate) async fn pooled(&self) -> Result<deadpool_redis::Connection> {
+    /// calls on the shared connection (the watchdog's large renewal batches). On a cluster,
+    /// the shared cluster connection, which is multiplexed per node already.
+    pub(crate) async fn pooled(&self) -> Result<Pooled> {
         self.check_runtime()?;
-        // Boxed for the same reason as in `shared`: an acquire awaits this with replica sync.
-        Ok(Box::pin(self.pool.get()).await?)
+        match &self.backend {
+            Backend::Single(pool) => {
+                // Boxed for the same reason as in `shared`: an acquire awaits this with
+                // replica sync.
+                let checkout = Box::pin(pool.get()).await?;
+                Ok(Pooled {
+                    conn: Conn::Single((*checkout).clone()),
+                    _checkout: Some(checkout),
+                })
+            }
+            Backend::Cluster(_) => Ok(Pooled {
+                conn: self.shared().await?.conn,
+                _checkout: None,
+            }),
+        }
     }
 
     /// The pause before retry number `attempt` (1-based): the configured delay plus up to as
@@ -259,7 +339,7 @@ impl Connections {
     /// Redis up to the configured number of attempts.
     pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T>
     where
-        F: FnMut(MultiplexedConnection) -> Fut,
+        F: FnMut(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.with_retries_on(None, operation).await
@@ -270,11 +350,11 @@ impl Connections {
     /// of one connection, not those of two).
     pub(crate) async fn with_retries_on<T, F, Fut>(
         &self,
-        pinned: Option<MultiplexedConnection>,
+        pinned: Option<Conn>,
         mut operation: F,
     ) -> Result<T>
     where
-        F: FnMut(MultiplexedConnection) -> Fut,
+        F: FnMut(Conn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let mut attempt = 1;

@@ -4,8 +4,31 @@
 //! (`server_check`), whether the user may run a kind's commands (`permissions`), and
 //! refusals turned into typed errors (`explain`).
 //!
-//! A cluster or sentinel variant plugs in here, behind `Connections`
-//! and the listener, without touching lock code.
+//! # Topologies
+//!
+//! Every lock command goes out on one internal connection type (`conn::Conn`): a
+//! multiplexed connection to one Redis, or a redis-rs cluster connection that routes each
+//! script call to the master of its first key's hash slot. The protocol layer is written
+//! against a trait (`protocol::conn::RedisConn`) and never sees which.
+//!
+//! On a Redis Cluster ([`Client::connect_cluster`](crate::Client::connect_cluster)):
+//!
+//! - **No script runs twice because of the driver.** The cluster connection is built with
+//!   redis-rs's retries off: redis-rs would re-send a script after a timeout or an I/O
+//!   error, when it may already have run. This crate retries, after its backoff and within
+//!   `retry_attempts`, only what is idempotent or certainly did not run: `MOVED`, `ASK`,
+//!   `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY` (redis-rs re-reads the
+//!   slot map on the redirection, so the retry goes to the new owner). Every unlock checks
+//!   its latch, the first try too. An acquire that may have run is undone as on one Redis.
+//! - **Slots.** A lock's keys share its key's slot; batches are split per slot (see
+//!   [`Error::CrossSlotName`](crate::Error::CrossSlotName) for names that cannot).
+//! - **Scripts** are loaded on every node at connect when all answer; a node that answers
+//!   `NOSCRIPT` (restarted, or a promoted replica) is sent the script alone, at the call.
+//! - **Pub/sub** is classic: the listener connects to one seed and moves to the next when
+//!   its node fails; `PUBLISH` on any node reaches it. Sharded pub/sub, replica sync and
+//!   Sentinel are not supported yet.
+//! - **Connections.** The cluster connection keeps one socket per node and repairs them
+//!   itself; there is no pool, and background work shares it.
 //!
 //! # Replica sync
 //!
@@ -148,6 +171,7 @@
 //! fails with a clear `OOM` error ([`Error::Rejected`](crate::Error::Rejected)) and writes
 //! nothing.
 
+pub(crate) mod conn;
 pub(crate) mod connection;
 pub(crate) mod explain;
 pub(crate) mod permissions;

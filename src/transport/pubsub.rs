@@ -6,6 +6,10 @@
 //! Each `0` message adds one wake-up permit to the channel (wakes one waiter); reconnecting
 //! adds a permit per waiter so that every waiter re-checks at once, because messages
 //! published while the connection was down are gone.
+//!
+//! On a Redis Cluster the connection goes to one node: a classic `PUBLISH` on any node
+//! reaches the subscribers of every node (replicas too) over the cluster bus. When the node
+//! fails, the connection moves to the next seed that answers.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -69,7 +73,10 @@ enum Command {
 }
 
 struct Shared {
-    redis: redis::Client,
+    /// The nodes to connect to, tried in turn from `next_node`: the one URL, or each seed.
+    nodes: Vec<redis::Client>,
+    /// The node tried first at the next connection.
+    next_node: AtomicUsize,
     /// Bound on each SUBSCRIBE, UNSUBSCRIBE and PING of the connection task.
     command_timeout: Duration,
     /// Told when this connection is re-established after a loss: the shared connection's
@@ -95,9 +102,10 @@ pub(crate) struct UnlockListener {
 }
 
 impl UnlockListener {
-    /// `redis`: where to connect, with the client's TLS settings.
+    /// `nodes`: where to connect (one node, or a cluster's seeds, tried in turn), with the
+    /// client's TLS settings.
     pub(crate) fn new(
-        redis: redis::Client,
+        nodes: Vec<redis::Client>,
         connect_timeout: Duration,
         command_timeout: Duration,
         ping_interval: Duration,
@@ -106,7 +114,8 @@ impl UnlockListener {
     ) -> Result<Self> {
         Ok(UnlockListener {
             shared: Arc::new(Shared {
-                redis,
+                nodes,
+                next_node: AtomicUsize::new(0),
                 reconnects,
                 command_timeout,
                 ping_interval,
@@ -238,17 +247,39 @@ impl Shared {
             .collect()
     }
 
+    /// Connects to the first node that answers, starting at `next_node`.
     async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
-        // redis-rs puts no timeout on opening a pub/sub connection; a frozen server would
-        // hang it.
-        match tokio::time::timeout(self.connect_timeout, self.redis.get_async_pubsub()).await {
-            Ok(Ok(pubsub)) => Ok(pubsub.split()),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => Err(Error::Timeout {
-                during: "connecting for pub/sub",
-                after: self.connect_timeout,
-            }),
+        let count = self.nodes.len().max(1);
+        let start = self.next_node.load(Ordering::Relaxed);
+        let mut failure = None;
+        for step in 0..count {
+            let index = (start + step) % count;
+            let Some(node) = self.nodes.get(index) else {
+                break;
+            };
+            // redis-rs puts no timeout on opening a pub/sub connection; a frozen server
+            // would hang it.
+            match tokio::time::timeout(self.connect_timeout, node.get_async_pubsub()).await {
+                Ok(Ok(pubsub)) => {
+                    self.next_node.store(index, Ordering::Relaxed);
+                    return Ok(pubsub.split());
+                }
+                Ok(Err(e)) => failure = Some(e.into()),
+                Err(_) => {
+                    failure = Some(Error::Timeout {
+                        during: "connecting for pub/sub",
+                        after: self.connect_timeout,
+                    })
+                }
+            }
         }
+        Err(failure.unwrap_or_else(|| Error::invalid("no node to connect to for pub/sub")))
+    }
+
+    /// The connection to the current node was lost: start the next try at the next node
+    /// (on a cluster, the node may have failed).
+    fn move_on(&self) {
+        self.next_node.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -331,6 +362,7 @@ async fn run(
         }
         tracing::debug!("pub/sub connection lost; reconnecting");
         if let Some(listener) = shared.upgrade() {
+            listener.move_on();
             for (_, channel) in listener.wanted() {
                 channel.subscribed.send_replace(Subscribed::Pending);
             }

@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
+use crate::transport::conn::Conn;
 
 use crate::error::{Error, Result};
 
@@ -51,7 +51,7 @@ impl ReplicaSync {
     /// # Errors
     /// [`Error::NotReplicated`] when replicas are connected and none acknowledged within
     /// the timeout; a connection error when `WAIT` itself failed.
-    pub(crate) async fn wait(&self, conn: &mut MultiplexedConnection) -> Result<()> {
+    pub(crate) async fn wait(&self, conn: &mut Conn) -> Result<()> {
         let connected = self.connected_replicas(conn, false).await?;
         if connected == 0 {
             return Ok(());
@@ -87,11 +87,7 @@ impl ReplicaSync {
 
     /// The master's connected replicas: the last reading, or a new one when it is older
     /// than [`REPLICAS_READ_EVERY`] or `fresh` is asked for.
-    async fn connected_replicas(
-        &self,
-        conn: &mut MultiplexedConnection,
-        fresh: bool,
-    ) -> Result<usize> {
+    async fn connected_replicas(&self, conn: &mut Conn, fresh: bool) -> Result<usize> {
         let now_ms = crate::util::time::to_nanos(tokio::time::Instant::now()) / 1_000_000;
         let read_at = self.read_at_ms.load(Ordering::Acquire);
         let every = crate::util::time::millis(REPLICAS_READ_EVERY);

@@ -2,38 +2,44 @@
 //! `build()` clearly instead of every lock call failing later: it answers as Redis 7.0 or
 //! later (the scripts use `#!lua` flags and `redis.acl_check_cmd`), as a master, in
 //! standalone mode (`HELLO`); and the scripts load (the user may run `EVALSHA` and
-//! `SCRIPT LOAD`). Which commands the user may run is checked at the first use of each
+//! `SCRIPT LOAD`). A cluster client checks instead that the node it asks runs in cluster
+//! mode, and a script that does not load on every node (one is down) is loaded on its
+//! node at its first call there. Which commands the user may run is checked at the first use of each
 //! lock kind ([`crate::transport::permissions`]).
 
 use std::collections::HashMap;
 
-use redis::aio::MultiplexedConnection;
 use redis::Value;
 
 use crate::config::server_url::ServerUrl;
 use crate::error::{is_permission_failure, Error, Result};
 use crate::protocol::scripts;
+use crate::transport::conn::Conn;
 
 /// Checks the server on `conn` (see the module docs) and loads the scripts.
-pub(crate) async fn check_server(conn: &mut MultiplexedConnection, url: &ServerUrl) -> Result<()> {
+pub(crate) async fn check_server(conn: &mut Conn, url: &ServerUrl) -> Result<()> {
     check_identity(conn, url).await?;
-    scripts::load_all(conn).await.map_err(|e| {
-        if is_permission_failure(&e) {
-            Error::PermissionDenied {
-                operation: "connecting to",
-                target: url.to_string(),
-                missing: e.detail().unwrap_or("a permission").to_string(),
-            }
-        } else {
-            Error::Redis(e)
+    match scripts::load_all(conn).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_permission_failure(&e) => Err(Error::PermissionDenied {
+            operation: "connecting to",
+            target: url.to_string(),
+            missing: e.detail().unwrap_or("a permission").to_string(),
+        }),
+        // `SCRIPT LOAD` on a cluster goes to every node and fails if one is down: each
+        // call loads its script on its own node when that node answers NOSCRIPT.
+        Err(e) if conn.is_cluster() => {
+            tracing::debug!(%url, error = %e, "scripts not loaded on every cluster node");
+            Ok(())
         }
-    })
+        Err(e) => Err(Error::Redis(e)),
+    }
 }
 
 /// `HELLO` (with no arguments: it answers without changing the protocol) tells the
 /// server's version, role and mode in one round trip, with a command every user may run
 /// under the usual `+@connection` rule. A user refused even that skips these checks.
-async fn check_identity(conn: &mut MultiplexedConnection, url: &ServerUrl) -> Result<()> {
+async fn check_identity(conn: &mut Conn, url: &ServerUrl) -> Result<()> {
     let hello: redis::RedisResult<HashMap<String, Value>> =
         redis::cmd("HELLO").query_async(conn).await;
     let hello = match hello {
@@ -65,7 +71,16 @@ async fn check_identity(conn: &mut MultiplexedConnection, url: &ServerUrl) -> Re
             &format!("it runs version {version}; redis-rlock needs Redis 7.0 or later (or Valkey)"),
         ));
     }
+    let cluster = conn.is_cluster();
     match field("mode").as_str() {
+        // The cluster connection sends HELLO to a master; replicas are never written to.
+        "cluster" if cluster => return Ok(()),
+        _ if cluster => {
+            return Err(unsupported(
+                url,
+                "it does not run in cluster mode; connect to it with Client::connect",
+            ))
+        }
         "sentinel" => {
             return Err(unsupported(
                 url,
@@ -75,8 +90,8 @@ async fn check_identity(conn: &mut MultiplexedConnection, url: &ServerUrl) -> Re
         "cluster" => {
             return Err(unsupported(
                 url,
-                "it runs in cluster mode, which this client does not support yet (a lock \
-                 call would be refused with MOVED or CROSSSLOT)",
+                "it runs in cluster mode: connect with Client::connect_cluster (a lock call \
+                 on one node would be refused with MOVED or CROSSSLOT)",
             ))
         }
         _ => {}

@@ -60,10 +60,23 @@ end
 -- live one that reconnects having lost a turn for each release it missed.
 -- Publishes before it writes, and callers call it before they free the lock, so that a
 -- PUBLISH the user may not send fails the script with the lock and the queue as they were.
+-- A cluster client sends the message as '0#': there PUBSUB NUMSUB counts only the
+-- subscribers of the node running this script, and a live waiter subscribed on another node
+-- would look dead, so the head is told as is (a dead head is dropped by its deadline).
 local function notify_head(queue, channel, message)
-    local index, hearer = first_hearer(queue, channel)
-    if index == nil then
-        return
+    local index, hearer
+    if string.sub(message, -1) == '#' then
+        message = string.sub(message, 1, -2)
+        hearer = redis.call('lindex', queue, 0)
+        if not hearer then
+            return
+        end
+        index = 0
+    else
+        index, hearer = first_hearer(queue, channel)
+        if index == nil then
+            return
+        end
     end
     redis.call('publish', channel .. ':' .. hearer, message)
     if index > 0 then

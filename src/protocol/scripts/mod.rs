@@ -10,11 +10,11 @@
 
 use std::sync::{Arc, LazyLock};
 
-use redis::aio::MultiplexedConnection;
-use redis::{ErrorKind, RedisError, RedisResult, Script};
+use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::protocol::batch::{send_alone, Batched, Batcher};
-use crate::protocol::evalsha::EvalSha;
+use crate::protocol::conn::RedisConn;
+use crate::protocol::evalsha::{EvalSha, LuaScript};
 use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
 /// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
@@ -40,7 +40,7 @@ fn assemble(shared: &[&str], body: &str) -> String {
 macro_rules! script {
     ($file:literal $(, $shared:literal)*) => {
         LazyLock::new(|| {
-            Script::new(&assemble(
+            LuaScript::new(assemble(
                 &[$(include_str!($shared)),*],
                 include_str!($file),
             ))
@@ -55,26 +55,26 @@ macro_rules! fair_script {
     };
 }
 
-static ACQUIRE: LazyLock<Script> = script!("acquire.lua", "lock_common.lua");
-static UNLOCK: LazyLock<Script> = script!("unlock.lua");
-static FORCE_UNLOCK: LazyLock<Script> = script!("force_unlock.lua", "lock_common.lua");
-static RENEW: LazyLock<Script> = script!("renew.lua");
-static FENCED_ACQUIRE: LazyLock<Script> = script!("fenced_acquire.lua", "lock_common.lua");
-static FENCED_SET: LazyLock<Script> =
+static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");
+static UNLOCK: LazyLock<LuaScript> = script!("unlock.lua");
+static FORCE_UNLOCK: LazyLock<LuaScript> = script!("force_unlock.lua", "lock_common.lua");
+static RENEW: LazyLock<LuaScript> = script!("renew.lua");
+static FENCED_ACQUIRE: LazyLock<LuaScript> = script!("fenced_acquire.lua", "lock_common.lua");
+static FENCED_SET: LazyLock<LuaScript> =
     script!("fenced_set.lua", "lock_common.lua", "fence_common.lua");
-static FENCED_RAISE: LazyLock<Script> =
+static FENCED_RAISE: LazyLock<LuaScript> =
     script!("fenced_raise.lua", "lock_common.lua", "fence_common.lua");
-static FAIR_ACQUIRE: LazyLock<Script> = fair_script!("fair_acquire.lua");
-static FAIR_UNLOCK: LazyLock<Script> = fair_script!("fair_unlock.lua");
-static FAIR_FORCE_UNLOCK: LazyLock<Script> = fair_script!("fair_force_unlock.lua");
-static FAIR_LEAVE: LazyLock<Script> = fair_script!("fair_leave.lua");
-static FAIR_HEARTBEAT: LazyLock<Script> = fair_script!("fair_heartbeat.lua");
-static ACL_PROBE: LazyLock<Script> = script!("acl_probe.lua");
-static INSPECT: LazyLock<Script> = script!("inspect.lua", "lock_common.lua");
-static STILL_HELD: LazyLock<Script> = script!("still_held.lua");
+static FAIR_ACQUIRE: LazyLock<LuaScript> = fair_script!("fair_acquire.lua");
+static FAIR_UNLOCK: LazyLock<LuaScript> = fair_script!("fair_unlock.lua");
+static FAIR_FORCE_UNLOCK: LazyLock<LuaScript> = fair_script!("fair_force_unlock.lua");
+static FAIR_LEAVE: LazyLock<LuaScript> = fair_script!("fair_leave.lua");
+static FAIR_HEARTBEAT: LazyLock<LuaScript> = fair_script!("fair_heartbeat.lua");
+static ACL_PROBE: LazyLock<LuaScript> = script!("acl_probe.lua");
+static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
+static STILL_HELD: LazyLock<LuaScript> = script!("still_held.lua");
 
 /// Loads every script, so that later calls find them by hash.
-pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()> {
+pub(crate) async fn load_all<C: RedisConn>(conn: &mut C) -> RedisResult<()> {
     let all = [
         &ACQUIRE,
         &UNLOCK,
@@ -93,7 +93,7 @@ pub(crate) async fn load_all(conn: &mut MultiplexedConnection) -> RedisResult<()
         &STILL_HELD,
     ];
     for script in all {
-        script.prepare_invoke().load_async(conn).await?;
+        script.script().load_async(conn).await?;
     }
     Ok(())
 }
@@ -113,7 +113,7 @@ fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
 /// The channel is an argument, not a key: it needs no key permission (see the README's
 /// ACL rules), and the lock key routes the call.
 fn fair_call<'s>(
-    script: &'s Script,
+    script: &'s LuaScript,
     names: &LockNames,
     queue: &QueueNames,
     more_keys: &[&str],
@@ -130,12 +130,12 @@ fn fair_call<'s>(
     for key in more_keys {
         call.arg(*key);
     }
-    call.arg(&*names.channel).arg(UNLOCK_MESSAGE);
+    call.arg(&*names.channel).arg(names.fair_message());
     call
 }
 
-/// One acquire attempt.
-pub(crate) struct AcquireCall<'a> {
+/// One acquire attempt, on connections of type `C`.
+pub(crate) struct AcquireCall<'a, C> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
@@ -144,7 +144,7 @@ pub(crate) struct AcquireCall<'a> {
     /// Fair locks: how long a queued waiter keeps its place without refreshing it.
     pub(crate) place_ms: u64,
     /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
-    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem>>>,
+    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem, C>>>,
 }
 
 /// What an acquire script answered.
@@ -218,15 +218,16 @@ impl AcquireItem {
 impl Batched for AcquireItem {
     type Reply = AcquireReply;
 
-    async fn send(
-        conn: &mut MultiplexedConnection,
-        items: &[Self],
-    ) -> RedisResult<Vec<AcquireReply>> {
+    fn key(&self) -> &str {
+        &self.names.key
+    }
+
+    async fn send<C: RedisConn>(conn: &mut C, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
         let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
         Ok(replies.into_iter().map(Self::reply).collect())
     }
 
-    async fn send_one(conn: &mut MultiplexedConnection, item: &Self) -> RedisResult<AcquireReply> {
+    async fn send_one<C: RedisConn>(conn: &mut C, item: &Self) -> RedisResult<AcquireReply> {
         let reply: i64 = Self::call(std::slice::from_ref(item), true)
             .query(conn)
             .await?;
@@ -234,9 +235,9 @@ impl Batched for AcquireItem {
     }
 }
 
-impl AcquireCall<'_> {
+impl<C: RedisConn> AcquireCall<'_, C> {
     /// `acquire.lua`, `fenced_acquire.lua` or `fair_acquire.lua`.
-    pub(crate) async fn run(&self, mut conn: MultiplexedConnection) -> RedisResult<AcquireReply> {
+    pub(crate) async fn run(&self, mut conn: C) -> RedisResult<AcquireReply> {
         if let Some(token) = self.names.token_counter() {
             let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
             let mut call = EvalSha::new(&FENCED_ACQUIRE, 2, 4, bytes);
@@ -311,15 +312,15 @@ impl From<Option<i64>> for UnlockOutcome {
     }
 }
 
-/// One call of `unlock.lua` or `fair_unlock.lua`.
-pub(crate) struct UnlockCall<'a> {
+/// One call of `unlock.lua` or `fair_unlock.lua`, on connections of type `C`.
+pub(crate) struct UnlockCall<'a, C> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) latch: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
     pub(crate) latch_ttl_ms: u64,
     /// Where a plain lock's release may be batched with others; `None`: sent alone.
-    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
+    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem, C>>>,
 }
 
 /// One plain lock's release, as an item of `unlock.lua`.
@@ -372,15 +373,16 @@ impl UnlockItem {
 impl Batched for UnlockItem {
     type Reply = UnlockOutcome;
 
-    async fn send(
-        conn: &mut MultiplexedConnection,
-        items: &[Self],
-    ) -> RedisResult<Vec<UnlockOutcome>> {
+    fn key(&self) -> &str {
+        &self.names.key
+    }
+
+    async fn send<C: RedisConn>(conn: &mut C, items: &[Self]) -> RedisResult<Vec<UnlockOutcome>> {
         let found: Vec<i64> = Self::call(items, false).query(conn).await?;
         Ok(found.into_iter().map(|f| Some(f).into()).collect())
     }
 
-    async fn send_one(conn: &mut MultiplexedConnection, item: &Self) -> RedisResult<UnlockOutcome> {
+    async fn send_one<C: RedisConn>(conn: &mut C, item: &Self) -> RedisResult<UnlockOutcome> {
         let found: i64 = Self::call(std::slice::from_ref(item), true)
             .query(conn)
             .await?;
@@ -388,13 +390,9 @@ impl Batched for UnlockItem {
     }
 }
 
-impl UnlockCall<'_> {
+impl<C: RedisConn> UnlockCall<'_, C> {
     /// `retry`: an earlier try of this request may have run.
-    pub(crate) async fn run(
-        &self,
-        mut conn: MultiplexedConnection,
-        retry: bool,
-    ) -> RedisResult<UnlockOutcome> {
+    pub(crate) async fn run(&self, mut conn: C, retry: bool) -> RedisResult<UnlockOutcome> {
         let Some(queue) = self.names.queue() else {
             let item = UnlockItem {
                 names: self.names.clone(),
@@ -420,8 +418,8 @@ impl UnlockCall<'_> {
 
 /// `force_unlock.lua` or `fair_force_unlock.lua`: true when a lock was deleted
 /// (and a waiter told).
-pub(crate) async fn force_unlock(
-    mut conn: MultiplexedConnection,
+pub(crate) async fn force_unlock<C: RedisConn>(
+    mut conn: C,
     names: &LockNames,
 ) -> RedisResult<bool> {
     let call = match names.queue() {
@@ -439,8 +437,8 @@ pub(crate) async fn force_unlock(
 
 /// `fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
 /// the lock is free. A plain lock has no queue: nothing to do.
-pub(crate) async fn leave_queue(
-    mut conn: MultiplexedConnection,
+pub(crate) async fn leave_queue<C: RedisConn>(
+    mut conn: C,
     names: &LockNames,
     owner: &str,
 ) -> RedisResult<()> {
@@ -467,8 +465,8 @@ pub(crate) enum Place {
 /// `renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
 /// still held it (and its lease was reset). Leases that differ from `lease_ms` (near a
 /// maximum hold time) are sent one per key.
-pub(crate) async fn renew<'a>(
-    conn: &mut MultiplexedConnection,
+pub(crate) async fn renew<'a, C: RedisConn>(
+    conn: &mut C,
     lease_ms: u64,
     batch: impl Iterator<Item = (&'a str, &'a str, u64)> + Clone,
 ) -> RedisResult<Vec<bool>> {
@@ -498,19 +496,24 @@ pub(crate) async fn renew<'a>(
 
 /// `fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
 /// owner)` what became of its place (a kept place's deadline is pushed `place_ms` ahead).
-pub(crate) async fn refresh_places<'a>(
-    conn: &mut MultiplexedConnection,
+pub(crate) async fn refresh_places<'a, C: RedisConn>(
+    conn: &mut C,
     place_ms: u64,
     batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)> + Clone,
 ) -> RedisResult<Vec<Place>> {
     let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
         (n + 1, bytes + 4 * names.key.len() + 128 + owner.len())
     });
+    // Every lock of one client is on the same topology.
+    let message = batch
+        .clone()
+        .next()
+        .map_or(UNLOCK_MESSAGE, |(names, _, _)| names.fair_message());
     let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 2, bytes);
     for (names, queue, _) in batch.clone() {
         fair_keys(&mut call, names, queue);
     }
-    call.arg(place_ms).arg(UNLOCK_MESSAGE);
+    call.arg(place_ms).arg(message);
     for (names, _, owner) in batch {
         call.arg(&*names.channel).arg(owner);
     }
@@ -527,8 +530,8 @@ pub(crate) async fn refresh_places<'a>(
 
 /// `fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
 /// than `token` was accepted before. True when written.
-pub(crate) async fn fenced_set(
-    mut conn: MultiplexedConnection,
+pub(crate) async fn fenced_set<C: RedisConn>(
+    mut conn: C,
     key: &str,
     fence: &str,
     token: u64,
@@ -541,8 +544,8 @@ pub(crate) async fn fenced_set(
 
 /// `fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
 /// at least `token`. False when `owner` no longer holds the lock (nothing written).
-pub(crate) async fn fenced_raise(
-    mut conn: MultiplexedConnection,
+pub(crate) async fn fenced_raise<C: RedisConn>(
+    mut conn: C,
     names: &LockNames,
     owner: &str,
     token: u64,
@@ -557,8 +560,8 @@ pub(crate) async fn fenced_raise(
 
 /// `acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
 /// user may not run, by their index in `checks`.
-pub(crate) async fn refused_checks(
-    conn: &mut MultiplexedConnection,
+pub(crate) async fn refused_checks<C: RedisConn>(
+    conn: &mut C,
     checks: &[Vec<String>],
 ) -> RedisResult<Vec<usize>> {
     let args: usize = checks.iter().map(|check| check.len() + 1).sum();
@@ -588,8 +591,8 @@ pub(crate) struct LockState {
 
 /// `inspect.lua`: the state of the lock `key` as seen by `owner`, or a NOTALOCK error
 /// when the key is not a lock.
-pub(crate) async fn inspect(
-    mut conn: MultiplexedConnection,
+pub(crate) async fn inspect<C: RedisConn>(
+    mut conn: C,
     key: &str,
     owner: &str,
 ) -> RedisResult<LockState> {
@@ -601,8 +604,8 @@ pub(crate) async fn inspect(
 
 /// `still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still
 /// holds the lock.
-pub(crate) async fn still_held<'a>(
-    conn: &mut MultiplexedConnection,
+pub(crate) async fn still_held<'a, C: RedisConn>(
+    conn: &mut C,
     batch: impl Iterator<Item = (&'a str, &'a str)> + Clone,
 ) -> RedisResult<Vec<bool>> {
     let (keys, bytes) = batch.clone().fold((0, 0), |(n, bytes), (key, owner)| {

@@ -1,0 +1,91 @@
+//! Redis Cluster hash slots: which slot a key lives in, and grouping work by slot, so that
+//! a script call on a cluster never names keys of two slots (Redis would refuse it with
+//! `CROSSSLOT`).
+
+use std::collections::BTreeMap;
+
+/// The number of hash slots of a Redis Cluster.
+const SLOTS: u16 = 16384;
+
+/// The hash slot of `key`, as Redis Cluster computes it: CRC16 (XMODEM) of the key's hash
+/// tag (the text between the first `{` and the next `}`, when not empty) or of the whole
+/// key, modulo 16384. See <https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags>.
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
+    crc16(hash_tag(key).unwrap_or(key)) % SLOTS
+}
+
+/// The part of `key` Redis hashes when it has a valid hash tag.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let close = key[open + 1..].iter().position(|&b| b == b'}')?;
+    let tag = &key[open + 1..open + 1 + close];
+    (!tag.is_empty()).then_some(tag)
+}
+
+/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), bit by bit: keys are short,
+/// and this runs once per lock handle and once per key of a renewal round.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// `items` split into groups of one slot each (by the slot of `key(item)`), in slot order,
+/// each group keeping the items' order.
+pub(crate) fn group_by_slot<T>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> &[u8],
+) -> Vec<Vec<T>> {
+    let mut groups: BTreeMap<u16, Vec<T>> = BTreeMap::new();
+    for item in items {
+        groups.entry(key_slot(key(&item))).or_default().push(item);
+    }
+    groups.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::cluster_routing::Slot;
+
+    #[test]
+    fn slots_match_redis_rs() {
+        for key in [
+            "order:1001",
+            "redisson_lock__channel:{order:1001}",
+            "{user1000}.following",
+            "a{b",
+            "{}x",
+            "foo{}{bar}",
+            "foo{{bar}}zap",
+            "foo{bar}{zap}",
+            "",
+        ] {
+            assert_eq!(
+                Slot::new(key_slot(key.as_bytes())),
+                Some(Slot::for_key(key)),
+                "{key:?}"
+            );
+        }
+        assert_eq!(key_slot(b"123456789"), 0x31c3 % SLOTS);
+    }
+
+    #[test]
+    fn groups_keep_order_within_a_slot() {
+        let groups = group_by_slot(["{a}1", "{b}1", "{a}2", "{b}2"], |k| k.as_bytes());
+        assert_eq!(groups.len(), 2);
+        for group in groups {
+            assert_eq!(group.len(), 2);
+            assert!(group[0].ends_with('1') && group[1].ends_with('2'));
+        }
+    }
+}

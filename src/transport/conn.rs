@@ -1,0 +1,77 @@
+//! [`Conn`]: the one connection type lock commands go out on, whatever the topology: a
+//! multiplexed connection to one Redis, or a cluster connection that routes each command
+//! to the master of its first key's hash slot.
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+
+use crate::protocol::conn::RedisConn;
+use crate::protocol::evalsha::LuaScript;
+
+/// A connection to one Redis or to a Redis Cluster. Cheap to clone: clones share the
+/// underlying sockets (one per node on a cluster).
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(MultiplexedConnection),
+    /// Built with retries off: redis-rs would otherwise re-send a script after a timeout
+    /// or an I/O error, when it may already have run (see `transport` module docs).
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl RedisConn for Conn {
+    async fn load_script(&mut self, script: &LuaScript, slot: Option<u16>) -> RedisResult<()> {
+        match (self, slot) {
+            // `SCRIPT LOAD` through a cluster connection goes to every node and fails if
+            // one is down: load it where the call runs instead.
+            (Conn::Cluster(conn), Some(slot)) => {
+                let mut load = redis::cmd("SCRIPT");
+                load.arg("LOAD").arg(script.source());
+                let route = Route::new(slot, SlotAddr::Master);
+                conn.route_command(
+                    load,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await
+                .map(drop)
+            }
+            (conn, _) => script.script().load_async(conn).await.map(drop),
+        }
+    }
+}
+
+impl Conn {
+    /// True for a cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster(_))
+    }
+}
