@@ -289,3 +289,35 @@ async fn a_multilock_spans_keys_in_different_slots() {
     assert!(hash_on_master(&cluster, a).await.is_empty());
     assert!(hash_on_master(&cluster, b).await.is_empty());
 }
+
+#[tokio::test]
+async fn sharded_pubsub_and_replica_sync_are_refused_before_connecting() {
+    use redis_rlock::PubSubMode;
+    // Nothing listens on port 1: the settings are refused before anything is sent.
+    let err = Client::cluster_builder(["redis://127.0.0.1:1"])
+        .pubsub_mode(PubSubMode::Sharded)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    assert!(err.to_string().contains("Sharded"), "{err}");
+    let err = Client::cluster_builder(["redis://127.0.0.1:1"])
+        .replica_sync(1, Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    let none: [&str; 0] = [];
+    let err = Client::connect_cluster(none).await.unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+}
+
+#[tokio::test]
+async fn seed_passwords_never_show() {
+    let builder = Client::cluster_builder(["redis://:hunter22secret@127.0.0.1:1"])
+        .connect_timeout(Duration::from_millis(200));
+    assert!(!format!("{builder:?}").contains("hunter22secret"));
+    let err = builder.build().await.unwrap_err();
+    assert!(!err.to_string().contains("hunter22secret"), "{err}");
+    assert!(!format!("{err:?}").contains("hunter22secret"), "{err:?}");
+}
