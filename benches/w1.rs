@@ -20,28 +20,18 @@ mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis_rlock::Client;
 use rslock::LockManager;
 
 use common::floor::{connect, RawHash, RawSetNx};
-use common::interleave::{interleaved, place, Contender, PairFuture, BLOCK};
+use common::interleave::{interleaved, pair_of, place, Contender, BLOCK};
 use common::options;
 use common::placement::{self, Placement, PLACEMENTS};
 use common::report::{fixed, Json, Table};
 use common::runtime::Flavour;
 use common::stats::Figures;
-
-/// A pair of `lock`, as a boxed future.
-fn pair_of<L: Send + Sync + 'static>(
-    lock: L,
-    pair: fn(Arc<L>) -> PairFuture,
-) -> impl FnMut() -> PairFuture + Send + 'static {
-    let lock = Arc::new(lock);
-    move || pair(lock.clone())
-}
 
 async fn floor(url: String) -> Contender {
     let floor = RawHash::new(vec![connect(&url).await], "w1:raw", 1);

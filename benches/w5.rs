@@ -9,28 +9,17 @@ use testkit as support;
 
 mod common;
 
-use std::sync::Arc;
-
 use redis_rlock::{Client, RedLock};
 use support::RedisServer;
 
 use common::contend::{contend, Contention, ContentionRow};
 use common::floor::{connect, RawHash};
-use common::interleave::{interleaved, place, Contender, PairFuture};
+use common::interleave::{interleaved, pair_of, place, Contender};
 use common::options;
 use common::placement::{self, SPLIT};
 use common::report::{fixed, Json, Table};
 use common::runtime::Flavour;
 use common::stats::Figures;
-
-/// A lock's pair (`RLock` or `RedLock`), as a boxed future.
-fn pair_of<L: Send + Sync + 'static>(
-    lock: L,
-    pair: fn(Arc<L>) -> PairFuture,
-) -> impl FnMut() -> PairFuture + Send + 'static {
-    let lock = Arc::new(lock);
-    move || pair(lock.clone())
-}
 
 /// A client of each of `urls`.
 async fn clients(urls: &[String]) -> Vec<Client> {

@@ -327,21 +327,8 @@ impl Scene {
         AnyLock::new(self.kind, &clients, "warm-up")
             .take_and_release("warming up")
             .await;
-        // The unlock's latch is deleted shortly after, in the background: wait for it, so
-        // that writes paused later do not hold that UNLINK (and the call's script behind it
-        // on the same connection) instead of the call's script alone.
-        for raw in &self.raw {
-            let latches = settles_to(0, GENEROUS, || async {
-                let keys: Vec<String> = redis::cmd("KEYS")
-                    .arg("redisson_unlock_latch:{warm-up}:*")
-                    .query_async(&mut raw.clone())
-                    .await
-                    .unwrap();
-                keys.len()
-            })
-            .await;
-            assert_eq!(latches, 0, "the warm-up's unlock latch was not deleted");
-        }
+        // The warm-up's unlock latch stays until 512 have gathered, an unlock a second later,
+        // or the client's end: no UNLINK goes out on a timer while a test has Redis paused.
         clients
     }
 

@@ -20,6 +20,16 @@ use crate::common::stats::{Counters, Figures};
 /// One lock + unlock of a contender.
 pub type PairFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// A lock's pair (`RLock`, `RedLock`, rslock's manager), as a boxed future made anew on
+/// each call.
+pub fn pair_of<L: Send + Sync + 'static>(
+    lock: L,
+    pair: fn(std::sync::Arc<L>) -> PairFuture,
+) -> impl FnMut() -> PairFuture + Send + 'static {
+    let lock = std::sync::Arc::new(lock);
+    move || pair(lock.clone())
+}
+
 /// Makes a contender's next pair.
 pub type Pair = Box<dyn FnMut() -> PairFuture + Send>;
 

@@ -70,7 +70,7 @@ impl RedisServer {
         panic!("redis-server failed to start after {MAX_TRIES} attempts: {last_err}");
     }
 
-    /// One attempt: a free port, a fresh temporary directory, and `launch`. The directory
+    /// One attempt: a free port, a fresh temporary directory, and `launch_with_config`. The directory
     /// is removed again if the process exits early (e.g. the port was taken meanwhile), so
     /// that callers choosing more ports of their own (a cluster bus port) can simply retry.
     pub(crate) fn try_start(
@@ -253,7 +253,7 @@ impl RedisGroup {
 }
 
 /// Asks the OS for a currently free loopback port. It can be grabbed by someone else
-/// before redis binds it; `launch` detects that and the caller retries.
+/// before redis binds it; `launch_with_config` detects that and the caller retries.
 pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener
@@ -286,15 +286,11 @@ pub(crate) fn connect(port: u16, timeout: Duration) -> redis::RedisResult<redis:
     Ok(conn)
 }
 
-/// Spawns redis-server and waits until *this* process answers on `port`.
-/// Returns `Err` if it exited early (e.g. port in use); panics if it is missing or hangs.
-pub(crate) fn launch(port: u16, dir: &PathBuf, extra: &[String]) -> Result<Child, String> {
-    launch_with_config(port, dir, None, extra)
-}
-
-/// [`launch`], with a config file holding `config` as the first argument when given. The
-/// file is written only if `dir` does not hold it yet, so a restart keeping data keeps what
-/// the server rewrote there.
+/// Spawns redis-server and waits until *this* process answers on `port`, with a config
+/// file holding `config` as the first argument when given. Returns `Err` if it exited
+/// early (e.g. port in use); panics if it is missing or hangs. The file is written only if
+/// `dir` does not hold it yet, so a restart keeping data keeps what the server rewrote
+/// there.
 pub(crate) fn launch_with_config(
     port: u16,
     dir: &PathBuf,

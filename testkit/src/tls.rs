@@ -15,7 +15,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose,
 };
 
-use crate::servers::{free_port, launch, RedisServer, MAX_TRIES, READY_TIMEOUT};
+use crate::servers::{free_port, launch_with_config, RedisServer, MAX_TRIES, READY_TIMEOUT};
 
 /// A test PKI: a CA, a server certificate it signed (SANs `127.0.0.1` and `localhost`), a
 /// client certificate it signed (for mutual TLS), and an unrelated second CA (a wrong
@@ -194,10 +194,10 @@ impl TlsRedis {
             let dir = std::env::temp_dir()
                 .join(format!("redis-rlock-test-{port}-{}", uuid::Uuid::new_v4()));
             std::fs::create_dir_all(&dir).expect("create redis temp dir");
-            // `launch` returns once the plain port answers PING, and redis-server binds
+            // `launch_with_config` returns once the plain port answers PING, and redis-server binds
             // all its listeners before it serves any, so the TLS port is bound too (a
-            // taken TLS port makes it exit, which `launch` reports as an error).
-            match launch(port, &dir, &extra) {
+            // taken TLS port makes it exit, which `launch_with_config` reports as an error).
+            match launch_with_config(port, &dir, None, &extra) {
                 Ok(child) => {
                     let server = RedisServer {
                         port,
