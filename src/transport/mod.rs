@@ -25,8 +25,13 @@
 //! - **Scripts** are loaded on every node at connect when all answer; a node that answers
 //!   `NOSCRIPT` (restarted, or a promoted replica) is sent the script alone, at the call.
 //! - **Pub/sub** is classic: the listener connects to one seed and moves to the next when
-//!   its node fails; `PUBLISH` on any node reaches it. Sharded pub/sub, replica sync and
-//!   Sentinel are not supported yet.
+//!   its node fails; `PUBLISH` on any node reaches it. Redisson clients sharing the locks
+//!   must have `shardedSubscriptionMode` set to `OFF`, or they publish with `SPUBLISH`,
+//!   which this client does not hear yet. [`PubSubMode::Sharded`](crate::PubSubMode) is
+//!   refused by `build()`; sharded pub/sub, replica sync and Sentinel are not supported yet.
+//! - **Fair locks** tell the head of the queue its turn without first checking that
+//!   somebody listens for it (`PUBSUB NUMSUB` counts one node's subscribers only): a waiter
+//!   that died is passed over by its deadline (`fair_waiter_timeout`) rather than at once.
 //! - **Connections.** The cluster connection keeps one socket per node and repairs them
 //!   itself; there is no pool, and background work shares it.
 //!
