@@ -151,11 +151,11 @@ impl<K: LockKind> Lock<K> {
         match &self.names {
             Some(names) => match names.split() {
                 None => Ok(names),
-                Some((other, other_slot)) => Err(Error::CrossSlotName {
+                Some(split) => Err(Error::CrossSlotName {
                     name: names.key.to_string(),
-                    slot: names.slot,
-                    other: other.clone(),
-                    other_slot: *other_slot,
+                    slot: split.key_slot,
+                    other: split.name.clone(),
+                    other_slot: split.slot,
                 }),
             },
             None => Err(validate::lock_name(&self.name)

@@ -93,3 +93,5 @@ pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod scripts;
 pub(crate) mod slot;
+
+pub use slot::key_slot;

@@ -30,14 +30,23 @@ pub(crate) struct LockNames {
     latch_prefix: String,
     /// The names only this kind of lock has.
     pub(crate) kind: KindNames,
-    /// The hash slot of `key`, which every other name should share on a Redis Cluster.
-    pub(crate) slot: u16,
     /// Whether a fair lock's scripts look past waiters nobody is subscribed for (see
     /// [`LockNames::fair_message`]); off on a cluster.
     look_ahead: bool,
-    /// On a cluster: a derived name outside the key's slot, and its slot (see
+    /// On a cluster: a derived name outside the key's slot (see
     /// [`LockNames::split_name`]), which makes the lock unusable there.
-    split: Option<(String, u16)>,
+    split: Option<SplitName>,
+}
+
+/// A derived name of a lock that a Redis Cluster would put in another hash slot than the
+/// lock key: no script call could name both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SplitName {
+    /// The lock key's slot.
+    pub(crate) key_slot: u16,
+    /// The derived name, and its slot.
+    pub(crate) name: String,
+    pub(crate) slot: u16,
 }
 
 /// The names that one kind of lock adds to the reentrant lock's: the kind, as the protocol
@@ -73,7 +82,6 @@ impl LockNames {
             channel: prefixed("redisson_lock__channel", &key).into(),
             latch_prefix: prefixed("redisson_unlock_latch", &key),
             kind: KindNames::Reentrant,
-            slot: key_slot(key.as_bytes()),
             key: key.into(),
             look_ahead: true,
             split: None,
@@ -111,8 +119,8 @@ impl LockNames {
         self
     }
 
-    /// On a cluster, a derived name that is not in the key's hash slot, with its slot.
-    pub(crate) fn split(&self) -> Option<&(String, u16)> {
+    /// On a cluster, a derived name that is not in the key's hash slot.
+    pub(crate) fn split(&self) -> Option<&SplitName> {
         self.split.as_ref()
     }
 
@@ -132,7 +140,8 @@ impl LockNames {
     /// lock key's slot, with the slot it is in. Only names with braces can split: a `{`
     /// but no valid hash tag (such as `a{b` or `{}x`), or a `}` with no `{` before it;
     /// Redisson derives the same names (redisson#5853).
-    fn split_name(&self) -> Option<(String, u16)> {
+    /// Computed for cluster clients only: a standalone client never needs a slot.
+    fn split_name(&self) -> Option<SplitName> {
         let mut names: Vec<String> = vec![self.channel.to_string(), self.latch_prefix.clone()];
         // A latch is the prefix and `:<id>`: with no valid tag in the prefix, its slot
         // depends on the id, so a sample stands for all.
@@ -145,9 +154,14 @@ impl LockNames {
             }
             KindNames::Fenced { counter } => names.push(counter.to_string()),
         }
+        let home = key_slot(self.key.as_bytes());
         names.into_iter().find_map(|name| {
             let slot = key_slot(name.as_bytes());
-            (slot != self.slot).then_some((name, slot))
+            (slot != home).then_some(SplitName {
+                key_slot: home,
+                name,
+                slot,
+            })
         })
     }
 

@@ -10,7 +10,15 @@ const SLOTS: u16 = 16384;
 /// The hash slot of `key`, as Redis Cluster computes it: CRC16 (XMODEM) of the key's hash
 /// tag (the text between the first `{` and the next `}`, when not empty) or of the whole
 /// key, modulo 16384. See <https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags>.
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
+///
+/// A lock's keys all live in the slot of its key (the key prefix and the lock name):
+///
+/// ```
+/// use redis_rlock::protocol::key_slot;
+/// assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"{user1000}.followers"));
+/// assert_eq!(key_slot(b"order:1001"), key_slot(b"redisson_lock__channel:{order:1001}"));
+/// ```
+pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) % SLOTS
 }
 
@@ -69,6 +77,9 @@ mod tests {
             "foo{{bar}}zap",
             "foo{bar}{zap}",
             "",
+            "a",
+            "{user1000}.followers",
+            "redisson_lock__channel:{my-lock}",
         ] {
             assert_eq!(
                 Slot::new(key_slot(key.as_bytes())),

@@ -22,6 +22,7 @@ use redis::Value;
 
 use crate::servers::{connect, free_port, RedisServer, MAX_TRIES, QUERY_TIMEOUT};
 use crate::wait::{off_runtime, poll_blocking};
+use redis_rlock::protocol::key_slot;
 
 /// The number of hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16384;
@@ -550,39 +551,6 @@ impl RedisCluster {
     }
 }
 
-/// The hash slot of `key` as Redis Cluster computes it: CRC16 (XMODEM) of the key, or of
-/// its hash tag, modulo 16384. The hash tag is what lies between the first `{` and the
-/// first `}` after it, if that is not empty (`{user1}.a` and `x{user1}` share a slot; `{}a`
-/// and `a{b` hash whole). See the Redis Cluster specification, "Hash tags".
-pub fn key_slot(key: &[u8]) -> u16 {
-    let hashed = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16_xmodem(hashed) % SLOTS
-}
-
-/// CRC16-CCITT in its XMODEM form (polynomial 0x1021, initial value 0), the one Redis uses.
-fn crc16_xmodem(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
 /// Starts one cluster node with a bus port of its own; a new pair of ports is tried when
 /// either was taken meanwhile.
 fn start_node(extra: &[&str]) -> (RedisServer, u16) {
@@ -756,42 +724,4 @@ fn parse_slots(reply: &Value) -> Result<Vec<SlotRange>, String> {
     }
     ranges.sort_by_key(|r| r.start);
     Ok(ranges)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_slot_follows_the_spec_and_redis_rs() {
-        // The example of the Redis Cluster specification.
-        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
-        for key in [
-            "",
-            "a",
-            "foo",
-            "{user1000}.following",
-            "{user1000}.followers",
-            "foo{}{bar}",
-            "foo{{bar}}zap",
-            "foo{bar}{zap}",
-            "{}x",
-            "a{b",
-            "redisson_lock__channel:{my-lock}",
-        ] {
-            let expected = redis::cluster_routing::Slot::for_key(key);
-            assert_eq!(
-                redis::cluster_routing::Slot::new(key_slot(key.as_bytes())),
-                Some(expected),
-                "slot of {key:?}"
-            );
-        }
-        assert_eq!(
-            key_slot(b"{user1000}.following"),
-            key_slot(b"{user1000}.followers")
-        );
-        assert_eq!(key_slot(b"foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % SLOTS);
-        assert_eq!(key_slot(b"foo{{bar}}zap"), crc16_xmodem(b"{bar") % SLOTS);
-        assert_eq!(key_slot(b"foo{bar}{zap}"), crc16_xmodem(b"bar") % SLOTS);
-    }
 }

@@ -35,10 +35,11 @@ pub mod wait;
 
 pub use calls::{every_acquire, every_read};
 pub use clients::{client, client_with_watchdog, fair_client};
-pub use cluster::{key_slot, RedisCluster};
+pub use cluster::RedisCluster;
 pub use inspect::{
     fair_deadline, fair_queue, info_field, info_number, key_exists, lock_hash, pttl, server_millis,
 };
+pub use redis_rlock::protocol::key_slot;
 pub use sentinel::RedisSentinels;
 pub use servers::{start_replica_of, RedisGroup, RedisServer};
 pub use wait::{bounded, eventually, queue_becomes, settles_to};
