@@ -73,3 +73,22 @@ async fn refused_credentials_are_final_and_never_quoted() {
     assert!(err.is_auth_error(), "{err:?}");
     assert!(!err.is_connection_error(), "{err:?}");
 }
+
+#[tokio::test]
+async fn sentinel_clients_print_neither_the_sentinels_nor_the_masters_password() {
+    let dead = RedisServer::start();
+    let sentinel = format!("redis://:{SECRET}@127.0.0.1:{}", dead.port());
+    drop(dead);
+    let builder = Client::sentinel_builder([sentinel.as_str()], "m1")
+        .master_credentials(Some("app"), "other-Pa55word")
+        .connect_timeout(std::time::Duration::from_millis(300));
+    let printed = format!("{builder:?}");
+    assert!(!printed.contains(SECRET), "{printed}");
+    assert!(!printed.contains("other-Pa55word"), "{printed}");
+    assert!(printed.contains("***"), "{printed}");
+    // Nobody answers at that port: the error names the sentinel without its password.
+    let err = builder.build().await.unwrap_err();
+    let printed = format!("{err} / {err:?}");
+    assert!(err.is_connection_error(), "{printed}");
+    assert!(!printed.contains(SECRET), "{printed}");
+}

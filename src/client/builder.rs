@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::config::sentinel::MasterCredentials;
 use crate::config::settings::{PubSub, Settings};
 use crate::error::Result;
 
@@ -61,6 +62,39 @@ impl ClientBuilder {
         ClientBuilder {
             settings: Settings::cluster(seeds),
         }
+    }
+
+    pub(crate) fn sentinel(sentinels: Vec<String>, master_name: String) -> Self {
+        ClientBuilder {
+            settings: Settings::sentinel(sentinels, master_name),
+        }
+    }
+
+    /// The user and password a [Sentinel client](Client::sentinel_builder) gives the
+    /// master, when they are not the sentinels' (Redisson's `password`, where the sentinel
+    /// URLs' credentials are its `sentinelPassword`). `username: None` is the `default`
+    /// user. Without this, the master is reached with the credentials of the sentinel URLs.
+    /// Never printed: `Debug` shows `***`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_rlock::Result<()> {
+    /// let client = redis_rlock::Client::sentinel_builder(["redis://10.0.0.5:26379"], "mymaster")
+    ///     .master_credentials(Some("locker"), "s3cret")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`build`](ClientBuilder::build) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) on a client that is not a
+    /// Sentinel client: put the credentials in its URL.
+    pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        self.settings.master_credentials = Some(MasterCredentials {
+            username: username.map(str::to_string),
+            password: password.to_string(),
+        });
+        self
     }
 
     /// How unlock waiters subscribe, Redisson's `shardedSubscriptionMode`; see

@@ -109,6 +109,60 @@ impl Client {
         ClientBuilder::cluster(seeds.into_iter().map(|s| s.as_ref().to_string()).collect())
     }
 
+    /// Connects, with default settings, to the master that Redis Sentinel monitors as
+    /// `master_name`: `sentinels` are URLs of some of the sentinels (one that answers is
+    /// enough). The client follows the master through failovers: lock calls, pub/sub and
+    /// renewals move to the new master within a second of the sentinels naming it, and
+    /// locks the failover lost are reported by [`lost`](crate::LockGuard::lost).
+    ///
+    /// The sentinel URLs' credentials, TLS scheme and database number serve the master
+    /// too, unless [`ClientBuilder::master_credentials`] gives the master its own.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redis_rlock::Result<()> {
+    /// let client = redis_rlock::Client::connect_sentinel(
+    ///     ["redis://127.0.0.1:26379", "redis://127.0.0.1:26380"],
+    ///     "mymaster",
+    /// )
+    /// .await?;
+    /// let guard = client.lock("order:1001").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// See the [`transport`](crate::transport#sentinel) docs for how a failover is followed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for no sentinel, a malformed
+    /// URL or an empty master name (nothing is sent);
+    /// [`Error::UnsupportedServer`](crate::Error::UnsupportedServer) when the sentinels
+    /// monitor no master of that name, or a URL is no sentinel; a connection error or
+    /// [`Error::Timeout`](crate::Error::Timeout) when no sentinel, or not the master,
+    /// answers.
+    pub async fn connect_sentinel(
+        sentinels: impl IntoIterator<Item = impl AsRef<str>>,
+        master_name: impl AsRef<str>,
+    ) -> Result<Client> {
+        Client::sentinel_builder(sentinels, master_name)
+            .build()
+            .await
+    }
+
+    /// A builder for a Sentinel client with non-default settings (see
+    /// [`connect_sentinel`](Client::connect_sentinel) and [`ClientBuilder`]).
+    pub fn sentinel_builder(
+        sentinels: impl IntoIterator<Item = impl AsRef<str>>,
+        master_name: impl AsRef<str>,
+    ) -> ClientBuilder {
+        ClientBuilder::sentinel(
+            sentinels
+                .into_iter()
+                .map(|s| s.as_ref().to_string())
+                .collect(),
+            master_name.as_ref().to_string(),
+        )
+    }
+
     /// `endpoints`: the redis-rs clients of the settings' URLs and certificates.
     pub(crate) async fn from_settings(settings: Settings, endpoints: Endpoints) -> Result<Client> {
         Ok(Client {

@@ -2,5 +2,6 @@
 //! URL, which never shows its password ([`server_url`]). The public builder that makes
 //! them is [`ClientBuilder`](crate::ClientBuilder).
 
+pub(crate) mod sentinel;
 pub(crate) mod server_url;
 pub(crate) mod settings;

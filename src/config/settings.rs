@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::config::sentinel::{MasterCredentials, SentinelEndpoints};
 use crate::config::server_url::ServerUrl;
 use crate::error::{Error, Result};
 use crate::util::validate;
@@ -25,6 +26,12 @@ pub(crate) enum Topology {
     Standalone,
     /// A Redis Cluster, found from these seed nodes (the first is [`Settings::url`]).
     Cluster { seeds: Vec<ServerUrl> },
+    /// A master found through these sentinels (the first is [`Settings::url`]) under
+    /// `master_name`, followed when they fail it over.
+    Sentinel {
+        sentinels: Vec<ServerUrl>,
+        master_name: String,
+    },
 }
 
 /// How unlock waiters subscribe on a Redis Cluster; see the public
@@ -41,16 +48,20 @@ pub(crate) enum PubSub {
 #[derive(Clone)]
 pub(crate) struct Endpoints {
     /// One per node URL given (the URL, or each cluster seed), with the TLS certificates:
-    /// the pool and the pub/sub connection open theirs from these.
+    /// the pool and the pub/sub connection open theirs from these. Empty for Sentinel,
+    /// whose master is known only once the sentinels are asked.
     pub(crate) nodes: Vec<redis::Client>,
     /// The cluster client, for a cluster.
     pub(crate) cluster: Option<redis::cluster::ClusterClient>,
+    /// The sentinels, for a Sentinel client.
+    pub(crate) sentinel: Option<SentinelEndpoints>,
 }
 
 /// Settings of a client, checked by [`Settings::validated`].
 #[derive(Clone)]
 pub(crate) struct Settings {
-    /// The URL (standalone), or the first seed (cluster): what messages name.
+    /// The URL (standalone), the first seed (cluster) or the first sentinel: what messages
+    /// name.
     pub(crate) url: ServerUrl,
     pub(crate) topology: Topology,
     pub(crate) pubsub: PubSub,
@@ -69,6 +80,8 @@ pub(crate) struct Settings {
     /// How often the pub/sub connection is pinged while it waits for messages.
     pub(crate) ping_interval: Duration,
     pub(crate) tls: TlsSettings,
+    /// A Sentinel client's credentials for the master, when not the sentinels'.
+    pub(crate) master_credentials: Option<MasterCredentials>,
 }
 
 /// Certificates for `rediss://` URLs, beyond the system's trusted roots.
@@ -81,7 +94,7 @@ pub(crate) struct TlsSettings {
 }
 
 impl TlsSettings {
-    fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.root_certificate.is_some() || self.client_certificate.is_some()
     }
 }
@@ -116,6 +129,7 @@ impl fmt::Debug for Settings {
             replica_sync,
             ping_interval,
             tls,
+            master_credentials,
         } = self;
         f.debug_struct("Settings")
             .field("url", url)
@@ -134,6 +148,7 @@ impl fmt::Debug for Settings {
             .field("replica_sync", replica_sync)
             .field("ping_interval", ping_interval)
             .field("tls", tls)
+            .field("master_credentials", master_credentials)
             .finish()
     }
 }
@@ -158,6 +173,7 @@ impl Settings {
             replica_sync: None,
             ping_interval: Duration::from_secs(5),
             tls: TlsSettings::default(),
+            master_credentials: None,
         }
     }
 
@@ -169,6 +185,20 @@ impl Settings {
             settings.url = first.clone();
         }
         settings.topology = Topology::Cluster { seeds };
+        settings
+    }
+
+    /// The defaults, for the master the `sentinels` monitor as `master_name`.
+    pub(crate) fn sentinel(sentinels: Vec<String>, master_name: String) -> Self {
+        let sentinels: Vec<ServerUrl> = sentinels.into_iter().map(ServerUrl::new).collect();
+        let mut settings = Settings::new(String::new());
+        if let Some(first) = sentinels.first() {
+            settings.url = first.clone();
+        }
+        settings.topology = Topology::Sentinel {
+            sentinels,
+            master_name,
+        };
         settings
     }
 
@@ -220,6 +250,7 @@ impl Settings {
             Topology::Standalone => Endpoints {
                 nodes: vec![s.redis_client(&s.url)?],
                 cluster: None,
+                sentinel: None,
             },
             Topology::Cluster { seeds } => {
                 if seeds.is_empty() {
@@ -240,9 +271,28 @@ impl Settings {
                 Endpoints {
                     nodes,
                     cluster: Some(cluster),
+                    sentinel: None,
                 }
             }
+            Topology::Sentinel {
+                sentinels,
+                master_name,
+            } => Endpoints {
+                nodes: Vec::new(),
+                cluster: None,
+                sentinel: Some(SentinelEndpoints::new(
+                    sentinels,
+                    master_name,
+                    s.master_credentials.as_ref(),
+                    &s.tls,
+                )?),
+            },
         };
+        if s.master_credentials.is_some() && !matches!(s.topology, Topology::Sentinel { .. }) {
+            return Err(Error::invalid(
+                "master_credentials is for Sentinel clients: put the credentials in the URL",
+            ));
+        }
         Ok((s, endpoints))
     }
 
@@ -296,71 +346,88 @@ impl Settings {
             };
             Error::invalid(format!("invalid Redis URL `{url}`: {reason}"))
         })?;
-        #[cfg(feature = "tls")]
-        if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
-            install_crypto_provider();
-        }
-        if !self.tls.is_set() {
-            return redis::Client::open(info).map_err(|e| {
-                Error::invalid(format!(
-                    "invalid Redis URL `{url}`: {}",
-                    url.scrub(&e.to_string())
-                ))
-            });
-        }
-        self.tls_client(url, info)
+        client_with_tls(&self.tls, url, info)
     }
+}
 
+/// The redis-rs client for `info` (the node `url` names), with the TLS certificates.
+pub(crate) fn client_with_tls(
+    tls: &TlsSettings,
+    url: &ServerUrl,
+    info: redis::ConnectionInfo,
+) -> Result<redis::Client> {
     #[cfg(feature = "tls")]
-    fn tls_client(&self, url: &ServerUrl, info: redis::ConnectionInfo) -> Result<redis::Client> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+        install_crypto_provider();
+    }
+    if !tls.is_set() {
+        return redis::Client::open(info).map_err(|e| {
+            Error::invalid(format!(
+                "invalid Redis URL `{url}`: {}",
+                url.scrub(&e.to_string())
+            ))
+        });
+    }
+    tls_client(tls, url, info)
+}
 
-        if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
-            return Err(Error::invalid(format!(
-                "TLS certificates were given for `{url}`, which does not use TLS: use rediss://"
-            )));
+#[cfg(feature = "tls")]
+fn tls_client(
+    tls: &TlsSettings,
+    url: &ServerUrl,
+    info: redis::ConnectionInfo,
+) -> Result<redis::Client> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+        return Err(Error::invalid(format!(
+            "TLS certificates were given for `{url}`, which does not use TLS: use rediss://"
+        )));
+    }
+    let certificates = |what: &str, pem: &[u8]| -> Result<()> {
+        let parsed: std::result::Result<Vec<_>, _> = CertificateDer::pem_slice_iter(pem).collect();
+        match parsed {
+            Ok(chain) if !chain.is_empty() => Ok(()),
+            Ok(_) => Err(Error::invalid(format!(
+                "the {what} holds no PEM certificate"
+            ))),
+            Err(e) => Err(Error::invalid(format!("the {what} is not valid PEM: {e}"))),
         }
-        let certificates = |what: &str, pem: &[u8]| -> Result<()> {
-            let parsed: std::result::Result<Vec<_>, _> =
-                CertificateDer::pem_slice_iter(pem).collect();
-            match parsed {
-                Ok(chain) if !chain.is_empty() => Ok(()),
-                Ok(_) => Err(Error::invalid(format!(
-                    "the {what} holds no PEM certificate"
-                ))),
-                Err(e) => Err(Error::invalid(format!("the {what} is not valid PEM: {e}"))),
-            }
-        };
-        if let Some(root) = &self.tls.root_certificate {
-            certificates("TLS root certificate", root)?;
-        }
-        if let Some((chain, key)) = &self.tls.client_certificate {
-            certificates("TLS client certificate", chain)?;
-            // The parser's error never quotes the key.
-            PrivateKeyDer::from_pem_slice(key).map_err(|e| {
-                Error::invalid(format!("the TLS client key is not a PEM private key: {e}"))
-            })?;
-        }
-        let certificates = redis::TlsCertificates {
-            client_tls: self.tls.client_certificate.as_ref().map(|(chain, key)| {
-                redis::ClientTlsConfig {
-                    client_cert: chain.clone(),
-                    client_key: key.clone(),
-                }
+    };
+    if let Some(root) = &tls.root_certificate {
+        certificates("TLS root certificate", root)?;
+    }
+    if let Some((chain, key)) = &tls.client_certificate {
+        certificates("TLS client certificate", chain)?;
+        // The parser's error never quotes the key.
+        PrivateKeyDer::from_pem_slice(key).map_err(|e| {
+            Error::invalid(format!("the TLS client key is not a PEM private key: {e}"))
+        })?;
+    }
+    let certificates = redis::TlsCertificates {
+        client_tls: tls
+            .client_certificate
+            .as_ref()
+            .map(|(chain, key)| redis::ClientTlsConfig {
+                client_cert: chain.clone(),
+                client_key: key.clone(),
             }),
-            root_cert: self.tls.root_certificate.clone(),
-        };
-        redis::Client::build_with_tls(info, certificates)
-            .map_err(|e| Error::invalid(format!("TLS settings for `{url}`: {e}")))
-    }
+        root_cert: tls.root_certificate.clone(),
+    };
+    redis::Client::build_with_tls(info, certificates)
+        .map_err(|e| Error::invalid(format!("TLS settings for `{url}`: {e}")))
+}
 
-    #[cfg(not(feature = "tls"))]
-    fn tls_client(&self, _url: &ServerUrl, _info: redis::ConnectionInfo) -> Result<redis::Client> {
-        Err(Error::invalid(
-            "TLS certificates need the `tls` feature of redis-rlock (on by default)",
-        ))
-    }
+#[cfg(not(feature = "tls"))]
+fn tls_client(
+    _tls: &TlsSettings,
+    _url: &ServerUrl,
+    _info: redis::ConnectionInfo,
+) -> Result<redis::Client> {
+    Err(Error::invalid(
+        "TLS certificates need the `tls` feature of redis-rlock (on by default)",
+    ))
 }
 
 /// rustls needs a process-wide crypto provider when more than one is compiled in (another

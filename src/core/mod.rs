@@ -61,20 +61,24 @@ impl Core {
         // runtime that may go away first.
         let runtime = tokio::runtime::Handle::current();
         let reconnects = Arc::new(Reconnects::default());
+        let connections = Arc::new(
+            Connections::open(&settings, &endpoints, reconnects.clone())
+                .await
+                .map_err(|e| first_contact(&settings.url, e))?,
+        );
+        let master = connections.master_watch().cloned();
         let listener = UnlockListener::new(
             endpoints.nodes.clone(),
+            master.clone(),
             settings.connect_timeout,
             settings.subscribe_timeout,
             settings.ping_interval,
-            reconnects.clone(),
+            reconnects,
             runtime.clone(),
         )?;
-        let url = &settings.url;
-        let connections = Arc::new(
-            Connections::open(&settings, &endpoints, reconnects)
-                .await
-                .map_err(|e| first_contact(url, e))?,
-        );
+        // What messages name: the master the sentinels found, rather than a sentinel.
+        let master_url = master.map(|watch| watch.current().url.clone());
+        let url = master_url.as_ref().unwrap_or(&settings.url);
         let mut conn = connections.shared().await?.conn;
         // On a cluster, the connection read the slot map from a seed already; PING would go
         // to every master and fail the start for one that is down.

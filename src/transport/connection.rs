@@ -19,9 +19,11 @@ use deadpool_redis::{Manager, Pool, Runtime};
 use rand::Rng;
 use redis::{AsyncConnectionConfig, RedisError};
 
+use crate::config::server_url::ServerUrl;
 use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
+use crate::transport::sentinel::MasterWatch;
 use crate::util::sync;
 
 /// Timed-out replies in a row, with none arriving in between, after which the shared
@@ -42,6 +44,9 @@ struct FailedRefill {
 #[derive(Clone)]
 pub(crate) struct SharedConn {
     generation: u64,
+    /// The [`Master::generation`](crate::transport::sentinel::Master::generation) it was
+    /// opened to, on a Sentinel client (0 otherwise): a newer master retires it.
+    master: u64,
     pub(crate) conn: Conn,
 }
 
@@ -51,6 +56,38 @@ enum Backend {
     Single(Pool),
     /// A Redis Cluster: cluster connections, each already multiplexed per node.
     Cluster(Box<redis::cluster::ClusterClient>),
+    /// The master the sentinels name: a pool of connections to it, replaced when they name
+    /// another.
+    Sentinel(Box<SentinelBackend>),
+}
+
+/// The connections of a Sentinel client.
+struct SentinelBackend {
+    watch: MasterWatch,
+    /// The pool of the master of this generation.
+    pool: RwLock<(u64, Pool)>,
+    /// What the pools of later masters are built with.
+    settings: Settings,
+}
+
+impl SentinelBackend {
+    /// The pool of the current master, and its generation.
+    fn pool(&self) -> Result<(u64, Pool)> {
+        let generation = self.watch.generation();
+        {
+            let pool = sync::read(&self.pool);
+            if pool.0 == generation {
+                return Ok(pool.clone());
+            }
+        }
+        let master = self.watch.current();
+        let pool = Connections::pool(&self.settings, &master.client, &master.url)?;
+        let mut current = sync::write(&self.pool);
+        if current.0 < master.generation {
+            *current = (master.generation, pool);
+        }
+        Ok(current.clone())
+    }
 }
 
 /// A connection for background work (see [`Connections::pooled`]): on one Redis, checked
@@ -125,9 +162,27 @@ impl Connections {
         endpoints: &Endpoints,
         reconnects: Arc<Reconnects>,
     ) -> Result<Self> {
-        let backend = match &endpoints.cluster {
-            Some(cluster) => Backend::Cluster(Box::new(cluster.clone())),
-            None => Backend::Single(Self::pool(settings, &endpoints.nodes[0])?),
+        let backend = match (&endpoints.cluster, &endpoints.sentinel) {
+            (Some(cluster), _) => Backend::Cluster(Box::new(cluster.clone())),
+            (None, Some(sentinel)) => {
+                let watch = MasterWatch::start(
+                    sentinel.clone(),
+                    settings.connect_timeout,
+                    settings.response_timeout,
+                    reconnects.clone(),
+                )
+                .await?;
+                let master = watch.current();
+                let pool = Self::pool(settings, &master.client, &master.url)?;
+                Backend::Sentinel(Box::new(SentinelBackend {
+                    watch,
+                    pool: RwLock::new((master.generation, pool)),
+                    settings: settings.clone(),
+                }))
+            }
+            (None, None) => {
+                Backend::Single(Self::pool(settings, &endpoints.nodes[0], &settings.url)?)
+            }
         };
         let connections = Connections {
             backend,
@@ -152,8 +207,8 @@ impl Connections {
         Ok(connections)
     }
 
-    /// The pool of connections to one Redis.
-    fn pool(settings: &Settings, redis: &redis::Client) -> Result<Pool> {
+    /// The pool of connections to one Redis, which messages name `url`.
+    fn pool(settings: &Settings, redis: &redis::Client, url: &ServerUrl) -> Result<Pool> {
         let connection_config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
             .set_response_timeout(Some(settings.response_timeout));
@@ -161,7 +216,7 @@ impl Connections {
         // pool's manager opens connections from.
         let info = redis.get_connection_info().clone();
         let manager = Manager::new_with_config(info, connection_config)
-            .map_err(|e| Error::invalid(format!("invalid Redis URL `{}`: {e}", settings.url)))?;
+            .map_err(|e| Error::invalid(format!("invalid Redis URL `{url}`: {e}")))?;
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size)
             .runtime(Runtime::Tokio1)
@@ -209,8 +264,8 @@ impl Connections {
                 )));
             }
         }
-        let conn = match self.open_conn().await {
-            Ok(conn) => conn,
+        let (master, conn) = match self.open_conn().await {
+            Ok(opened) => opened,
             Err(e) => {
                 *last_failure = Some(FailedRefill {
                     at: tokio::time::Instant::now(),
@@ -222,6 +277,7 @@ impl Connections {
         *last_failure = None;
         let fresh = SharedConn {
             generation: self.next_generation.fetch_add(1, Ordering::Relaxed),
+            master,
             conn,
         };
         *sync::write(&self.shared) = Some(fresh.clone());
@@ -231,22 +287,33 @@ impl Connections {
         Ok(fresh)
     }
 
-    /// A fresh connection for the shared one.
-    async fn open_conn(&self) -> Result<Conn> {
+    /// A fresh connection for the shared one, with the generation of the master it goes
+    /// to on a Sentinel client (0 otherwise).
+    async fn open_conn(&self) -> Result<(u64, Conn)> {
         match &self.backend {
             // Detached from the pool: it lives as long as it works, and the pool stays free
             // for the watchdog.
             Backend::Single(pool) => match pool.get().await {
-                Ok(conn) => Ok(Conn::Single(deadpool_redis::Connection::take(conn))),
+                Ok(conn) => Ok((0, Conn::Single(deadpool_redis::Connection::take(conn)))),
                 Err(e) => Err(Error::from(e)),
             },
+            Backend::Sentinel(sentinel) => {
+                let (master, pool) = sentinel.pool()?;
+                match pool.get().await {
+                    Ok(conn) => Ok((master, Conn::Single(deadpool_redis::Connection::take(conn)))),
+                    Err(e) => {
+                        sentinel.watch.suspect();
+                        Err(Error::from(e))
+                    }
+                }
+            }
             // Reads the slot map from the seeds; bounded, since a seed that accepts the
             // connection and never answers would hang it.
             Backend::Cluster(client) => {
                 // Each node: a connect and a reply; the seeds are tried in turn.
                 let limit = self.connect_timeout * 2 + Duration::from_secs(1);
                 match tokio::time::timeout(limit, client.get_async_connection()).await {
-                    Ok(Ok(conn)) => Ok(Conn::Cluster(conn)),
+                    Ok(Ok(conn)) => Ok((0, Conn::Cluster(conn))),
                     Ok(Err(e)) => Err(Error::Redis(e)),
                     Err(_) => Err(Error::Timeout {
                         during: "connecting to the cluster",
@@ -268,7 +335,23 @@ impl Connections {
     }
 
     fn current(&self) -> Option<SharedConn> {
-        sync::read(&self.shared).clone()
+        let current = sync::read(&self.shared).clone()?;
+        // A connection to a master the sentinels no longer name is retired: the old master
+        // takes writes for seconds after a failover, and a lock taken there is worthless.
+        if let Backend::Sentinel(sentinel) = &self.backend {
+            if current.master != sentinel.watch.generation() {
+                return None;
+            }
+        }
+        Some(current)
+    }
+
+    /// The master the sentinels name, on a Sentinel client.
+    pub(crate) fn master_watch(&self) -> Option<&MasterWatch> {
+        match &self.backend {
+            Backend::Sentinel(sentinel) => Some(&sentinel.watch),
+            _ => None,
+        }
     }
 
     /// Retires the shared connection after an error that leaves it unusable (redis-rs does
@@ -281,6 +364,13 @@ impl Connections {
         // broken node and re-reads the slot map on redirections): it is never retired.
         if used.conn.is_cluster() {
             return;
+        }
+        if let Backend::Sentinel(sentinel) = &self.backend {
+            // The master may have been failed over: a demoted master refuses writes with
+            // READONLY, a dead one drops the connection.
+            if error.is_unrecoverable_error() || error.code() == Some("READONLY") {
+                sentinel.watch.suspect();
+            }
         }
         let suspect = error.is_timeout()
             && self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= RETIRE_AFTER_TIMEOUTS;
@@ -321,6 +411,16 @@ impl Connections {
                 conn: self.shared().await?.conn,
                 _checkout: None,
             }),
+            Backend::Sentinel(sentinel) => {
+                let (_, pool) = sentinel.pool()?;
+                let checkout = Box::pin(pool.get()).await.inspect_err(|_| {
+                    sentinel.watch.suspect();
+                })?;
+                Ok(Pooled {
+                    conn: Conn::Single((*checkout).clone()),
+                    _checkout: Some(checkout),
+                })
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! Reaching Redis: the connections (`connection`: a shared multiplexed connection and a
-//! pool, reconnected and retried), the unlock listener on its own pub/sub connection
+//! pool, reconnected and retried; `sentinel`: the master a Sentinel client follows), the
+//! unlock listener on its own pub/sub connection
 //! (`pubsub`), replica sync (`replica_sync`), what a server must be to hold locks
 //! (`server_check`), whether the user may run a kind's commands (`permissions`), and
 //! refusals turned into typed errors (`explain`).
@@ -28,12 +29,42 @@
 //!   its node fails; `PUBLISH` on any node reaches it. Redisson clients sharing the locks
 //!   must have `shardedSubscriptionMode` set to `OFF`, or they publish with `SPUBLISH`,
 //!   which this client does not hear yet. [`PubSubMode::Sharded`](crate::PubSubMode) is
-//!   refused by `build()`; sharded pub/sub, replica sync and Sentinel are not supported yet.
+//!   refused by `build()`; sharded pub/sub and replica sync are not supported on a cluster
+//!   yet.
 //! - **Fair locks** tell the head of the queue its turn without first checking that
 //!   somebody listens for it (`PUBSUB NUMSUB` counts one node's subscribers only): a waiter
 //!   that died is passed over by its deadline (`fair_waiter_timeout`) rather than at once.
 //! - **Connections.** The cluster connection keeps one socket per node and repairs them
 //!   itself; there is no pool, and background work shares it.
+//!
+//! # Sentinel
+//!
+//! A Sentinel client ([`Client::connect_sentinel`](crate::Client::connect_sentinel)) asks the
+//! sentinels, in the order given, for the master they monitor under the name given
+//! (`SENTINEL GET-MASTER-ADDR-BY-NAME`), and talks to that master as a standalone client
+//! would: one shared connection, a pool, one pub/sub connection.
+//!
+//! - **Following a failover.** The client listens for `+switch-master` on one sentinel and
+//!   asks them again every second besides, and at once when a call on the master fails in
+//!   a way a failover explains (`READONLY`, a lost connection). When they name another
+//!   master, lock calls, the pool (renewals, replica sync) and the pub/sub connection move
+//!   to it: the next call opens its connection there, and calls already sent finish where
+//!   they were sent. Measured here, the first acquire after `SENTINEL FAILOVER` lands on the
+//!   new master well under a millisecond after the sentinels name it (`tests/sentinel.rs`).
+//! - **Why not wait for `READONLY`.** The old master keeps taking writes until the sentinels
+//!   turn it into a replica, about 10 s after the switch. A client that stayed on it until
+//!   refused could take a lock there that another client already holds on the new master.
+//! - **Locks across the failover.** Right after the switch the watchdog and the fixed-lease
+//!   check look for every held lock on the new master: a lock the replica had stays held and
+//!   is renewed there; a lock it never got resolves [`lost`](crate::LockGuard::lost) at once
+//!   (as [`Released`](crate::LostReason::Released): the key is simply not there), and
+//!   unlocking it is an error that leaves whoever took it since alone. Use
+//!   [replica sync](#replica-sync) so that locks are on a replica before `lock()` returns.
+//! - **Credentials.** The sentinel URLs' user, password, database number and TLS scheme
+//!   serve the master too; [`ClientBuilder::master_credentials`](crate::ClientBuilder::master_credentials)
+//!   gives the master its own (Redisson's `password`, where the URLs' are its
+//!   `sentinelPassword`). Sentinels are asked on database 0.
+//! - **Pub/sub mode** does not apply: Sentinel masters use classic pub/sub.
 //!
 //! # Replica sync
 //!
@@ -182,4 +213,5 @@ pub(crate) mod explain;
 pub(crate) mod permissions;
 pub(crate) mod pubsub;
 pub(crate) mod replica_sync;
+pub(crate) mod sentinel;
 pub(crate) mod server_check;

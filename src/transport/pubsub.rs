@@ -10,6 +10,10 @@
 //! On a Redis Cluster the connection goes to one node: a classic `PUBLISH` on any node
 //! reaches the subscribers of every node (replicas too) over the cluster bus. When the node
 //! fails, the connection moves to the next seed that answers.
+//!
+//! On a Sentinel client the connection goes to the master the sentinels name, and moves
+//! with it when they fail it over: the old master hears nothing the new one publishes until
+//! the sentinels make it a replica, seconds later.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::{channel_missing, is_permission_failure, Error, Result};
 use crate::transport::connection::Reconnects;
+use crate::transport::sentinel::MasterWatch;
 use crate::util::sync;
 
 /// Pause between reconnection attempts while waiters want a subscription.
@@ -75,6 +80,8 @@ enum Command {
 struct Shared {
     /// The nodes to connect to, tried in turn from `next_node`: the one URL, or each seed.
     nodes: Vec<redis::Client>,
+    /// On a Sentinel client, where the master is: `nodes` is not used.
+    master: Option<MasterWatch>,
     /// The node tried first at the next connection.
     next_node: AtomicUsize,
     /// Bound on each SUBSCRIBE, UNSUBSCRIBE and PING of the connection task.
@@ -103,9 +110,10 @@ pub(crate) struct UnlockListener {
 
 impl UnlockListener {
     /// `nodes`: where to connect (one node, or a cluster's seeds, tried in turn), with the
-    /// client's TLS settings.
+    /// client's TLS settings; `master`, on a Sentinel client, in their place.
     pub(crate) fn new(
         nodes: Vec<redis::Client>,
+        master: Option<MasterWatch>,
         connect_timeout: Duration,
         command_timeout: Duration,
         ping_interval: Duration,
@@ -115,6 +123,7 @@ impl UnlockListener {
         Ok(UnlockListener {
             shared: Arc::new(Shared {
                 nodes,
+                master,
                 next_node: AtomicUsize::new(0),
                 reconnects,
                 command_timeout,
@@ -247,8 +256,28 @@ impl Shared {
             .collect()
     }
 
-    /// Connects to the first node that answers, starting at `next_node`.
-    async fn connect(&self) -> Result<(PubSubSink, PubSubStream)> {
+    /// Connects to the first node that answers, starting at `next_node`; on a Sentinel
+    /// client, to the master, with the generation of the master it connected to.
+    async fn connect(&self) -> Result<(PubSubSink, PubSubStream, u64)> {
+        if let Some(watch) = &self.master {
+            let master = watch.current();
+            let connected =
+                tokio::time::timeout(self.connect_timeout, master.client.get_async_pubsub());
+            return match connected.await {
+                Ok(Ok(pubsub)) => {
+                    let (sink, stream) = pubsub.split();
+                    Ok((sink, stream, master.generation))
+                }
+                Ok(Err(e)) => {
+                    watch.suspect();
+                    Err(e.into())
+                }
+                Err(_) => Err(Error::Timeout {
+                    during: "connecting for pub/sub",
+                    after: self.connect_timeout,
+                }),
+            };
+        }
         let count = self.nodes.len().max(1);
         let start = self.next_node.load(Ordering::Relaxed);
         let mut failure = None;
@@ -262,7 +291,8 @@ impl Shared {
             match tokio::time::timeout(self.connect_timeout, node.get_async_pubsub()).await {
                 Ok(Ok(pubsub)) => {
                     self.next_node.store(index, Ordering::Relaxed);
-                    return Ok(pubsub.split());
+                    let (sink, stream) = pubsub.split();
+                    return Ok((sink, stream, 0));
                 }
                 Ok(Err(e)) => failure = Some(e.into()),
                 Err(_) => {
@@ -302,7 +332,7 @@ async fn run(
                 None => return,
             }
         }
-        let (mut sink, mut stream) = match listener.connect().await {
+        let (mut sink, mut stream, master) = match listener.connect().await {
             Ok(connection) => connection,
             Err(e) => {
                 tracing::debug!(error = %e, "pub/sub connect failed; retrying");
@@ -325,12 +355,32 @@ async fn run(
             listener.reconnects.tell();
         }
         let (command_timeout, ping_interval) = (listener.command_timeout, listener.ping_interval);
+        // On a Sentinel client: told when the sentinels name another master, which this
+        // connection must follow.
+        let mut master_changes = listener.master.as_ref().map(|watch| {
+            let mut changes = watch.changes();
+            if changes.borrow_and_update().generation != master {
+                // It changed while this connection was made.
+                changes.mark_changed();
+            }
+            changes
+        });
         drop(listener);
         reconnecting = true;
         let mut keepalive = tokio::time::interval(ping_interval);
         keepalive.tick().await;
         loop {
+            let master_changed = async {
+                match master_changes.as_mut() {
+                    Some(changes) => changes.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                true = master_changed => {
+                    tracing::debug!("the master changed; moving the pub/sub connection");
+                    break;
+                }
                 _ = keepalive.tick() => {
                     // Any reply will do: on RESP2 a subscribed connection answers PING with
                     // `["pong", ""]`, on RESP3 with `PONG`.
