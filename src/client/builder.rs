@@ -222,6 +222,9 @@ impl ClientBuilder {
     /// - No replica connected (`connected_slaves` of `INFO replication`, read at most once
     ///   a second): nothing to wait for, the write counts.
     ///
+    /// On a cluster each acquire waits on the master of its lock's slot, and each renewal
+    /// round on every master; on Sentinel, on the master the sentinels name.
+    ///
     /// Unlocks are not waited for: a release a failover forgets only keeps the lock until
     /// its lease runs out. Synced writes go out on pooled connections (so a lagging replica
     /// never blocks the connection all lock calls share), one per call in flight: raise

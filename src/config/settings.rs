@@ -258,11 +258,6 @@ impl Settings {
                         "a cluster client needs at least one seed URL",
                     ));
                 }
-                if s.replica_sync.is_some() {
-                    return Err(Error::invalid(
-                        "replica_sync is not supported on a cluster client yet",
-                    ));
-                }
                 let nodes = seeds
                     .iter()
                     .map(|seed| s.redis_client(seed))

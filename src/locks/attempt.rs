@@ -167,7 +167,13 @@ fn script_call(
         };
         let reply = call.run(conn.clone()).await?;
         let unreplicated = match (&reply, sync) {
-            (AcquireReply::Acquired { .. }, Some(sync)) => sync.wait(&mut conn).await.err(),
+            (AcquireReply::Acquired { .. }, Some(sync)) => {
+                // On a cluster, the WAIT goes to the master that took the write.
+                let slot = conn
+                    .is_cluster()
+                    .then(|| crate::protocol::key_slot(names.key.as_bytes()));
+                sync.wait(&mut conn, slot).await.err()
+            }
             _ => None,
         };
         Ok((reply, unreplicated))

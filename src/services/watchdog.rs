@@ -12,12 +12,13 @@ use futures_util::stream::{self, StreamExt};
 use tokio::time::Instant;
 
 use crate::holds::{Applied, Hold, Holds};
+use crate::protocol::key_slot;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::conn::Conn;
 use crate::transport::connection::Connections;
-use crate::transport::replica_sync::ReplicaSync;
+use crate::transport::replica_sync::{ReplicaSync, Replicated};
 
 /// Renewal batches in flight at once on the watchdog's connection: enough to hide the round
 /// trip when a client holds many thousands of locks, few enough not to flood Redis.
@@ -192,25 +193,27 @@ async fn renew_all(renewals: &Renewals) -> bool {
     // One WAIT for the whole round: it covers every write made before it on this
     // connection. A renewal no replica has would be forgotten by a failover, so it must not
     // push the validity forward; a lock found gone is gone either way.
+    // On a cluster it waits on every master, and a master whose replicas do not answer
+    // voids the renewals of its own slots only.
     let replicated = match renewals.replica_sync.as_deref() {
-        Some(sync) => match sync.wait(&mut conn).await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(error = %e, slots, "lock renewals not replicated");
-                false
-            }
-        },
-        None => true,
+        Some(sync) => sync.wait_round(&mut conn).await,
+        None => Replicated::All,
     };
     let mut all_answered = true;
+    let mut all_counted = true;
     for batch in batches.into_iter().flatten() {
         match batch {
             Batch::Failed => all_answered = false,
             Batch::Settled => {}
-            Batch::Answered(renewed) => renewed.settle(replicated),
+            Batch::Answered(renewed) => {
+                // A batch is of one slot on a cluster: its first key tells which.
+                let counts = replicated.counts(|| renewed.slot());
+                all_counted &= counts;
+                renewed.settle(counts);
+            }
         }
     }
-    all_answered && replicated
+    all_answered && all_counted
 }
 
 /// What became of one renewal batch.
@@ -231,6 +234,13 @@ struct Renewed {
 }
 
 impl Renewed {
+    /// The hash slot of the batch's first lock (a cluster's batches are of one slot).
+    fn slot(&self) -> u16 {
+        self.holds
+            .first()
+            .map_or(0, |(hold, _)| key_slot(hold.key.as_bytes()))
+    }
+
     /// Applies the answers: renewed holds are valid for longer (unless the renewal does not
     /// count, not being replicated), and holds found gone are lost.
     fn settle(self, counts: bool) {

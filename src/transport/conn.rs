@@ -4,7 +4,9 @@
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use crate::protocol::conn::RedisConn;
@@ -73,5 +75,46 @@ impl Conn {
     /// True for a cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
+    }
+
+    /// Sends `cmd` where a lock of `slot` lives: on a cluster, to the master of `slot`
+    /// (over the same node connection as the slot's lock calls, which `WAIT` depends on);
+    /// elsewhere, on this connection.
+    pub(crate) async fn on_slot_master<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: Cmd,
+        slot: u16,
+    ) -> RedisResult<T> {
+        match self {
+            Conn::Cluster(conn) => {
+                let route = Route::new(slot, SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                let value = conn.route_command(cmd, routing).await?;
+                Ok(redis::from_redis_value(value)?)
+            }
+            conn => cmd.query_async(conn).await,
+        }
+    }
+
+    /// Sends `cmd` to every master of a cluster (this connection's node alone elsewhere):
+    /// each node's address and reply, a node's refusal as its reply.
+    pub(crate) async fn on_every_master(&mut self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
+        match self {
+            Conn::Cluster(conn) => {
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                match conn.route_command(cmd, routing).await? {
+                    Value::Map(replies) => Ok(replies
+                        .into_iter()
+                        .map(|(node, reply)| {
+                            let node = redis::from_redis_value::<String>(node).unwrap_or_default();
+                            (node, reply)
+                        })
+                        .collect()),
+                    // One master: redis-rs may answer with its reply alone.
+                    reply => Ok(vec![(String::new(), reply)]),
+                }
+            }
+            conn => Ok(vec![(String::new(), cmd.query_async(conn).await?)]),
+        }
     }
 }

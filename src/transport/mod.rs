@@ -29,8 +29,8 @@
 //!   its node fails; `PUBLISH` on any node reaches it. Redisson clients sharing the locks
 //!   must have `shardedSubscriptionMode` set to `OFF`, or they publish with `SPUBLISH`,
 //!   which this client does not hear yet. [`PubSubMode::Sharded`](crate::PubSubMode) is
-//!   refused by `build()`; sharded pub/sub and replica sync are not supported on a cluster
-//!   yet.
+//!   refused by `build()`; sharded pub/sub is not supported yet.
+//! - **Replica sync** waits on the master of each lock's slot (see below).
 //! - **Fair locks** tell the head of the queue its turn without first checking that
 //!   somebody listens for it (`PUBSUB NUMSUB` counts one node's subscribers only): a waiter
 //!   that died is passed over by its deadline (`fair_waiter_timeout`) rather than at once.
@@ -100,6 +100,11 @@
 //!   guard's validity is not pushed forward by it, and if no renewal is acknowledged before
 //!   the validity runs out, `lost()` resolves with
 //!   [`ConnectionLost`](crate::LostReason::ConnectionLost).
+//! - **On a cluster**, an acquire's `WAIT` goes to the master of the lock's slot, on the
+//!   node connection that wrote; a renewal round's goes to every master at once, and a
+//!   master whose replicas did not acknowledge voids only the renewals of its own slots.
+//!   A slot that moves between an acquire and its `WAIT` makes the `WAIT` ask the new
+//!   owner, which never had the write: rare, and worth knowing.
 //! - **What it does not cover.** Unlocks are not waited for (a release a failover forgets
 //!   keeps the lock only until its lease runs out); nor are a fair lock's queue writes, nor a
 //!   fenced `RedLock`'s token write-back. `WAIT` does not make replication synchronous: a
