@@ -291,7 +291,7 @@ async fn a_multilock_spans_keys_in_different_slots() {
 }
 
 #[tokio::test]
-async fn sharded_pubsub_and_replica_sync_are_refused_before_connecting() {
+async fn sharded_pubsub_and_no_seeds_are_refused_before_connecting() {
     use redis_rlock::PubSubMode;
     // Nothing listens on port 1: the settings are refused before anything is sent.
     let err = Client::cluster_builder(["redis://127.0.0.1:1"])
@@ -301,12 +301,6 @@ async fn sharded_pubsub_and_replica_sync_are_refused_before_connecting() {
         .unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
     assert!(err.to_string().contains("Sharded"), "{err}");
-    let err = Client::cluster_builder(["redis://127.0.0.1:1"])
-        .replica_sync(1, Duration::from_millis(100))
-        .build()
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_argument(), "{err}");
     let none: [&str; 0] = [];
     let err = Client::connect_cluster(none).await.unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
