@@ -320,3 +320,44 @@ async fn replica_sync_waits_on_the_master() {
         guard.unlock().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn master_credentials_reach_the_master_and_not_the_sentinels() {
+    let sentinels = RedisSentinels::start("m1");
+    // The sentinels take no password; the master has a user of its own (ACLs are not
+    // replicated: both data nodes get it). The default user stays open for the harness.
+    for node in sentinels.nodes() {
+        let _: () = node
+            .query(redis::cmd("ACL").arg(&[
+                "SETUSER",
+                "locker",
+                "on",
+                ">locker-pw",
+                "~*",
+                "&*",
+                "+@all",
+            ]))
+            .unwrap();
+    }
+    let client = Client::sentinel_builder(sentinels.sentinel_urls(), "m1")
+        .master_credentials(Some("locker"), "locker-pw")
+        .build()
+        .await
+        .expect("the sentinels take no AUTH, the master takes the user's");
+    let guard = client.lock("s:as-locker").lock().await.unwrap();
+    let clients: String = sentinels
+        .master()
+        .query(redis::cmd("CLIENT").arg("LIST"))
+        .unwrap();
+    assert!(clients.contains("user=locker"), "{clients}");
+    guard.unlock().await.unwrap();
+
+    let refused = Client::sentinel_builder(sentinels.sentinel_urls(), "m1")
+        .master_credentials(Some("locker"), "wrong")
+        .build()
+        .await;
+    assert!(
+        refused.as_ref().is_err_and(Error::is_auth_error),
+        "{refused:?}"
+    );
+}
