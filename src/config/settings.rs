@@ -240,10 +240,13 @@ impl Settings {
                 )));
             }
         }
-        if s.pubsub == PubSub::Sharded {
+        // Sharded pub/sub exists on a cluster only; Redisson ignores its setting off a
+        // cluster, but a client asked for it on one Redis was most likely meant for a
+        // cluster, and would not hear Java clients that were.
+        if s.pubsub == PubSub::Sharded && !matches!(s.topology, Topology::Cluster { .. }) {
             return Err(Error::invalid(
-                "PubSubMode::Sharded is not supported yet: use PubSubMode::Auto or \
-                 PubSubMode::Classic (classic PUBLISH reaches every node of a cluster)",
+                "PubSubMode::Sharded needs a Redis Cluster client (Client::cluster_builder): \
+                 on one Redis or a Sentinel master use PubSubMode::Auto or PubSubMode::Classic",
             ));
         }
         let endpoints = match &s.topology {

@@ -11,10 +11,11 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::config::server_url::ServerUrl;
-use crate::config::settings::{Endpoints, Settings};
+use crate::config::settings::{Endpoints, PubSub, Settings};
 use crate::error::{Error, Result};
 use crate::holds::Holds;
 use crate::protocol::batch::Batcher;
+use crate::protocol::channels::ChannelKind;
 use crate::protocol::scripts::{AcquireItem, UnlockItem};
 use crate::services::heartbeat::Heartbeat;
 use crate::services::latches::LatchReaper;
@@ -40,6 +41,9 @@ pub(crate) struct Core {
     pub(crate) lease_check: LeaseCheck,
     pub(crate) heartbeat: Heartbeat,
     pub(crate) listener: UnlockListener,
+    /// How unlock messages travel: classic, or sharded on a cluster (see
+    /// [`PubSubMode`](crate::PubSubMode)).
+    pub(crate) channel_kind: ChannelKind,
     pub(crate) latches: LatchReaper,
     /// Coalesces concurrent acquires of plain locks into multi-key script calls.
     pub(crate) acquires: Arc<Batcher<AcquireItem, Conn>>,
@@ -67,17 +71,8 @@ impl Core {
                 .map_err(|e| first_contact(&settings.url, e))?,
         );
         let master = connections.master_watch().cloned();
-        let listener = UnlockListener::new(
-            endpoints.nodes.clone(),
-            master.clone(),
-            settings.connect_timeout,
-            settings.subscribe_timeout,
-            settings.ping_interval,
-            reconnects,
-            runtime.clone(),
-        )?;
         // What messages name: the master the sentinels found, rather than a sentinel.
-        let master_url = master.map(|watch| watch.current().url.clone());
+        let master_url = master.as_ref().map(|watch| watch.current().url.clone());
         let url = master_url.as_ref().unwrap_or(&settings.url);
         let mut conn = connections.shared().await?.conn;
         // On a cluster, the connection read the slot map from a seed already; PING would go
@@ -96,7 +91,26 @@ impl Core {
         }
         server_check::check_server(&mut conn, url).await?;
         let cluster = conn.is_cluster();
-        let commands = CommandCheck::new(settings.replica_sync.is_some());
+        let channel_kind = match settings.pubsub {
+            // Refused off a cluster by the settings' validation.
+            PubSub::Sharded => ChannelKind::Sharded,
+            PubSub::Auto if cluster && server_check::supports_sharded_pubsub(&mut conn).await => {
+                ChannelKind::Sharded
+            }
+            PubSub::Auto | PubSub::Classic => ChannelKind::Classic,
+        };
+        let listener = UnlockListener::new(
+            &endpoints.nodes,
+            cluster,
+            master,
+            channel_kind,
+            settings.connect_timeout,
+            settings.subscribe_timeout,
+            settings.ping_interval,
+            reconnects,
+            runtime.clone(),
+        )?;
+        let commands = CommandCheck::new(settings.replica_sync.is_some(), channel_kind);
         let holds = Arc::new(Holds::default());
         let latches = LatchReaper::new(&connections, &runtime);
         let replica_sync = settings
@@ -124,7 +138,7 @@ impl Core {
             runtime.clone(),
         );
         let id = Uuid::new_v4();
-        tracing::debug!(client = %id, url = %settings.url, "connected");
+        tracing::debug!(client = %id, url = %settings.url, ?channel_kind, "connected");
         Ok(Arc::new(Core {
             id,
             id_text: id.to_string(),
@@ -135,6 +149,7 @@ impl Core {
             lease_check,
             heartbeat,
             listener,
+            channel_kind,
             latches,
             acquires: Batcher::new(runtime.clone(), cluster),
             releases: Batcher::new(runtime.clone(), cluster),

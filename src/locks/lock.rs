@@ -88,7 +88,7 @@ impl<K: LockKind> Lock<K> {
             let prefix = &core.settings.key_prefix;
             let names = K::KIND.names(prefix, name);
             Arc::new(if core.connections.is_cluster() {
-                names.on_cluster()
+                names.on_cluster(core.channel_kind)
             } else {
                 names
             })

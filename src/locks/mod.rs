@@ -91,11 +91,11 @@
 //!   lose a lock that was just written (and a fencing counter's last increments). Turn on
 //!   [replica sync](crate::ClientBuilder::replica_sync), or use a
 //!   [`RedLock`](crate::RedLock) over independent masters, where that matters.
-//! - **No Redis Cluster yet.** Every key and channel of one lock shares a hash slot
-//!   (Redisson's `{name}` rule), but the client connects to one node and refuses a cluster
-//!   node at connect ([`Error::UnsupportedServer`](crate::Error::UnsupportedServer)). The fair
-//!   lock's "passed over at once" rule counts PUBLISH receivers, which is exact on one node; on
-//!   a cluster it will need sharded pub/sub.
+//! - **On a Redis Cluster** ([`Client::connect_cluster`](crate::Client::connect_cluster))
+//!   every key and channel of one lock shares a hash slot (Redisson's `{name}` rule), and
+//!   waiters subscribe on that slot's master, so every kind works as on one Redis; what a
+//!   failover or a slot migration costs is in the [`transport`](crate::transport) docs,
+//!   under "Topologies".
 //!
 //! # Who owns a lock
 //!
@@ -150,7 +150,9 @@
 //!   call on the lock, wherever it stands; the heartbeats of the other waiters make that call
 //!   within the timeout. A waiter whose process died with its connection closed is passed over
 //!   at once: when the lock frees, waiters at the head that nobody listens for (counted with
-//!   `PUBSUB NUMSUB`) step back behind the first one that can hear, and only that one is told.
+//!   `PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` with sharded pub/sub, on the node that holds
+//!   the lock, where waiters subscribe) step back behind the first one that can hear, and
+//!   only that one is told.
 //!   A head that is told its turn and does not take it (a future nobody polls any more) is no
 //!   longer refreshed, and is dropped like a dead waiter.
 //! - **Live waiters keep their places.** The heartbeat keeps a waiting task queued however
@@ -160,8 +162,9 @@
 //!
 //! - **Order is arrival at Redis**, not the order in which tasks called `lock()`: two calls a
 //!   moment apart on different machines queue in the order their scripts ran.
-//! - **A waiter whose pub/sub connection is reconnecting** when its turn comes steps back one
-//!   place for each release it missed, and is woken to re-check when it reconnects; it never
+//! - **A waiter whose pub/sub connection is reconnecting** (or, on a cluster, whose
+//!   subscription is moving to a new master) when its turn comes steps back one place for
+//!   each release it missed, and is woken to re-check when it is subscribed again; it never
 //!   leaves the queue while its client refreshes its deadline.
 //! - **A frozen process** (SIGSTOP, a long GC pause, a cut network) still holds a live
 //!   connection, so it is not passed over at once: it holds the queue up until its deadline

@@ -115,7 +115,10 @@ impl Release {
             Ok(UnlockOutcome::PublishRefused) => Err(Error::PermissionDenied {
                 operation: "unlocking",
                 target: self.names.key.to_string(),
-                missing: channel_missing("PUBLISH", &self.names.channel),
+                missing: channel_missing(
+                    &self.names.publish_command().to_uppercase(),
+                    &self.names.channel,
+                ),
             }),
             Err(e) => Err(explain::explain(connections, "unlocking", &self.names, e).await),
         };

@@ -36,7 +36,9 @@
 //!
 //! The scripts live in `` and run with `EVALSHA` (loaded at connect, and again on
 //! `NOSCRIPT`). Unlock channels are passed as arguments, not keys (a channel needs no key
-//! permission). Every script that frees a lock publishes before it deletes, so a lock is never
+//! permission), and so is the command that publishes on them, `publish` or `spublish`
+//! (sharded pub/sub on a cluster), as Redisson passes it; "`PUBLISH`" below means that
+//! command. Every script that frees a lock publishes before it deletes, so a lock is never
 //! freed without the message its waiters wait for. The release scripts carry the
 //! `#!lua flags=allow-oom` line, so that releases work when Redis is full; the read-only ones
 //! carry `no-writes`. Every script checks that the keys it writes have a lock's shape
@@ -82,11 +84,14 @@
 //!
 //! The default watchdog lease is 30 s, renewed every 10 s, like Redisson's
 //! `lockWatchdogTimeout`. To share locks with Redisson, use the same names (and a
-//! [`key_prefix`](crate::ClientBuilder::key_prefix) that matches any `NameMapper`), and keep
-//! Redisson's pub/sub mode at the default (`PUBLISH`, not sharded). Owner ids outside a tokio
-//! task stay below `i64::MAX`, so a Java reader parses every field.
+//! [`key_prefix`](crate::ClientBuilder::key_prefix) that matches any `NameMapper`), and the
+//! same pub/sub kind on both sides: on a cluster, Redisson's `shardedSubscriptionMode` and
+//! this crate's [`PubSubMode`](crate::PubSubMode) (whose docs pair the settings up); on one
+//! Redis both publish with `PUBLISH`. Owner ids outside a tokio task stay below `i64::MAX`,
+//! so a Java reader parses every field.
 
 pub(crate) mod batch;
+pub(crate) mod channels;
 pub(crate) mod conn;
 pub(crate) mod evalsha;
 pub(crate) mod names;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::protocol::channels::ChannelKind;
 use crate::protocol::slot::key_slot;
 
 /// Payload published on the unlock channel when a lock becomes free (Redisson's
@@ -30,9 +31,8 @@ pub(crate) struct LockNames {
     latch_prefix: String,
     /// The names only this kind of lock has.
     pub(crate) kind: KindNames,
-    /// Whether a fair lock's scripts look past waiters nobody is subscribed for (see
-    /// [`LockNames::fair_message`]); off on a cluster.
-    look_ahead: bool,
+    /// How unlock messages on `channel` travel: the publish command the scripts get.
+    channel_kind: ChannelKind,
     /// On a cluster: a derived name outside the key's slot (see
     /// [`LockNames::split_name`]), which makes the lock unusable there.
     split: Option<SplitName>,
@@ -83,7 +83,7 @@ impl LockNames {
             latch_prefix: prefixed("redisson_unlock_latch", &key),
             kind: KindNames::Reentrant,
             key: key.into(),
-            look_ahead: true,
+            channel_kind: ChannelKind::Classic,
             split: None,
         }
     }
@@ -107,32 +107,22 @@ impl LockNames {
         names
     }
 
-    /// These names, for a client of a Redis Cluster: a fair lock's scripts then tell the
-    /// head of the queue its turn without first looking for the first waiter somebody
-    /// hears. `PUBSUB NUMSUB` inside a script counts only the subscribers of the node that
-    /// runs it, and a live waiter subscribed on another node would look dead. Waiters that
-    /// are gone are still dropped, by their deadlines
-    /// ([`fair_waiter_timeout`](crate::ClientBuilder::fair_waiter_timeout)).
-    pub(crate) fn on_cluster(mut self) -> Self {
-        self.look_ahead = false;
+    /// These names, for a client of a Redis Cluster whose unlock messages travel as
+    /// `channel_kind` says; checks that every derived name shares the key's slot.
+    pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
+        self.channel_kind = channel_kind;
         self.split = self.split_name();
         self
+    }
+
+    /// The command the scripts publish unlock messages with: `publish` or `spublish`.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.channel_kind.publish()
     }
 
     /// On a cluster, a derived name that is not in the key's hash slot.
     pub(crate) fn split(&self) -> Option<&SplitName> {
         self.split.as_ref()
-    }
-
-    /// The unlock message as a fair script takes it: `0`, followed by `#` when the
-    /// dead-waiter look-ahead is off (`fair_common.lua`'s `notify_head` strips it and
-    /// publishes `0`).
-    pub(crate) fn fair_message(&self) -> &'static str {
-        if self.look_ahead {
-            UNLOCK_MESSAGE
-        } else {
-            "0#"
-        }
     }
 
     /// On a Redis Cluster every key of one script call must be in one hash slot: the first

@@ -117,4 +117,20 @@ impl Conn {
             conn => Ok(vec![(String::new(), cmd.query_async(conn).await?)]),
         }
     }
+
+    /// Runs `cmd` on one node: the one Redis, or any node of a cluster (where redis-rs
+    /// would otherwise send some commands, such as `PUBSUB SHARDNUMSUB`, to every node and
+    /// fail when one is down).
+    pub(crate) async fn query_one_node(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Single(conn) => cmd.query_async(conn).await,
+            Conn::Cluster(conn) => {
+                conn.route_command(
+                    cmd.clone(),
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                )
+                .await
+            }
+        }
+    }
 }

@@ -68,7 +68,7 @@ pub(crate) fn lock_checks(names: &LockNames) -> Vec<Check> {
     }
     // A fair lock publishes to its waiters' own channels, `<channel>:<owner>`.
     let channel = names.wait_channel("<owner>");
-    checks.push(publish_check(&channel));
+    checks.push(publish_check(names.publish_command(), &channel));
     checks
 }
 
@@ -80,11 +80,11 @@ pub(crate) fn fenced_write_checks(key: &str, fence: &str) -> Vec<Check> {
     ]
 }
 
-/// PUBLISH to `channel`.
-pub(crate) fn publish_check(channel: &str) -> Check {
+/// `publish` (`publish` or `spublish`) to `channel`.
+fn publish_check(publish: &str, channel: &str) -> Check {
     Check::new(
-        &["publish", channel, "0"],
-        channel_missing("PUBLISH", channel),
+        &[publish, channel, "0"],
+        channel_missing(&publish.to_uppercase(), channel),
     )
 }
 

@@ -15,6 +15,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
+use crate::protocol::channels::ChannelKind;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts;
 use crate::transport::connection::Connections;
@@ -37,12 +38,16 @@ pub(crate) struct CommandCheck {
     checking: tokio::sync::Mutex<()>,
     /// Replica sync is on: `WAIT` and `INFO` belong to every kind's commands.
     replica_sync: bool,
+    /// Sharded pub/sub: the scripts publish with `SPUBLISH` and count a fair lock's waiters
+    /// with `PUBSUB SHARDNUMSUB`, and waiters subscribe with `SSUBSCRIBE`.
+    channel_kind: ChannelKind,
 }
 
 impl CommandCheck {
-    pub(crate) fn new(replica_sync: bool) -> Self {
+    pub(crate) fn new(replica_sync: bool, channel_kind: ChannelKind) -> Self {
         CommandCheck {
             replica_sync,
+            channel_kind,
             ..CommandCheck::default()
         }
     }
@@ -110,6 +115,8 @@ impl CommandCheck {
         // asked about on the lock key; a missing latch pattern is reported by the unlock
         // it fails, which writes nothing (see `crate::transport::explain`).
         let key = &*names.key;
+        let channel = &*names.channel;
+        let count = self.channel_kind.count_subscribers();
         let mut commands: Vec<Vec<&str>> = match group {
             Group::Every => vec![
                 vec!["exists", key],
@@ -141,7 +148,7 @@ impl CommandCheck {
                     vec!["zrem", deadlines, "f"],
                     vec!["zscore", deadlines, "f"],
                     vec!["zrangebyscore", deadlines, "-inf", "0", "LIMIT", "0", "1"],
-                    vec!["pubsub", "numsub", &names.channel],
+                    vec!["pubsub", count, channel],
                     vec!["time"],
                 ]
             }
@@ -150,6 +157,15 @@ impl CommandCheck {
                 None => Vec::new(),
             },
         };
+        // Sharded pub/sub has commands of its own, which a user granted the classic ones
+        // may lack. Asked about with the lock's channel (Redis checks the channel's
+        // permission along with the command's); the classic ones are not asked about: a
+        // refused PUBLISH or SUBSCRIBE is reported by the call it fails, naming the channel.
+        if self.channel_kind == ChannelKind::Sharded && matches!(group, Group::Every) {
+            commands.push(vec!["spublish", channel, "0"]);
+            commands.push(vec!["ssubscribe", channel]);
+            commands.push(vec!["sunsubscribe", channel]);
+        }
         if self.replica_sync && matches!(group, Group::Every) {
             commands.push(vec!["wait", "0", "0"]);
             commands.push(vec!["info", "replication"]);
@@ -177,10 +193,15 @@ fn describe(command: &[String]) -> String {
         Some(sub) if name == "pubsub" => format!("{name}|{sub}"),
         _ => name,
     };
-    match command
-        .get(1)
-        .filter(|_| !matches!(full.as_str(), "time" | "pubsub|numsub"))
-    {
+    match command.get(1).filter(|_| {
+        !matches!(
+            full.as_str(),
+            "time" | "pubsub|numsub" | "pubsub|shardnumsub"
+        )
+    }) {
+        Some(channel) if matches!(full.as_str(), "spublish" | "ssubscribe" | "sunsubscribe") => {
+            format!("`+{full}` on channel `{channel}` (`&redisson_lock__channel:*`)")
+        }
         Some(key) if !matches!(full.as_str(), "wait" | "info") => {
             format!("`+{full}` on key `{key}`")
         }
@@ -202,6 +223,14 @@ mod tests {
         assert_eq!(
             describe(&words(&["pubsub", "numsub", "c"])),
             "`+pubsub|numsub`"
+        );
+        assert_eq!(
+            describe(&words(&["pubsub", "shardnumsub", "c"])),
+            "`+pubsub|shardnumsub`"
+        );
+        assert_eq!(
+            describe(&words(&["spublish", "c", "0"])),
+            "`+spublish` on channel `c` (`&redisson_lock__channel:*`)"
         );
         assert_eq!(describe(&words(&["time"])), "`+time`");
         assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");

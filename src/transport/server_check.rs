@@ -105,6 +105,23 @@ async fn check_identity(conn: &mut Conn, url: &ServerUrl) -> Result<()> {
     }
 }
 
+/// Whether the server takes sharded pub/sub (Redis 7.0): what [`PubSubMode::Auto`] asks,
+/// as Redisson's `shardedSubscriptionMode = AUTO` does, with `PUBSUB SHARDNUMSUB`. Any
+/// refusal (an older server, a proxy, an ACL user without `+pubsub|shardnumsub`) means no.
+///
+/// [`PubSubMode::Auto`]: crate::PubSubMode::Auto
+pub(crate) async fn supports_sharded_pubsub(conn: &mut Conn) -> bool {
+    let mut probe = redis::cmd("PUBSUB");
+    probe.arg("SHARDNUMSUB");
+    match conn.query_one_node(&probe).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!(error = %e, "sharded pub/sub unavailable; using classic pub/sub");
+            false
+        }
+    }
+}
+
 fn unsupported(url: &ServerUrl, reason: &str) -> Error {
     Error::UnsupportedServer {
         url: url.to_string(),

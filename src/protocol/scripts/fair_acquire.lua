@@ -4,10 +4,11 @@
 -- KEYS[3] waiter deadlines (zset owner -> ms on the server clock)
 -- ARGV[1] unlock channel; a waiter's own channel is this followed by ':<owner>'
 -- ARGV[2] unlock message ("0")
--- ARGV[3] lease in milliseconds
--- ARGV[4] owner field "<client-uuid>:<task-id>"
--- ARGV[5] how long a queued waiter keeps its place without refreshing it, in ms
--- ARGV[6] "queue" to join the queue (or refresh the place in it) when the lock is not
+-- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
+-- ARGV[4] lease in milliseconds
+-- ARGV[5] owner field "<client-uuid>:<task-id>"
+-- ARGV[6] how long a queued waiter keeps its place without refreshing it, in ms
+-- ARGV[7] "queue" to join the queue (or refresh the place in it) when the lock is not
 --         taken, "try" to leave the queue alone
 -- Returns nil when acquired (or re-entered); otherwise how long to wait at most before
 -- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
@@ -16,12 +17,12 @@ local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
 if misshapen then
     return misshapen
 end
-local owner = ARGV[4]
+local owner = ARGV[5]
 local now = server_now()
 purge(KEYS[2], KEYS[3], now)
 if redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hincrby', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], ARGV[3])
+    redis.call('pexpire', KEYS[1], ARGV[4])
     return nil
 end
 local free = redis.call('exists', KEYS[1]) == 0
@@ -29,7 +30,7 @@ local head = redis.call('lindex', KEYS[2], 0)
 if free and head ~= false and head ~= owner then
     -- A hand-over is under way, or its message was lost, or the head is gone: make sure
     -- a head that can hear is told, then look again.
-    notify_head(KEYS[2], ARGV[1], ARGV[2])
+    notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
     head = redis.call('lindex', KEYS[2], 0)
 end
 if free and (head == false or head == owner) then
@@ -38,19 +39,19 @@ if free and (head == false or head == owner) then
         redis.call('zrem', KEYS[3], owner)
     end
     redis.call('hset', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], ARGV[3])
+    redis.call('pexpire', KEYS[1], ARGV[4])
     return nil
 end
-if ARGV[6] == 'queue' then
+if ARGV[7] == 'queue' then
     -- ZADD refreshes the deadline of a waiter already queued, and reports a new one.
-    if redis.call('zadd', KEYS[3], now + tonumber(ARGV[5]), owner) == 1 then
+    if redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), owner) == 1 then
         redis.call('rpush', KEYS[2], owner)
     end
 end
 if free then
     local deadline = redis.call('zscore', KEYS[3], head)
     if deadline == false then
-        return tonumber(ARGV[5])
+        return tonumber(ARGV[6])
     end
     return math.max(1, tonumber(deadline) - now)
 end

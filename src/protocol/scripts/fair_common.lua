@@ -2,8 +2,9 @@
 -- Layout (Redisson RFairLock): lock hash, waiting queue `redisson_lock_queue:{K}` (a list of
 -- owner fields, head first), deadlines `redisson_lock_timeout:{K}` (a zset owner -> ms), and
 -- one channel per waiter, `redisson_lock__channel:{K}:<owner>`. Every fair script takes
--- the three keys as KEYS[1..3], and the channel prefix and the unlock message as ARGV[1]
--- and ARGV[2].
+-- the three keys as KEYS[1..3], and the channel prefix, the unlock message and the publish
+-- command ('publish', or 'spublish' with sharded pub/sub, as Redisson passes it) as
+-- ARGV[1..3] (the heartbeat: the message and the command as ARGV[2] and ARGV[3]).
 
 -- Writes after TIME need effects replication on Redis < 5; a no-op on Redis 7.
 if redis.replicate_commands then
@@ -29,8 +30,15 @@ end
 
 -- The first waiter in the queue that hears its channel (a subscriber on it, so it can be
 -- told its turn) and its 0-based index; nil when none of the first 1024 does. Counted with
--- PUBSUB NUMSUB, which ignores pattern subscribers such as a monitoring tool's.
-local function first_hearer(queue, channel)
+-- PUBSUB NUMSUB, or PUBSUB SHARDNUMSUB when the message goes out with SPUBLISH; both ignore
+-- pattern subscribers such as a monitoring tool's. Both count the subscribers of the node
+-- running this script only: on a cluster, waiters subscribe on the master of their
+-- channel's slot, which is where this script runs.
+local function first_hearer(queue, channel, publish)
+    local count = 'numsub'
+    if publish == 'spublish' then
+        count = 'shardnumsub'
+    end
     local start, size = 0, 1
     while start < 1024 do
         local waiters = redis.call('lrange', queue, start, start + size - 1)
@@ -41,7 +49,7 @@ local function first_hearer(queue, channel)
         for i, waiter in ipairs(waiters) do
             channels[i] = channel .. ':' .. waiter
         end
-        local counts = redis.call('pubsub', 'numsub', unpack(channels))
+        local counts = redis.call('pubsub', count, unpack(channels))
         for i = 1, #waiters do
             if tonumber(counts[2 * i]) > 0 then
                 return start + i - 1, waiters[i]
@@ -58,27 +66,15 @@ end
 -- reconnecting) step back behind that waiter, in their order, and the hand-over goes on
 -- at once. They keep their places otherwise: a dead one until its deadline drops it, a
 -- live one that reconnects having lost a turn for each release it missed.
--- Publishes before it writes, and callers call it before they free the lock, so that a
--- PUBLISH the user may not send fails the script with the lock and the queue as they were.
--- A cluster client sends the message as '0#': there PUBSUB NUMSUB counts only the
--- subscribers of the node running this script, and a live waiter subscribed on another node
--- would look dead, so the head is told as is (a dead head is dropped by its deadline).
-local function notify_head(queue, channel, message)
-    local index, hearer
-    if string.sub(message, -1) == '#' then
-        message = string.sub(message, 1, -2)
-        hearer = redis.call('lindex', queue, 0)
-        if not hearer then
-            return
-        end
-        index = 0
-    else
-        index, hearer = first_hearer(queue, channel)
-        if index == nil then
-            return
-        end
+-- Publishes (with `publish`, the command the caller passed) before it writes, and callers
+-- call it before they free the lock, so that a message the user may not send fails the
+-- script with the lock and the queue as they were.
+local function notify_head(queue, channel, message, publish)
+    local index, hearer = first_hearer(queue, channel, publish)
+    if index == nil then
+        return
     end
-    redis.call('publish', channel .. ':' .. hearer, message)
+    redis.call(publish, channel .. ':' .. hearer, message)
     if index > 0 then
         local unheard = {}
         for i = 1, index do

@@ -5,8 +5,9 @@
 -- For waiter i: KEYS[3i-2] lock hash, KEYS[3i-1] waiting queue, KEYS[3i] waiter deadlines.
 -- ARGV[1] how long a waiter keeps its place without refreshing it, in ms
 -- ARGV[2] unlock message ("0")
--- ARGV[2i + 1] unlock channel of waiter i's lock
--- ARGV[2i + 2] owner field of waiter i
+-- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
+-- ARGV[2i + 2] unlock channel of waiter i's lock
+-- ARGV[2i + 3] owner field of waiter i
 -- Returns one integer per waiter: 1 when its deadline was pushed forward; 2 when it heads
 -- the queue of a free lock and should take it now (its deadline is left to run: a head
 -- that is told its turn and does not take it, such as a future nobody polls, must not
@@ -16,7 +17,7 @@ local now = server_now()
 local refreshed = {}
 for i = 1, #KEYS / 3 do
     local lock, queue, timeouts = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-    local channel, owner = ARGV[2 * i + 1], ARGV[2 * i + 2]
+    local channel, owner = ARGV[2 * i + 2], ARGV[2 * i + 3]
     if fair_shape_error(lock, queue, timeouts) then
         refreshed[i] = 0
     else
@@ -25,7 +26,7 @@ for i = 1, #KEYS / 3 do
         if free then
             -- A hand-over in flight, or one that stalled on a head the purge just dropped:
             -- tell whoever heads the queue now.
-            notify_head(queue, channel, ARGV[2])
+            notify_head(queue, channel, ARGV[2], ARGV[3])
         end
         if redis.call('zscore', timeouts, owner) == false then
             refreshed[i] = 0

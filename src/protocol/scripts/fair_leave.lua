@@ -7,17 +7,18 @@
 -- KEYS[3] waiter deadlines
 -- ARGV[1] unlock channel; the head's own channel is this followed by ':<owner>'
 -- ARGV[2] unlock message ("0")
--- ARGV[3] owner field of the waiter leaving
+-- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
+-- ARGV[4] owner field of the waiter leaving
 -- Returns 1 when the waiter was queued, 0 when it was not.
 local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
 if misshapen then
     return misshapen
 end
-local removed = redis.call('lrem', KEYS[2], 0, ARGV[3])
-redis.call('zrem', KEYS[3], ARGV[3])
+local removed = redis.call('lrem', KEYS[2], 0, ARGV[4])
+redis.call('zrem', KEYS[3], ARGV[4])
 purge(KEYS[2], KEYS[3], server_now())
 if redis.call('exists', KEYS[1]) == 0 then
-    notify_head(KEYS[2], ARGV[1], ARGV[2])
+    notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 end
 if removed > 0 then
     return 1

@@ -7,9 +7,10 @@
 -- KEYS[4] unlock latch for this request: a retried call returns the first call's result
 -- ARGV[1] unlock channel; the head's own channel is this followed by ':<owner>'
 -- ARGV[2] unlock message ("0")
--- ARGV[3] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
--- ARGV[4] owner field "<client-uuid>:<task-id>"
--- ARGV[5] latch time-to-live in milliseconds
+-- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
+-- ARGV[4] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
+-- ARGV[5] owner field "<client-uuid>:<task-id>"
+-- ARGV[6] latch time-to-live in milliseconds
 -- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
 local done = redis.call('get', KEYS[4])
 if done ~= false then
@@ -19,26 +20,26 @@ local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
 if misshapen then
     return misshapen
 end
-local owner = ARGV[4]
+local owner = ARGV[5]
 purge(KEYS[2], KEYS[3], server_now())
 if redis.call('hexists', KEYS[1], owner) == 0 then
     -- Lost already; if the lock is free, make sure the queue does not stall on it.
     if redis.call('exists', KEYS[1]) == 0 then
-        notify_head(KEYS[2], ARGV[1], ARGV[2])
+        notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
     end
     return nil
 end
 local remaining = redis.call('hincrby', KEYS[1], owner, -1)
 if remaining > 0 then
-    if tonumber(ARGV[3]) > 0 then
-        redis.call('pexpire', KEYS[1], ARGV[3])
+    if tonumber(ARGV[4]) > 0 then
+        redis.call('pexpire', KEYS[1], ARGV[4])
     end
-    redis.call('set', KEYS[4], 0, 'px', ARGV[5])
+    redis.call('set', KEYS[4], 0, 'px', ARGV[6])
     return 0
 end
 -- The head is told before the delete (one script: nobody sees them apart), so that a
 -- refused PUBLISH fails the release with the lock still held, not freed in silence.
-notify_head(KEYS[2], ARGV[1], ARGV[2])
+notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 redis.call('del', KEYS[1])
-redis.call('set', KEYS[4], 1, 'px', ARGV[5])
+redis.call('set', KEYS[4], 1, 'px', ARGV[6])
 return 1

@@ -13,6 +13,7 @@ use std::sync::{Arc, LazyLock};
 use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::protocol::batch::{send_alone, Batched, Batcher};
+use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::RedisConn;
 use crate::protocol::evalsha::{EvalSha, LuaScript};
 use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
@@ -109,7 +110,8 @@ fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
 }
 
 /// A call of a fair-lock script on one lock: its three keys, then `more_keys` keys (to be
-/// added), then the channel and the unlock message, then `args` arguments (to be added).
+/// added), then the channel, the unlock message and the publish command, then `args`
+/// arguments (to be added).
 /// The channel is an argument, not a key: it needs no key permission (see the README's
 /// ACL rules), and the lock key routes the call.
 fn fair_call<'s>(
@@ -123,14 +125,16 @@ fn fair_call<'s>(
     let mut call = EvalSha::new(
         script,
         3 + more_keys.len(),
-        5 + more_keys.len() + args,
+        6 + more_keys.len() + args,
         bytes,
     );
     fair_keys(&mut call, names, queue);
     for key in more_keys {
         call.arg(*key);
     }
-    call.arg(&*names.channel).arg(names.fair_message());
+    call.arg(&*names.channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(names.publish_command());
     call
 }
 
@@ -350,13 +354,19 @@ impl UnlockItem {
                         + 1
                 })
                 .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 3 + 6 * items.len(), bytes);
+        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 4 + 6 * items.len(), bytes);
         for item in items {
             call.arg(&*item.names.key).arg(&*item.latch);
         }
         // Every item of one client asks for the same latch lifetime; the longest is safe.
         let latch_ttl_ms = items.iter().map(|i| i.latch_ttl_ms).max().unwrap_or(0);
-        call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms);
+        // Every lock of one client publishes with the same command.
+        let publish = items
+            .first()
+            .map_or(ChannelKind::Classic.publish(), |item| {
+                item.names.publish_command()
+            });
+        call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms).arg(publish);
         for item in items {
             call.arg(&*item.names.channel)
                 .arg(item.lease_ms)
@@ -424,10 +434,11 @@ pub(crate) async fn force_unlock<C: RedisConn>(
 ) -> RedisResult<bool> {
     let call = match names.queue() {
         None => {
-            let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 3, 2 * names.key.len() + 64);
+            let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 4, 2 * names.key.len() + 64);
             call.arg(&*names.key)
                 .arg(&*names.channel)
-                .arg(UNLOCK_MESSAGE);
+                .arg(UNLOCK_MESSAGE)
+                .arg(names.publish_command());
             call
         }
         Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], 0),
@@ -504,16 +515,18 @@ pub(crate) async fn refresh_places<'a, C: RedisConn>(
     let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
         (n + 1, bytes + 4 * names.key.len() + 128 + owner.len())
     });
-    // Every lock of one client is on the same topology.
-    let message = batch
+    // Every lock of one client publishes with the same command.
+    let publish = batch
         .clone()
         .next()
-        .map_or(UNLOCK_MESSAGE, |(names, _, _)| names.fair_message());
-    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 2, bytes);
+        .map_or(ChannelKind::Classic.publish(), |(names, _, _)| {
+            names.publish_command()
+        });
+    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 3, bytes);
     for (names, queue, _) in batch.clone() {
         fair_keys(&mut call, names, queue);
     }
-    call.arg(place_ms).arg(message);
+    call.arg(place_ms).arg(UNLOCK_MESSAGE).arg(publish);
     for (names, _, owner) in batch {
         call.arg(&*names.channel).arg(owner);
     }

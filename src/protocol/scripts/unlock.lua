@@ -11,15 +11,17 @@
 -- KEYS[2i] its unlock latch: a retried release returns the first try's result
 -- ARGV[1] unlock message ("0")
 -- ARGV[2] latch time-to-live in milliseconds
--- ARGV[4i - 1] the lock's unlock channel, told ARGV[1] when the lock becomes free (not a
---              key: a channel needs no key permission)
--- ARGV[4i] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
---          (undoing an acquire for a caller who left must not shorten another hold's
---          lease)
--- ARGV[4i + 1] owner field "<client-uuid>:<task-id>"
--- ARGV[4i + 2] "1" when this is a retry, whose latch may hold the first try's result; a
+-- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub (Redisson passes
+--         it the same way)
+-- ARGV[4i] the lock's unlock channel, told ARGV[1] when the lock becomes free (not a key:
+--          a channel needs no key permission)
+-- ARGV[4i + 1] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it
+--              is (undoing an acquire for a caller who left must not shorten another
+--              hold's lease)
+-- ARGV[4i + 2] owner field "<client-uuid>:<task-id>"
+-- ARGV[4i + 3] "1" when this is a retry, whose latch may hold the first try's result; a
 --              first try cannot find one, and skips the look-up
--- ARGV[#KEYS * 2 + 3] optional: present when one caller is alone in the call, whose one
+-- ARGV[#KEYS * 2 + 4] optional: present when one caller is alone in the call, whose one
 --                     reply then comes bare, sparing the client an array to parse
 -- Returns one integer per release: -1 when the owner held nothing, 0 when holds remain,
 -- 1 when the lock was freed, -4 when the key is not a lock, -5 when the user may not
@@ -27,7 +29,7 @@
 local replies = {}
 for i = 1, #KEYS / 2 do
     local lock, latch = KEYS[2 * i - 1], KEYS[2 * i]
-    local channel, lease, owner, retry = ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2]
+    local channel, lease, owner, retry = ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3]
     local done = retry == '1' and redis.call('get', latch)
     if done then
         replies[i] = tonumber(done)
@@ -46,7 +48,7 @@ for i = 1, #KEYS / 2 do
             end
             redis.call('set', latch, 0, 'px', ARGV[2])
             replies[i] = 0
-        elseif type(redis.pcall('publish', channel, ARGV[1])) == 'table' then
+        elseif type(redis.pcall(ARGV[3], channel, ARGV[1])) == 'table' then
             -- Told before the delete, which no one can see apart inside one script: a
             -- refused PUBLISH then leaves the lock as it was.
             replies[i] = -5
@@ -57,7 +59,7 @@ for i = 1, #KEYS / 2 do
         end
     end
 end
-if ARGV[#KEYS * 2 + 3] then
+if ARGV[#KEYS * 2 + 4] then
     return replies[1]
 end
 return replies

@@ -1,0 +1,395 @@
+//! [`Hub`]: the listener's shared state. Which channels this client's waiters want, on
+//! which node each one's subscription belongs, and the task that keeps each node's pub/sub
+//! connection. Everything here changes under one lock, never held across an `await`:
+//! a channel's node, its subscription state and the commands sent to node tasks change
+//! together, so that a confirmation from a node a channel just left cannot mark it
+//! subscribed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::protocol::channels::ChannelKind;
+use crate::transport::connection::Reconnects;
+use crate::transport::pubsub::channel::{Channel, Subscribed};
+use crate::transport::pubsub::slot_map::{NodeId, SlotMap};
+use crate::transport::pubsub::topology::Topology;
+use crate::transport::pubsub::{node, watcher};
+use crate::util::sync;
+
+/// Timeouts and intervals of the pub/sub connections.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    pub(super) connect_timeout: Duration,
+    /// Bound on each SUBSCRIBE, UNSUBSCRIBE, PING and `CLUSTER SLOTS`.
+    pub(super) command_timeout: Duration,
+    /// How often each connection is pinged, so that a half-open connection (a peer that
+    /// vanished without a FIN) is noticed and replaced instead of silently hearing nothing.
+    pub(super) ping_interval: Duration,
+}
+
+/// The listener's shared state; node tasks and the cluster watcher hold it weakly and end
+/// with it.
+pub(super) struct Hub {
+    pub(super) kind: ChannelKind,
+    pub(super) topology: Topology,
+    pub(super) timing: Timing,
+    /// Told when a node's connection comes back after being lost, or subscriptions moved
+    /// to another node: Redis may have restarted or failed over and forgotten locks.
+    pub(super) reconnects: Arc<Reconnects>,
+    /// Where the tasks run: the runtime the client was built on.
+    runtime: tokio::runtime::Handle,
+    state: Mutex<State>,
+}
+
+struct State {
+    channels: HashMap<Arc<str>, Wanted>,
+    /// The cluster's slot map as last read; `None` on one Redis, or before the first read.
+    slots: Option<Arc<SlotMap>>,
+    nodes: HashMap<NodeId, NodeTask>,
+    /// The cluster watcher, while there are channels to watch over.
+    watcher: Option<JoinHandle<()>>,
+}
+
+/// A channel some waiter of this client wants, and the node its subscription belongs on
+/// (`None` while unknown: no slot map yet, or its slot unserved).
+struct Wanted {
+    channel: Arc<Channel>,
+    node: Option<NodeId>,
+}
+
+/// A node's connection task and its queue of channels to look at again.
+struct NodeTask {
+    handle: JoinHandle<()>,
+    sender: mpsc::UnboundedSender<Arc<str>>,
+}
+
+/// What the cluster watcher should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Attention {
+    /// Every wanted channel is subscribed where its slot lives: check now and then.
+    Settled,
+    /// Some channel waits for its subscription: check again soon.
+    Unsettled,
+}
+
+/// What a node's connection should do about the channels it was asked to look at.
+#[derive(Default)]
+pub(super) struct Plan {
+    pub(super) subscribe: Vec<Arc<str>>,
+    pub(super) unsubscribe: Vec<Arc<str>>,
+}
+
+impl Hub {
+    pub(super) fn new(
+        kind: ChannelKind,
+        topology: Topology,
+        timing: Timing,
+        reconnects: Arc<Reconnects>,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
+        Hub {
+            kind,
+            topology,
+            timing,
+            reconnects,
+            runtime,
+            state: Mutex::new(State {
+                channels: HashMap::new(),
+                slots: None,
+                nodes: HashMap::new(),
+                watcher: None,
+            }),
+        }
+    }
+
+    /// Adds a waiter on `name`; the channel's first waiter has its node told to subscribe.
+    pub(super) fn register(self: &Arc<Self>, name: &Arc<str>) -> Arc<Channel> {
+        let mut state = sync::locked(&self.state);
+        let state = &mut *state;
+        let wanted = state
+            .channels
+            .entry(name.clone())
+            .or_insert_with(|| Wanted {
+                channel: Arc::new(Channel::new()),
+                node: None,
+            });
+        let channel = wanted.channel.clone();
+        if channel
+            .waiters
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            == 0
+        {
+            // A new entry: only the last waiter's leaving removes one, under this lock.
+            wanted.node = self.topology.node_of(state.slots.as_deref(), name);
+            match wanted.node.clone() {
+                Some(node) => self.tell(state, &node, name, true),
+                None => self.topology.request_refresh(),
+            }
+        }
+        if self.topology.is_cluster() {
+            self.ensure_watcher(state);
+        }
+        channel
+    }
+
+    /// Removes a waiter from `name`; the last one's leaving has its node unsubscribe.
+    pub(super) fn deregister(self: &Arc<Self>, name: &Arc<str>, channel: &Channel) {
+        let mut state = sync::locked(&self.state);
+        if channel
+            .waiters
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+        {
+            if let Some(Wanted {
+                node: Some(node), ..
+            }) = state.channels.remove(name)
+            {
+                // Never spawns a task (this may run in a `Drop` outside any runtime): a
+                // node without a live task has no subscription to drop.
+                self.tell(&mut state, &node, name, false);
+            }
+        }
+    }
+
+    /// Has `node`'s task look at `name` again; with `spawn`, starts the task if it has
+    /// none running (the first channel of the node, or a task that died with its runtime).
+    fn tell(self: &Arc<Self>, state: &mut State, node: &NodeId, name: &Arc<str>, spawn: bool) {
+        if let Some(task) = state.nodes.get(node) {
+            if !task.handle.is_finished() {
+                // A live task holds the receiver, so this cannot fail.
+                let _ = task.sender.send(name.clone());
+                return;
+            }
+        }
+        if !spawn {
+            return;
+        }
+        // A task that died (with its runtime) leaves channels that believe they are
+        // subscribed: the new task confirms them again, and wakes their waiters.
+        let respawn = state.nodes.contains_key(node);
+        if respawn {
+            for wanted in state.channels.values() {
+                if wanted.node.as_ref() == Some(node) {
+                    wanted.channel.unconfirm();
+                }
+            }
+        }
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let handle = self.runtime.spawn(node::run(
+            Arc::downgrade(self),
+            node.clone(),
+            receiver,
+            respawn,
+        ));
+        state
+            .nodes
+            .insert(node.clone(), NodeTask { handle, sender });
+    }
+
+    fn ensure_watcher(self: &Arc<Self>, state: &mut State) {
+        if state.watcher.as_ref().is_some_and(|w| !w.is_finished()) {
+            return;
+        }
+        let refresh = self.topology.refresh_signal();
+        state.watcher = Some(
+            self.runtime
+                .spawn(watcher::run(Arc::downgrade(self), refresh)),
+        );
+    }
+
+    /// The cluster watcher ends when no channel is wanted (under the lock, so that a
+    /// channel registered meanwhile finds no watcher and starts one). True when it should.
+    pub(super) fn retire_watcher_if_idle(&self) -> bool {
+        let mut state = sync::locked(&self.state);
+        if state.channels.is_empty() {
+            state.watcher = None;
+            return true;
+        }
+        false
+    }
+
+    /// Whether the watcher should look at the slot map again soon.
+    pub(super) fn attention(&self) -> Attention {
+        let state = sync::locked(&self.state);
+        let unsettled = state
+            .channels
+            .values()
+            .any(|w| w.node.is_none() || w.channel.state() == Subscribed::Pending);
+        if unsettled {
+            Attention::Unsettled
+        } else {
+            Attention::Settled
+        }
+    }
+
+    /// The last slot map read, if any.
+    pub(super) fn slots(&self) -> Option<Arc<SlotMap>> {
+        sync::locked(&self.state).slots.clone()
+    }
+
+    /// Applies a fresh slot map: every wanted channel whose slot now lives on another
+    /// master moves there (its old node unsubscribes, its new node subscribes, and its
+    /// waiters are woken once the new subscription is confirmed: messages sent in between
+    /// were lost); channels still waiting for a subscription are asked for again; tasks of
+    /// nodes that neither serve slots nor hold channels are stopped. Returns how many
+    /// channels moved.
+    pub(super) fn reroute(self: &Arc<Self>, map: SlotMap) -> usize {
+        let map = Arc::new(map);
+        let mut state = sync::locked(&self.state);
+        let state = &mut *state;
+        state.slots = Some(map.clone());
+        let mut moved = 0;
+        let mut tells: Vec<(NodeId, Arc<str>, bool)> = Vec::new();
+        for (name, wanted) in state.channels.iter_mut() {
+            let node = self.topology.node_of(Some(&map), name);
+            if node != wanted.node {
+                wanted.channel.unconfirm();
+                if let Some(old) = wanted.node.take() {
+                    moved += 1;
+                    tells.push((old, name.clone(), false));
+                }
+                wanted.node = node.clone();
+                if let Some(new) = node {
+                    tells.push((new, name.clone(), true));
+                }
+            } else if wanted.channel.state() == Subscribed::Pending {
+                if let Some(node) = node {
+                    tells.push((node, name.clone(), true));
+                }
+            }
+        }
+        for (node, name, spawn) in &tells {
+            self.tell(state, node, name, *spawn);
+        }
+        let busy: HashSet<&NodeId> = state
+            .channels
+            .values()
+            .filter_map(|w| w.node.as_ref())
+            .collect();
+        let retired: Vec<NodeId> = state
+            .nodes
+            .keys()
+            .filter(|node| match node {
+                NodeId::At(addr) => !map.is_master(addr) && !busy.contains(node),
+                NodeId::Only => false,
+            })
+            .cloned()
+            .collect();
+        for node in retired {
+            // Dropping its sender ends the task once it has handled what it was told.
+            state.nodes.remove(&node);
+        }
+        moved
+    }
+
+    /// The channels `node` should be subscribed to.
+    pub(super) fn assigned_to(&self, node: &NodeId) -> Vec<Arc<str>> {
+        sync::locked(&self.state)
+            .channels
+            .iter()
+            .filter(|(_, w)| w.node.as_ref() == Some(node))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// `node`'s connection was lost: its channels are to be subscribed again.
+    pub(super) fn unconfirm_all(&self, node: &NodeId) {
+        let state = sync::locked(&self.state);
+        for wanted in state.channels.values() {
+            if wanted.node.as_ref() == Some(node) {
+                wanted.channel.unconfirm();
+            }
+        }
+    }
+
+    /// Which of `names` (or, for `None`, of the channels that belong on `node`, and of
+    /// `subscribed`) `node`'s connection should subscribe to, and which it should drop.
+    /// A channel that belongs here, waits for its subscription and is subscribed on this
+    /// connection already (it moved away and back) is confirmed at once.
+    pub(super) fn plan(
+        &self,
+        node: &NodeId,
+        names: Option<&[Arc<str>]>,
+        subscribed: &HashSet<Arc<str>>,
+    ) -> Plan {
+        let state = sync::locked(&self.state);
+        let everything: Vec<Arc<str>>;
+        let names = match names {
+            Some(names) => names,
+            None => {
+                everything = state
+                    .channels
+                    .iter()
+                    .filter(|(_, w)| w.node.as_ref() == Some(node))
+                    .map(|(name, _)| name.clone())
+                    .chain(subscribed.iter().cloned())
+                    .collect();
+                &everything
+            }
+        };
+        let mut plan = Plan::default();
+        let mut seen = HashSet::new();
+        for name in names {
+            if !seen.insert(name) {
+                continue;
+            }
+            let here = state
+                .channels
+                .get(name)
+                .filter(|w| w.node.as_ref() == Some(node));
+            match here {
+                Some(wanted) if wanted.channel.state() == Subscribed::Pending => {
+                    if subscribed.contains(name) {
+                        wanted.channel.confirm();
+                    } else {
+                        plan.subscribe.push(name.clone());
+                    }
+                }
+                None if subscribed.contains(name) => plan.unsubscribe.push(name.clone()),
+                _ => {}
+            }
+        }
+        plan
+    }
+
+    /// Runs `action` on the channel `name` if it is wanted and belongs on `node`, under the
+    /// lock: a channel that moved on is not touched by its old node.
+    pub(super) fn on_assigned(&self, name: &str, node: &NodeId, action: impl FnOnce(&Channel)) {
+        let state = sync::locked(&self.state);
+        if let Some(wanted) = state.channels.get(name) {
+            if wanted.node.as_ref() == Some(node) {
+                action(&wanted.channel);
+            }
+        }
+    }
+
+    /// Whether `name` is wanted and belongs on `node`.
+    pub(super) fn belongs_on(&self, name: &str, node: &NodeId) -> bool {
+        let state = sync::locked(&self.state);
+        state
+            .channels
+            .get(name)
+            .is_some_and(|w| w.node.as_ref() == Some(node))
+    }
+
+    pub(super) fn channel(&self, name: &[u8]) -> Option<Arc<Channel>> {
+        let name = std::str::from_utf8(name).ok()?;
+        sync::locked(&self.state)
+            .channels
+            .get(name)
+            .map(|w| w.channel.clone())
+    }
+
+    /// How many channels are confirmed subscribed.
+    pub(super) fn confirmed_count(&self) -> usize {
+        sync::locked(&self.state)
+            .channels
+            .values()
+            .filter(|w| w.channel.state() == Subscribed::Confirmed)
+            .count()
+    }
+}

@@ -1,0 +1,362 @@
+//! One node's pub/sub connection task: connects, subscribes the channels that belong on the
+//! node, dispatches their messages, notices what the server unsubscribed on its own, and
+//! reconnects when the connection drops. Holds the listener weakly, and ends with it.
+//!
+//! The connection is a RESP3 multiplexed connection whose pushes (messages, subscription
+//! confirmations, and the `sunsubscribe` a node sends when a shard channel's slot leaves
+//! it) arrive on a channel of their own. redis-rs' `PubSub` swallows an unsolicited
+//! `sunsubscribe` and has no `SSUBSCRIBE`; this connection passes every push on.
+//!
+//! Each channel is subscribed with a command of its own, all of one round pipelined: a
+//! `SSUBSCRIBE` naming channels of several slots fails with `CROSSSLOT`, and one refused
+//! or redirected channel then fails only its own command. A subscription counts once its
+//! confirmation push arrives, not when the command's reply does: a push the server sends
+//! on its own while a command is in flight is taken by redis-rs for that command's reply,
+//! so replies are read for their errors only.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{AsyncConnectionConfig, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
+use tokio::sync::{mpsc, watch};
+
+use crate::error::{is_permission_failure, Error, Result};
+use crate::transport::pubsub::hub::Hub;
+use crate::transport::pubsub::slot_map::NodeId;
+use crate::transport::sentinel::Master;
+
+/// Pause between reconnection attempts while channels belong on the node.
+const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+
+/// Most channels subscribed (or unsubscribed) by one pipeline.
+const CHUNK: usize = 512;
+
+/// Why a connection's service ended.
+enum End {
+    /// The connection is lost or unusable: reconnect.
+    Lost,
+    /// The listener is gone, or the task was retired: stop.
+    Done,
+}
+
+/// The task of `node`. `reconnecting`: the task replaces one that died, whose channels'
+/// waiters may have missed messages.
+pub(super) async fn run(
+    hub: Weak<Hub>,
+    node: NodeId,
+    mut tells: mpsc::UnboundedReceiver<Arc<str>>,
+    mut reconnecting: bool,
+) {
+    loop {
+        let Some(listener) = hub.upgrade() else {
+            return;
+        };
+        if listener.assigned_to(&node).is_empty() {
+            // Nothing to listen for: stay disconnected until a channel arrives.
+            drop(listener);
+            match tells.recv().await {
+                Some(_) => continue,
+                None => return,
+            }
+        }
+        let opened = Session::open(&listener, &node).await;
+        let (mut session, mut pushes) = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                tracing::debug!(%node, error = %e, "pub/sub connect failed; retrying");
+                // The node may be gone for good: its slots may have moved.
+                listener.topology.request_refresh();
+                drop(listener);
+                tokio::time::sleep(RECONNECT_DELAY).await;
+                continue;
+            }
+        };
+        let end = match session.sync(&listener, None).await {
+            Ok(()) => {
+                if reconnecting {
+                    listener.reconnects.tell();
+                }
+                reconnecting = true;
+                drop(listener);
+                session.serve(&hub, &mut tells, &mut pushes).await
+            }
+            Err(End::Done) => End::Done,
+            Err(End::Lost) => End::Lost,
+        };
+        if let End::Done = end {
+            return;
+        }
+        tracing::debug!(%node, "pub/sub connection lost; reconnecting");
+        if let Some(listener) = hub.upgrade() {
+            listener.unconfirm_all(&node);
+            listener.topology.request_refresh();
+        }
+        tokio::time::sleep(RECONNECT_DELAY).await;
+    }
+}
+
+/// One connection to the node, and what the server confirmed on it.
+struct Session {
+    node: NodeId,
+    conn: MultiplexedConnection,
+    /// Channels whose subscription the server confirmed on this connection, and has not
+    /// dropped since.
+    subscribed: HashSet<Arc<str>>,
+    /// Unsubscriptions asked for and not yet confirmed: their `unsubscribe` pushes are no
+    /// news.
+    unsubscribing: HashMap<Arc<str>, usize>,
+    command_timeout: Duration,
+    ping_interval: Duration,
+    /// On a Sentinel client: told when the sentinels name another master, which this
+    /// connection must leave (see the topology docs).
+    master_changes: Option<watch::Receiver<Arc<Master>>>,
+}
+
+impl Session {
+    async fn open(
+        hub: &Hub,
+        node: &NodeId,
+    ) -> Result<(Session, mpsc::UnboundedReceiver<PushInfo>)> {
+        let timing = hub.timing;
+        let master_changes = hub.topology.master_changes();
+        let client = hub.topology.client_for(node).await?;
+        let (sender, pushes) = mpsc::unbounded_channel();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timing.connect_timeout))
+            .set_response_timeout(Some(timing.command_timeout))
+            .set_push_sender(sender);
+        // Bounded as a whole: the handshake after the connect has no bound of its own.
+        let limit = timing.connect_timeout + timing.command_timeout;
+        let conn = tokio::time::timeout(
+            limit,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+        .map_err(|_| Error::Timeout {
+            during: "connecting for pub/sub",
+            after: limit,
+        })??;
+        let session = Session {
+            node: node.clone(),
+            conn,
+            subscribed: HashSet::new(),
+            unsubscribing: HashMap::new(),
+            command_timeout: timing.command_timeout,
+            ping_interval: timing.ping_interval,
+            master_changes,
+        };
+        Ok((session, pushes))
+    }
+
+    /// Serves the connection until it is lost or the listener is gone.
+    async fn serve(
+        &mut self,
+        hub: &Weak<Hub>,
+        tells: &mut mpsc::UnboundedReceiver<Arc<str>>,
+        pushes: &mut mpsc::UnboundedReceiver<PushInfo>,
+    ) -> End {
+        let mut keepalive = tokio::time::interval(self.ping_interval);
+        keepalive.tick().await;
+        loop {
+            let master_changed = async {
+                match self.master_changes.as_mut() {
+                    Some(changes) => changes.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                true = master_changed => {
+                    tracing::debug!(node = %self.node, "the master changed; moving the pub/sub connection");
+                    return End::Lost;
+                }
+                _ = keepalive.tick() => {
+                    // Any reply will do (even a push redis-rs hands to the PING).
+                    let ping = redis::cmd("PING");
+                    let pong = tokio::time::timeout(
+                        self.command_timeout,
+                        self.conn.req_packed_command(&ping),
+                    )
+                    .await;
+                    if !matches!(pong, Ok(Ok(_))) {
+                        tracing::debug!(node = %self.node, "pub/sub ping failed");
+                        return End::Lost;
+                    }
+                }
+                told = tells.recv() => {
+                    let Some(first) = told else { return End::Done };
+                    let mut names = vec![first];
+                    while names.len() < CHUNK {
+                        match tells.try_recv() {
+                            Ok(name) => names.push(name),
+                            Err(_) => break,
+                        }
+                    }
+                    let Some(listener) = hub.upgrade() else { return End::Done };
+                    if let Err(end) = self.sync(&listener, Some(&names)).await {
+                        return end;
+                    }
+                }
+                push = pushes.recv() => {
+                    let Some(push) = push else { return End::Lost };
+                    let Some(listener) = hub.upgrade() else { return End::Done };
+                    if let Err(end) = self.on_push(&listener, push).await {
+                        return end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Subscribes what belongs here and is not subscribed, and drops what is subscribed
+    /// and no longer belongs here, among `names` (`None`: every channel).
+    async fn sync(&mut self, hub: &Hub, names: Option<&[Arc<str>]>) -> Result<(), End> {
+        let plan = hub.plan(&self.node, names, &self.subscribed);
+        let kind = hub.kind;
+        for chunk in plan.unsubscribe.chunks(CHUNK) {
+            for name in chunk {
+                self.subscribed.remove(name);
+                *self.unsubscribing.entry(name.clone()).or_default() += 1;
+            }
+            let replies = self.pipeline(kind.unsubscribe(), chunk).await?;
+            for (name, reply) in chunk.iter().zip(replies) {
+                if let Err(e) = reply {
+                    // Refused (no `+unsubscribe`): the subscription stays, harmlessly.
+                    tracing::debug!(channel = %name, error = %e, "pub/sub unsubscribe refused");
+                    self.forget_unsubscribe(name);
+                }
+            }
+        }
+        for chunk in plan.subscribe.chunks(CHUNK) {
+            let replies = self.pipeline(kind.subscribe(), chunk).await?;
+            for (name, reply) in chunk.iter().zip(replies) {
+                let Err(e) = reply else { continue };
+                if is_permission_failure(&e) {
+                    tracing::warn!(channel = %name, error = %e, "the user may not subscribe to an unlock channel");
+                    hub.on_assigned(name, &self.node, |channel| channel.refuse());
+                } else if is_redirection(&e) {
+                    // The slot map is stale: the channel waits for the watcher to route it
+                    // again.
+                    tracing::debug!(channel = %name, error = %e, "pub/sub subscribe redirected");
+                    hub.topology.request_refresh();
+                } else {
+                    tracing::debug!(channel = %name, error = %e, "pub/sub subscribe failed");
+                    return Err(End::Lost);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `command` once per channel, in one pipeline; each channel's own outcome.
+    async fn pipeline(
+        &mut self,
+        command: &str,
+        channels: &[Arc<str>],
+    ) -> Result<Vec<Result<(), RedisError>>, End> {
+        let mut pipe = redis::pipe();
+        for name in channels {
+            pipe.cmd(command).arg(&**name);
+        }
+        let sent = tokio::time::timeout(
+            self.command_timeout,
+            self.conn.req_packed_commands(&pipe, 0, channels.len()),
+        )
+        .await;
+        match sent {
+            Ok(Ok(replies)) => Ok(replies
+                .into_iter()
+                .map(|reply| match reply {
+                    Value::ServerError(e) => Err(RedisError::from(e)),
+                    _ => Ok(()),
+                })
+                .collect()),
+            Ok(Err(e)) => {
+                tracing::debug!(node = %self.node, error = %e, "pub/sub command failed");
+                Err(End::Lost)
+            }
+            Err(_) => {
+                tracing::debug!(node = %self.node, "pub/sub command timed out");
+                Err(End::Lost)
+            }
+        }
+    }
+
+    fn forget_unsubscribe(&mut self, name: &Arc<str>) {
+        if let Some(count) = self.unsubscribing.get_mut(name) {
+            *count -= 1;
+            if *count == 0 {
+                self.unsubscribing.remove(name);
+            }
+        }
+    }
+
+    /// Handles what the server pushed.
+    async fn on_push(&mut self, hub: &Hub, push: PushInfo) -> Result<(), End> {
+        let channel_name = || match push.data.first() {
+            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok().map(Arc::<str>::from),
+            _ => None,
+        };
+        match push.kind {
+            PushKind::Disconnection => return Err(End::Lost),
+            PushKind::Message | PushKind::SMessage => {
+                let (Some(Value::BulkString(name)), Some(payload)) =
+                    (push.data.first(), push.data.get(1))
+                else {
+                    return Ok(());
+                };
+                if let Some(channel) = hub.channel(name) {
+                    // "0" is an unlock (wake one); "1" a read unlock (wake all).
+                    match payload {
+                        Value::BulkString(bytes) if bytes == b"1" => channel.wake_all(),
+                        _ => channel.wake_one(),
+                    }
+                }
+            }
+            PushKind::Subscribe | PushKind::SSubscribe => {
+                let Some(name) = channel_name() else {
+                    return Ok(());
+                };
+                self.subscribed.insert(name.clone());
+                if hub.belongs_on(&name, &self.node) {
+                    hub.on_assigned(&name, &self.node, |channel| channel.confirm());
+                } else {
+                    // Its waiters left (or it moved) while the subscribe was under way.
+                    self.sync(hub, Some(&[name])).await?;
+                }
+            }
+            PushKind::Unsubscribe | PushKind::SUnsubscribe => {
+                let Some(name) = channel_name() else {
+                    return Ok(());
+                };
+                self.subscribed.remove(&name);
+                if self.unsubscribing.contains_key(&name) {
+                    self.forget_unsubscribe(&name);
+                } else {
+                    // The server dropped it on its own: the channel's slot left this node
+                    // (a failover, a migration). Find where it lives now.
+                    tracing::debug!(node = %self.node, channel = %name, "subscription dropped by the server");
+                    hub.on_assigned(&name, &self.node, |channel| channel.unconfirm());
+                    hub.topology.request_refresh();
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The node does not serve the channel's slot (any more), or the cluster is reconfiguring.
+fn is_redirection(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+        )
+    )
+}

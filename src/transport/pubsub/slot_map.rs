@@ -1,0 +1,201 @@
+//! [`SlotMap`]: which master serves each hash slot of a Redis Cluster, read with
+//! `CLUSTER SLOTS`, and [`NodeId`], a node the listener connects to.
+
+use std::fmt;
+use std::sync::Arc;
+
+use redis::Value;
+
+use crate::protocol::key_slot;
+
+/// A node the listener keeps a pub/sub connection to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum NodeId {
+    /// The one Redis of a standalone client, wherever it is now (see
+    /// [`Topology::client_for`](super::topology::Topology::client_for)).
+    Only,
+    /// A cluster node, at the address the cluster announces for it.
+    At(NodeAddr),
+}
+
+/// A cluster node's announced address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct NodeAddr {
+    pub(super) host: Arc<str>,
+    pub(super) port: u16,
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeId::Only => f.write_str("the server"),
+            NodeId::At(addr) => write!(f, "{}:{}", addr.host, addr.port),
+        }
+    }
+}
+
+/// One range of slots and its master.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Range {
+    start: u16,
+    end: u16,
+    master: NodeAddr,
+}
+
+/// The slot ranges of a cluster, sorted, with their masters; and every node listed (replicas
+/// too), to read the map again from when the nodes known first are gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct SlotMap {
+    ranges: Vec<Range>,
+    nodes: Vec<NodeAddr>,
+}
+
+impl SlotMap {
+    /// The master serving the slot of `channel` (all of one lock's names share a slot), or
+    /// `None` when no node serves it (the cluster is down there).
+    pub(super) fn master_of(&self, channel: &str) -> Option<&NodeAddr> {
+        let slot = key_slot(channel.as_bytes());
+        let after = self.ranges.partition_point(|r| r.start <= slot);
+        let range = self.ranges.get(after.checked_sub(1)?)?;
+        (slot <= range.end).then_some(&range.master)
+    }
+
+    /// Whether `node` serves slots.
+    pub(super) fn is_master(&self, node: &NodeAddr) -> bool {
+        self.ranges.iter().any(|r| r.master == *node)
+    }
+
+    /// Every node the map lists, masters and replicas.
+    pub(super) fn nodes(&self) -> &[NodeAddr] {
+        &self.nodes
+    }
+
+    /// Parses a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id, ...], [replica host,
+    /// port, ...]...], ...]`. A node announced with an empty host (or `?`: its address is
+    /// unknown) is the node that answered, at `asked_host`, as redis-rs reads it.
+    pub(super) fn parse(reply: &Value, asked_host: &str) -> Result<SlotMap, String> {
+        let Value::Array(entries) = reply else {
+            return Err(format!("expected an array, got {reply:?}"));
+        };
+        let mut map = SlotMap::default();
+        for entry in entries {
+            let Value::Array(fields) = entry else {
+                return Err(format!("expected a slot range, got {entry:?}"));
+            };
+            let (Some(start), Some(end)) = (fields.first(), fields.get(1)) else {
+                return Err(format!("a slot range without bounds: {entry:?}"));
+            };
+            let (start, end) = (slot(start)?, slot(end)?);
+            let mut nodes = fields[2..].iter().map(|n| node(n, asked_host));
+            let master = nodes
+                .next()
+                .ok_or_else(|| format!("slots {start}-{end} have no master"))??;
+            for replica in nodes {
+                let replica = replica?;
+                if !map.nodes.contains(&replica) {
+                    map.nodes.push(replica);
+                }
+            }
+            if !map.nodes.contains(&master) {
+                map.nodes.push(master.clone());
+            }
+            map.ranges.push(Range { start, end, master });
+        }
+        map.ranges.sort_by_key(|r| r.start);
+        Ok(map)
+    }
+}
+
+fn slot(value: &Value) -> Result<u16, String> {
+    match value {
+        Value::Int(n) => u16::try_from(*n)
+            .ok()
+            .filter(|s| *s < 16384)
+            .ok_or_else(|| format!("slot {n} out of range")),
+        other => Err(format!("expected a slot number, got {other:?}")),
+    }
+}
+
+fn node(value: &Value, asked_host: &str) -> Result<NodeAddr, String> {
+    let Value::Array(fields) = value else {
+        return Err(format!("expected a node, got {value:?}"));
+    };
+    let host = match fields.first() {
+        Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        Some(Value::SimpleString(text)) => text.clone(),
+        other => return Err(format!("expected a node's host, got {other:?}")),
+    };
+    let host = if host.is_empty() || host == "?" {
+        asked_host.to_string()
+    } else {
+        host
+    };
+    let port = match fields.get(1) {
+        Some(Value::Int(port)) => {
+            u16::try_from(*port).map_err(|_| format!("port {port} out of range"))?
+        }
+        other => return Err(format!("expected a node's port, got {other:?}")),
+    };
+    Ok(NodeAddr {
+        host: host.into(),
+        port,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![
+            Value::BulkString(host.as_bytes().to_vec()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ])
+    }
+
+    fn range(start: i64, end: i64, nodes: Vec<Value>) -> Value {
+        let mut fields = vec![Value::Int(start), Value::Int(end)];
+        fields.extend(nodes);
+        Value::Array(fields)
+    }
+
+    #[test]
+    fn channels_map_to_the_master_of_their_slot() {
+        let reply = Value::Array(vec![
+            range(
+                8192,
+                16383,
+                vec![node("10.0.0.2", 7001), node("10.0.0.4", 7003)],
+            ),
+            range(0, 8191, vec![node("", 7000), node("10.0.0.3", 7002)]),
+        ]);
+        let map = SlotMap::parse(&reply, "10.0.0.1").unwrap();
+        let at = |host: &str, port| NodeAddr {
+            host: host.into(),
+            port,
+        };
+        // Slot 0 of "123456789"'s CRC is 0x31c3 = 12739: the second range.
+        assert_eq!(map.master_of("123456789"), Some(&at("10.0.0.2", 7001)));
+        let low = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| key_slot(k.as_bytes()) < 8192)
+            .unwrap();
+        assert_eq!(map.master_of(&low), Some(&at("10.0.0.1", 7000)));
+        assert!(map.is_master(&at("10.0.0.1", 7000)));
+        assert!(!map.is_master(&at("10.0.0.3", 7002)));
+        assert_eq!(map.nodes().len(), 4);
+    }
+
+    #[test]
+    fn unserved_slots_have_no_master() {
+        let reply = Value::Array(vec![range(0, 99, vec![node("h", 1)])]);
+        let map = SlotMap::parse(&reply, "h").unwrap();
+        let unserved = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| key_slot(k.as_bytes()) >= 100)
+            .unwrap();
+        assert_eq!(map.master_of(&unserved), None);
+        assert!(SlotMap::parse(&Value::Int(1), "h").is_err());
+    }
+}

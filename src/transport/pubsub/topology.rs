@@ -1,0 +1,171 @@
+//! [`Topology`]: where the listener connects. The one place that turns "the node this
+//! channel belongs on" into an address to connect to: on one Redis, the client's URL; on a
+//! cluster, the master of the channel's slot, at the address the cluster announces, opened
+//! with the seeds' credentials and TLS settings.
+//!
+//! On a Sentinel client, the one node is the master the sentinels name now: each node task
+//! asks at every (re)connection, and drops its connection when the master changes
+//! ([`master_changes`](Topology::master_changes)), since the old master keeps the
+//! connection open, and hears nothing the new one publishes, until it is demoted.
+
+use std::sync::Arc;
+
+use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
+use tokio::sync::{watch, Notify};
+
+use crate::error::{Error, Result};
+use crate::transport::pubsub::slot_map::{NodeAddr, NodeId, SlotMap};
+use crate::transport::sentinel::{Master, MasterWatch};
+
+/// Where the listener's connections go.
+pub(super) enum Topology {
+    /// One Redis: every channel on it.
+    Standalone { node: ConnectionInfo },
+    /// A Redis Cluster: each channel on the master of its slot.
+    Cluster(Cluster),
+    /// The master a Sentinel client follows: every channel on it.
+    Sentinel { master: MasterWatch },
+}
+
+pub(super) struct Cluster {
+    /// The seeds the client was given, to read the slot map from when no node it learned
+    /// of answers.
+    seeds: Vec<ConnectionInfo>,
+    /// The credentials, database and TLS settings nodes are opened with: the first seed's,
+    /// as redis-rs' cluster client does.
+    template: ConnectionInfo,
+    /// Asks the cluster watcher to read the slot map again.
+    refresh: Arc<Notify>,
+}
+
+impl Topology {
+    /// `nodes`: the redis-rs clients of the URL (standalone) or of each seed (cluster),
+    /// with the client's TLS settings.
+    /// `master`: on a Sentinel client, where the master is (`nodes` is then empty).
+    pub(super) fn new(
+        nodes: &[redis::Client],
+        cluster: bool,
+        master: Option<MasterWatch>,
+    ) -> Result<Self> {
+        if let Some(master) = master {
+            return Ok(Topology::Sentinel { master });
+        }
+        let mut infos = nodes.iter().map(|n| n.get_connection_info().clone());
+        let first = infos
+            .next()
+            .ok_or_else(|| Error::invalid("no node to connect to for pub/sub"))?;
+        if !cluster {
+            return Ok(Topology::Standalone { node: first });
+        }
+        Ok(Topology::Cluster(Cluster {
+            seeds: std::iter::once(first.clone()).chain(infos).collect(),
+            template: first,
+            refresh: Arc::new(Notify::new()),
+        }))
+    }
+
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self, Topology::Cluster(_))
+    }
+
+    /// The node `channel`'s subscription belongs on: the one Redis; on a cluster, the
+    /// master of the channel's slot as `slots` (the last map read) says, or `None` before
+    /// a map was read or while no node serves the slot.
+    pub(super) fn node_of(&self, slots: Option<&SlotMap>, channel: &str) -> Option<NodeId> {
+        match self {
+            Topology::Standalone { .. } | Topology::Sentinel { .. } => Some(NodeId::Only),
+            Topology::Cluster(_) => slots?.master_of(channel).cloned().map(NodeId::At),
+        }
+    }
+
+    /// How to open a pub/sub connection to `node`: RESP3, so that subscription changes
+    /// the server makes on its own (a shard channel's `sunsubscribe` after a failover or a
+    /// slot migration) arrive as pushes (see the module docs).
+    pub(super) async fn client_for(&self, node: &NodeId) -> Result<redis::Client> {
+        let info = match (self, node) {
+            (Topology::Standalone { node }, NodeId::Only) => node.clone(),
+            (Topology::Sentinel { master }, NodeId::Only) => {
+                master.current().client.get_connection_info().clone()
+            }
+            (Topology::Cluster(cluster), NodeId::At(addr)) => cluster.info_for(addr),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "no way to reach {node} for pub/sub"
+                )))
+            }
+        };
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        redis::Client::open(info.set_redis_settings(settings)).map_err(Error::from)
+    }
+
+    /// Where to read a cluster's slot map from, best first: the nodes of the last map (the
+    /// seeds may be long gone), then the seeds. Empty on one Redis.
+    pub(super) fn map_sources(&self, last: Option<&SlotMap>) -> Vec<ConnectionInfo> {
+        let Topology::Cluster(cluster) = self else {
+            return Vec::new();
+        };
+        let mut sources: Vec<ConnectionInfo> = last
+            .map(|map| map.nodes().iter().map(|n| cluster.info_for(n)).collect())
+            .unwrap_or_default();
+        sources.extend(cluster.seeds.iter().cloned());
+        sources
+    }
+
+    /// Asks the cluster watcher to read the slot map again (a node's connection was lost,
+    /// a subscription was dropped or redirected by the server); nothing on one Redis.
+    pub(super) fn request_refresh(&self) {
+        if let Topology::Cluster(cluster) = self {
+            cluster.refresh.notify_one();
+        }
+    }
+
+    /// What [`request_refresh`](Self::request_refresh) signals.
+    pub(super) fn refresh_signal(&self) -> Arc<Notify> {
+        match self {
+            Topology::Cluster(cluster) => cluster.refresh.clone(),
+            Topology::Standalone { .. } | Topology::Sentinel { .. } => Arc::new(Notify::new()),
+        }
+    }
+
+    /// On a Sentinel client, told when the sentinels name another master; taken before
+    /// [`client_for`](Self::client_for), so that a change in between is seen.
+    pub(super) fn master_changes(&self) -> Option<watch::Receiver<Arc<Master>>> {
+        match self {
+            Topology::Sentinel { master } => Some(master.changes()),
+            _ => None,
+        }
+    }
+}
+
+impl Cluster {
+    /// The first seed's settings, at `addr`.
+    fn info_for(&self, addr: &NodeAddr) -> ConnectionInfo {
+        let (host, port) = (addr.host.to_string(), addr.port);
+        let addr = match self.template.addr() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        };
+        self.template.clone().set_addr(addr)
+    }
+}
+
+/// The host part of `info`'s address, for nodes that announce none (see
+/// [`SlotMap::parse`]).
+pub(super) fn host_of(info: &ConnectionInfo) -> String {
+    match info.addr() {
+        ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
+        _ => String::new(),
+    }
+}
