@@ -50,7 +50,13 @@ async fn a_fixed_lease_expires_and_the_guard_reports_it() {
     let started = Instant::now();
     let reason = tokio::time::timeout(GENEROUS, guard.lost()).await.unwrap();
     assert_eq!(reason, LostReason::Expired);
-    assert!(started.elapsed() <= Duration::from_millis(300));
+    // Told at the lease's end (300 ms after the acquire was sent, at the latest); the
+    // slack is for a late timer on a loaded machine.
+    assert!(
+        started.elapsed() <= Duration::from_millis(1000),
+        "{:?}",
+        started.elapsed()
+    );
 
     // Once Redis expired it, another client takes it; the stale guard cannot release it.
     let taken = other.lock("leased").lock().await.unwrap();
