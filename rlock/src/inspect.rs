@@ -68,6 +68,18 @@ impl Batch {
                     .await
                     .map_err(|e| Failure::from_redis(&format!("reading from {}", node.addr), &e))?;
                 for ((i, _), answer) in chunk.iter().zip(answers) {
+                    // WRONGTYPE is an answer (a derived name holding other data); any other
+                    // error, such as a missing ACL permission, must not read as "empty".
+                    if let Value::ServerError(error) = &answer {
+                        if error.code() != "WRONGTYPE" {
+                            return Err(Failure::redis(format!(
+                                "{} answered {}: {}",
+                                node.addr,
+                                error.code(),
+                                error.details().unwrap_or_default()
+                            )));
+                        }
+                    }
                     replies[*i] = answer;
                 }
             }

@@ -21,9 +21,11 @@
 //! printed: URLs show `***` in their place, in output and in errors alike.
 //!
 //! A read-only ACL user needs `+scan +type +pttl +hscan +llen +zcard +zcount +zmscore
-//! +lrange +get +time +pubsub|numsub +info` on the lock keys and `redisson_*`; on a cluster
-//! also `+cluster|slots`, on Sentinel `+sentinel|get-master-addr-by-name` on the sentinels.
-//! `unlock` needs the rules the library's README lists for a lock user.
+//! +lrange +get +time +pubsub|numsub +info` with key patterns for the lock names and
+//! `~redisson_*` (`rlock/tests/secrets.rs` checks these rules); on a cluster also
+//! `+cluster|slots`, on Sentinel `+sentinel|get-master-addr-by-name` on the sentinels. A
+//! missing rule is named (`NOPERM`, exit code 4), never read as "no lock". `unlock` needs
+//! the rules the library's README lists for a lock user.
 //!
 //! # Commands
 //!

@@ -163,3 +163,65 @@ async fn mutual_tls_with_the_given_files() {
     assert_eq!(plain.code, 2, "{plain:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The read-only rules the crate docs list for an inspecting ACL user.
+const READER_RULES: &[&str] = &[
+    "+scan",
+    "+type",
+    "+pttl",
+    "+hscan",
+    "+llen",
+    "+zcard",
+    "+zcount",
+    "+zmscore",
+    "+lrange",
+    "+get",
+    "+time",
+    "+pubsub|numsub",
+    "+info",
+];
+
+#[tokio::test]
+async fn a_read_only_user_with_the_documented_rules_inspects_and_a_missing_rule_is_named() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    java_lock(&mut raw, "app:held", 3, 1, None).await;
+    let set_user = |name: &str, rules: &[&str]| {
+        let mut args = vec![
+            "ACL",
+            "SETUSER",
+            name,
+            "on",
+            ">reader-pw",
+            "~app:*",
+            "~redisson_*",
+            "-@all",
+        ];
+        args.extend_from_slice(rules);
+        assert_eq!(server.cli(&args), "OK");
+    };
+    set_user("reader", READER_RULES);
+    let url = format!("redis://reader:reader-pw@127.0.0.1:{}", server.port());
+    for command in [
+        &["list"][..],
+        &["show", "app:held"],
+        &["watch", "--iterations", "1"],
+    ] {
+        let run = rlock(&[&["--url", url.as_str()][..], command].concat()).await;
+        assert_eq!(run.code, 0, "{command:?}: {run:?}");
+    }
+    let leaks = rlock(&["--url", &url, "leaks", "--json"]).await;
+    assert_eq!(leaks.code, 1, "{leaks:?}");
+    assert_eq!(leaks.json()["leaks"][0]["name"], "app:held");
+
+    let without: Vec<&str> = READER_RULES
+        .iter()
+        .copied()
+        .filter(|r| *r != "+zcount")
+        .collect();
+    set_user("partial", &without);
+    let url = format!("redis://partial:reader-pw@127.0.0.1:{}", server.port());
+    let run = rlock(&["--url", &url, "list"]).await;
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(run.stderr.contains("NOPERM"), "{run:?}");
+}
