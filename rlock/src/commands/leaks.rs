@@ -1,0 +1,225 @@
+//! `rlock leaks`: what the manual routine looks for ("TTL = -1 means potential deadlock"),
+//! and what only a layout-aware tool can see: fair queues nobody will ever leave, and unlock
+//! latches that outlived every retry. Each with the command that fixes it.
+
+use crate::args::ScanArgs;
+use crate::connect::{quote, Node, Nodes, Target};
+use crate::exit::{Exit, Failure, Outcome};
+use crate::model::{Kind, Leak, LeakReport, LockView};
+use crate::render;
+use crate::{inspect, layout};
+
+use super::list;
+
+/// A latch lives 16–20 s in Redisson and about 20 ms in the library: one that will still
+/// be there after this long was not written by an unlock in progress.
+const LATCH_STALE_MS: i64 = 60_000;
+
+/// The lease `PEXPIRE` fixes give a lock without TTL: the library's and Redisson's
+/// watchdog lease, which a live holder's watchdog keeps renewing.
+const FIX_LEASE_MS: i64 = 30_000;
+
+/// Prints every leak found; exit code 1 when there is one.
+///
+/// # Errors
+/// When Redis cannot be reached or refuses a read.
+pub async fn run(target: &Target, args: &ScanArgs, json: bool) -> Outcome {
+    let nodes = target.connect().await?;
+    let report = find(target, &nodes, args).await?;
+    if json {
+        println!("{}", render::json(&report));
+    } else {
+        print!("{}", render::leaks(&report));
+    }
+    Ok(if report.leaks.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Found
+    })
+}
+
+/// Scans, reads and judges.
+///
+/// # Errors
+/// When Redis cannot be reached or refuses a read.
+pub async fn find(target: &Target, nodes: &Nodes, args: &ScanArgs) -> Result<LeakReport, Failure> {
+    let found = crate::scan::find(nodes, &target.key_prefix, args).await?;
+    let locks = list::read_found(nodes, &target.key_prefix, &found).await?;
+    let mut leaks = Vec::new();
+    for lock in &locks {
+        leaks.extend(lock_leak(target, nodes, lock));
+    }
+    let latch_keys: Vec<String> = found
+        .latches
+        .iter()
+        .map(|(latch, _)| latch.clone())
+        .collect();
+    let latch_ttls = inspect::pttls(nodes, &latch_keys).await?;
+    for ((latch, lock_key), pttl) in found.latches.iter().zip(latch_ttls) {
+        let detail = match pttl {
+            -1 => "an unlock latch without a TTL: it is never removed".to_string(),
+            ms if ms > LATCH_STALE_MS => format!(
+                "an unlock latch that expires only in {}: no unlock retries that long",
+                render::millis(ms)
+            ),
+            _ => continue,
+        };
+        let node = &nodes.nodes[nodes.of_key(latch)];
+        leaks.push(Leak {
+            problem: "stale_latch",
+            name: lock_key
+                .strip_prefix(&target.key_prefix)
+                .unwrap_or(lock_key)
+                .to_string(),
+            key: latch.clone(),
+            node: node.addr.clone(),
+            detail,
+            fix: redis_cli(target, node, &["DEL", latch]),
+            alternative: None,
+        });
+    }
+    Ok(LeakReport {
+        leaks,
+        locks_examined: locks.len(),
+        latches_examined: found.latches.len(),
+        scan: found.report,
+    })
+}
+
+/// The leaks of one lock: no TTL, or a queue of dead waiters.
+fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
+    let node = &nodes.nodes[nodes.of_key(&lock.key)];
+    let unlock = format!(
+        "rlock {}unlock {} --yes",
+        if target.shown_flags.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", target.shown_flags)
+        },
+        quote(&lock.name)
+    );
+    let pexpire = redis_cli(
+        target,
+        node,
+        &["PEXPIRE", &lock.key, &FIX_LEASE_MS.to_string()],
+    );
+    let mut leaks = Vec::new();
+    if lock.held && lock.pttl_ms == Some(-1) {
+        let (fix, alternative) = if lock.kind == Kind::ReadWrite {
+            (pexpire, None)
+        } else {
+            (
+                unlock.clone(),
+                Some(format!(
+                    "{pexpire}   # lets a live holder finish; a watchdog keeps renewing it"
+                )),
+            )
+        };
+        leaks.push(Leak {
+            problem: "no_ttl",
+            name: lock.name.clone(),
+            key: lock.key.clone(),
+            node: node.addr.clone(),
+            detail: format!(
+                "held by {} with no TTL: it never expires, and a crashed holder keeps it forever",
+                holders(lock)
+            ),
+            fix,
+            alternative,
+        });
+    }
+    if let (Some(length), Some(stale)) = (lock.queue_length, lock.stale_waiters) {
+        if stale > 0 && stale >= length {
+            let queue = layout::derived(layout::QUEUE, &lock.key);
+            let timeouts = layout::derived(layout::TIMEOUTS, &lock.key);
+            let (detail, fix) = if lock.held {
+                (
+                    format!(
+                        "all {stale} queued waiter(s) are past their deadline (their processes \
+                         stopped refreshing them); the lock is held, and live waiters rejoin \
+                         the queue on their next attempt"
+                    ),
+                    redis_cli(target, node, &["DEL", &queue, &timeouts]),
+                )
+            } else {
+                (
+                    format!(
+                        "all {stale} queued waiter(s) are past their deadline and the lock is \
+                         free: nobody will take it until a new caller comes; the fair \
+                         force-unlock script drops them and tells the next waiter"
+                    ),
+                    unlock.clone(),
+                )
+            };
+            leaks.push(Leak {
+                problem: "dead_queue",
+                name: lock.name.clone(),
+                key: queue,
+                node: node.addr.clone(),
+                detail,
+                fix,
+                alternative: None,
+            });
+        }
+    }
+    leaks
+}
+
+/// The holders, short.
+fn holders(lock: &LockView) -> String {
+    if lock.holders.is_empty() {
+        return "nobody".to_string();
+    }
+    lock.holders
+        .iter()
+        .map(|h| format!("{}:{}", h.client_id, h.task_id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A `redis-cli` command for `node`: its address, TLS files, user and database; a password
+/// is asked for (`--askpass`), never written out.
+fn redis_cli(target: &Target, node: &Node, args: &[&str]) -> String {
+    let mut words = vec!["redis-cli".to_string()];
+    match node.info.addr() {
+        redis::ConnectionAddr::Tcp(host, port) => {
+            words.extend(["-h".into(), quote(host), "-p".into(), port.to_string()]);
+        }
+        redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+            ..
+        } => {
+            words.extend([
+                "-h".into(),
+                quote(host),
+                "-p".into(),
+                port.to_string(),
+                "--tls".into(),
+            ]);
+            if *insecure {
+                words.push("--insecure".into());
+            }
+            if !target.redis_cli_tls.is_empty() {
+                words.push(target.redis_cli_tls.clone());
+            }
+        }
+        redis::ConnectionAddr::Unix(path) => {
+            words.extend(["-s".into(), quote(&path.display().to_string())]);
+        }
+        _ => {}
+    }
+    let settings = node.info.redis_settings();
+    if let Some(user) = settings.username() {
+        words.extend(["--user".into(), quote(user)]);
+    }
+    if settings.password().is_some() {
+        words.push("--askpass".into());
+    }
+    if settings.db() != 0 {
+        words.extend(["-n".into(), settings.db().to_string()]);
+    }
+    words.extend(args.iter().map(|a| quote(a)));
+    words.join(" ")
+}

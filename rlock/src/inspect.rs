@@ -1,0 +1,476 @@
+//! Reading locks: from the Redisson layout in Redis to the [`model`](crate::model). Every
+//! command is routed to the master of its key's slot, and the commands for many locks go
+//! out as one pipeline per node, so that `list` costs a few round trips whatever the
+//! number of locks.
+//!
+//! Reads only, each bounded: a hash is read with one `HSCAN … COUNT 256` (a lock hash has a
+//! few fields; a big non-lock hash costs one bounded call), a queue up to
+//! [`QUEUE_SHOWN`] waiters.
+
+use redis::{Cmd, Value};
+
+use crate::connect::{as_int, as_text, Nodes};
+use crate::exit::Failure;
+use crate::layout::{self, parse_owner};
+use crate::model::{ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, Waiter};
+
+/// How many fields one read of a hash asks for.
+const HASH_FIELDS: u64 = 256;
+/// How many waiters of a fair queue `show` lists.
+pub const QUEUE_SHOWN: usize = 1000;
+/// How many commands go into one pipeline.
+const PIPELINE: usize = 512;
+
+/// What a lock key holds.
+#[derive(Debug)]
+pub enum Read {
+    /// A lock (or a free fair or fenced lock that has a queue or a counter).
+    Lock(LockView),
+    /// Something else: a hash of other data, or another type (named).
+    NotALock(String),
+    /// Nothing: no hash, no queue, no counter.
+    Absent,
+}
+
+/// Commands routed by key, run as one pipeline per node.
+#[derive(Default)]
+struct Batch {
+    commands: Vec<(usize, Cmd)>,
+}
+
+impl Batch {
+    /// Adds `cmd` for the node of `key`; returns its index in the results.
+    fn push(&mut self, nodes: &Nodes, key: &str, cmd: Cmd) -> usize {
+        self.commands.push((nodes.of_key(key), cmd));
+        self.commands.len() - 1
+    }
+
+    /// Runs everything; one reply per command, in order. A command's error reply is a
+    /// `Value::ServerError` in its place (a key of another type is an answer too).
+    async fn run(self, nodes: &Nodes) -> Result<Vec<Value>, Failure> {
+        let mut replies = vec![Value::Nil; self.commands.len()];
+        for (index, node) in nodes.nodes.iter().enumerate() {
+            let mine: Vec<(usize, &Cmd)> = self
+                .commands
+                .iter()
+                .enumerate()
+                .filter(|(_, (n, _))| *n == index)
+                .map(|(i, (_, cmd))| (i, cmd))
+                .collect();
+            for chunk in mine.chunks(PIPELINE) {
+                let mut pipe = redis::pipe();
+                pipe.ignore_errors();
+                for (_, cmd) in chunk {
+                    pipe.add_command((*cmd).clone());
+                }
+                let answers: Vec<Value> = pipe
+                    .query_async(&mut node.conn.clone())
+                    .await
+                    .map_err(|e| Failure::from_redis(&format!("reading from {}", node.addr), &e))?;
+                for ((i, _), answer) in chunk.iter().zip(answers) {
+                    // WRONGTYPE is an answer (a derived name holding other data); any other
+                    // error, such as a missing ACL permission, must not read as "empty".
+                    if let Value::ServerError(error) = &answer {
+                        if error.code() != "WRONGTYPE" {
+                            return Err(Failure::redis(format!(
+                                "{} answered {}: {}",
+                                node.addr,
+                                error.code(),
+                                error.details().unwrap_or_default()
+                            )));
+                        }
+                    }
+                    replies[*i] = answer;
+                }
+            }
+        }
+        Ok(replies)
+    }
+}
+
+/// The indices of one lock's replies in a batch.
+struct LockReads {
+    kind: usize,
+    pttl: usize,
+    hash: usize,
+    queue_len: usize,
+    waiters: usize,
+    stale: usize,
+    token: usize,
+}
+
+/// Reads the locks at `keys` (full Redis keys), one [`Read`] each, in order. `now` is each
+/// node's clock ([`Nodes::server_times`]), against which fair waiters are stale.
+///
+/// # Errors
+/// When a node does not answer.
+pub async fn read_locks(
+    nodes: &Nodes,
+    key_prefix: &str,
+    keys: &[String],
+    now: &[i64],
+) -> Result<Vec<Read>, Failure> {
+    let mut batch = Batch::default();
+    let mut plan = Vec::with_capacity(keys.len());
+    for key in keys {
+        let queue = layout::derived(layout::QUEUE, key);
+        let timeouts = layout::derived(layout::TIMEOUTS, key);
+        let token = layout::derived(layout::TOKEN, key);
+        let mut stale = redis::cmd("ZCOUNT");
+        stale
+            .arg(&timeouts)
+            .arg("-inf")
+            .arg(now[nodes.of_key(&timeouts)]);
+        let mut hash = redis::cmd("HSCAN");
+        hash.arg(key).arg(0).arg("COUNT").arg(HASH_FIELDS);
+        plan.push(LockReads {
+            kind: batch.push(nodes, key, redis::cmd("TYPE").arg(key).clone()),
+            pttl: batch.push(nodes, key, redis::cmd("PTTL").arg(key).clone()),
+            hash: batch.push(nodes, key, hash),
+            queue_len: batch.push(nodes, &queue, redis::cmd("LLEN").arg(&queue).clone()),
+            waiters: batch.push(nodes, &timeouts, redis::cmd("ZCARD").arg(&timeouts).clone()),
+            stale: batch.push(nodes, &timeouts, stale),
+            token: batch.push(nodes, &token, redis::cmd("GET").arg(&token).clone()),
+        });
+    }
+    let replies = batch.run(nodes).await?;
+    Ok(keys
+        .iter()
+        .zip(plan)
+        .map(|(key, reads)| interpret(nodes, key_prefix, key, &reads, &replies))
+        .collect())
+}
+
+/// One lock's replies, read.
+fn interpret(
+    nodes: &Nodes,
+    key_prefix: &str,
+    key: &str,
+    reads: &LockReads,
+    replies: &[Value],
+) -> Read {
+    let kind = as_text(&replies[reads.kind]).unwrap_or_default();
+    // A queue, a deadline set or a counter of the wrong type answers an error: not a lock's.
+    let queue_length = as_int(&replies[reads.queue_len]).unwrap_or(0).max(0) as u64;
+    let waiters = as_int(&replies[reads.waiters]).unwrap_or(0).max(0) as u64;
+    let stale = as_int(&replies[reads.stale]).unwrap_or(0).max(0) as u64;
+    let token = as_text(&replies[reads.token]).and_then(|t| t.parse::<u64>().ok());
+    let fair = queue_length > 0 || waiters > 0;
+    let name = key.strip_prefix(key_prefix).unwrap_or(key).to_string();
+    let mut view = LockView {
+        name,
+        key: key.to_string(),
+        kind: if fair {
+            Kind::Fair
+        } else if token.is_some() {
+            Kind::Fenced
+        } else {
+            Kind::Reentrant
+        },
+        held: false,
+        holders: Vec::new(),
+        holders_truncated: false,
+        mode: None,
+        pttl_ms: None,
+        queue_length: fair.then_some(queue_length),
+        stale_waiters: fair.then_some(stale),
+        fencing_token: token,
+        node: nodes.nodes[nodes.of_key(key)].addr.clone(),
+    };
+    match kind.as_str() {
+        "none" if fair || token.is_some() => Read::Lock(view),
+        "none" => Read::Absent,
+        "hash" => {
+            let (fields, truncated) = hash_fields(&replies[reads.hash]);
+            match holders(&fields) {
+                Some((mode, holders)) => {
+                    if mode.is_some() {
+                        view.kind = Kind::ReadWrite;
+                        view.queue_length = None;
+                        view.stale_waiters = None;
+                    }
+                    view.mode = mode;
+                    view.held = true;
+                    view.holders = holders;
+                    view.holders_truncated = truncated;
+                    view.pttl_ms = as_int(&replies[reads.pttl]);
+                    Read::Lock(view)
+                }
+                None => Read::NotALock("a hash that is not a lock".to_string()),
+            }
+        }
+        "" => Read::NotALock("unreadable".to_string()),
+        other => Read::NotALock(format!("a {other}")),
+    }
+}
+
+/// The fields of an `HSCAN` reply, and whether the hash has more.
+fn hash_fields(reply: &Value) -> (Vec<(String, String)>, bool) {
+    let Some([cursor, items]) = reply
+        .as_sequence()
+        .and_then(|s| <&[Value; 2]>::try_from(s).ok())
+    else {
+        return (Vec::new(), false);
+    };
+    let more = as_text(cursor).is_some_and(|c| c != "0");
+    let items = items.as_sequence().unwrap_or_default();
+    let fields = items
+        .chunks(2)
+        .filter_map(|pair| match pair {
+            [field, value] => Some((as_text(field)?, as_text(value)?)),
+            _ => None,
+        })
+        .collect();
+    (fields, more)
+}
+
+/// The holders of a lock hash, with its `mode` for a read-write lock; `None` when the hash
+/// is not a lock (a field that is no owner, a count that is no integer).
+fn holders(fields: &[(String, String)]) -> Option<(Option<String>, Vec<Holder>)> {
+    let mode = fields
+        .iter()
+        .find(|(field, _)| field == "mode")
+        .map(|(_, value)| value.clone());
+    if let Some(mode) = &mode {
+        if mode != "read" && mode != "write" {
+            return None;
+        }
+    }
+    let mut holders = Vec::with_capacity(fields.len());
+    for (field, value) in fields {
+        if field == "mode" {
+            continue;
+        }
+        let count: i64 = value.parse().ok()?;
+        let (owner, lock_mode) = match (&mode, field.strip_suffix(":write")) {
+            (Some(_), Some(owner)) => (owner, Some("write")),
+            (Some(_), None) => (field.as_str(), Some("read")),
+            (None, _) => (field.as_str(), None),
+        };
+        let (client_id, task_id) = parse_owner(owner)?;
+        holders.push(Holder {
+            client_id: client_id.to_string(),
+            task_id: task_id.to_string(),
+            count,
+            mode: lock_mode,
+        });
+    }
+    if holders.is_empty() && mode.is_none() {
+        return None;
+    }
+    Some((mode, holders))
+}
+
+/// One lock in full, for `show`: its [`LockView`], the fair queue in order with deadlines
+/// against the server clock, and the subscribers of its channels on every master.
+///
+/// # Errors
+/// When a node does not answer; `Ok(Err(read))` when there is no lock (absent, or not a
+/// lock).
+pub async fn read_detail(
+    nodes: &Nodes,
+    key_prefix: &str,
+    name: &str,
+) -> Result<Result<LockDetail, Read>, Failure> {
+    let key = format!("{key_prefix}{name}");
+    let now = nodes.server_times().await?;
+    let read = read_locks(nodes, key_prefix, std::slice::from_ref(&key), &now)
+        .await?
+        .pop()
+        .unwrap_or(Read::Absent);
+    let lock = match read {
+        Read::Lock(lock) => lock,
+        other => return Ok(Err(other)),
+    };
+    let server_time_ms = now[nodes.of_key(&key)];
+
+    let mut queue = Vec::new();
+    let mut queue_truncated = false;
+    if lock.kind == Kind::Fair {
+        let list = layout::derived(layout::QUEUE, &key);
+        let timeouts = layout::derived(layout::TIMEOUTS, &key);
+        let mut batch = Batch::default();
+        let range = batch.push(
+            nodes,
+            &list,
+            redis::cmd("LRANGE")
+                .arg(&list)
+                .arg(0)
+                .arg(QUEUE_SHOWN as i64 - 1)
+                .clone(),
+        );
+        let owners: Vec<String> = batch
+            .run(nodes)
+            .await?
+            .get(range)
+            .and_then(Value::as_sequence)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(as_text)
+            .collect();
+        queue_truncated = lock.queue_length.unwrap_or(0) > owners.len() as u64;
+        if !owners.is_empty() {
+            let mut batch = Batch::default();
+            let deadlines = batch.push(
+                nodes,
+                &timeouts,
+                redis::cmd("ZMSCORE").arg(&timeouts).arg(&owners).clone(),
+            );
+            let replies = batch.run(nodes).await?;
+            let scores = replies[deadlines]
+                .as_sequence()
+                .unwrap_or_default()
+                .to_vec();
+            let channels: Vec<String> = owners
+                .iter()
+                .map(|owner| format!("{}:{owner}", layout::derived(layout::CHANNEL, &key)))
+                .collect();
+            let counts = subscribers(nodes, &channels).await?;
+            let deadline_now = now[nodes.of_key(&timeouts)];
+            for (i, owner) in owners.iter().enumerate() {
+                let deadline = scores.get(i).and_then(score);
+                queue.push(Waiter {
+                    position: i + 1,
+                    owner: owner.clone(),
+                    deadline_ms: deadline,
+                    remaining_ms: deadline.map(|d| d - deadline_now),
+                    subscribers: counts.get(i).map_or(0, |c| c.total),
+                });
+            }
+        }
+    }
+
+    let mut channels = vec![layout::derived(layout::CHANNEL, &key)];
+    if lock.kind == Kind::ReadWrite {
+        channels.push(layout::derived(layout::RW_CHANNEL, &key));
+    }
+    let subscribers = subscribers(nodes, &channels).await?;
+    let subscribers_note = if nodes.cluster {
+        "PUBSUB NUMSUB and SHARDNUMSUB count the subscribers of the node asked only: every \
+         master was asked and the counts added; replicas were not asked"
+            .to_string()
+    } else {
+        format!("subscribers on {}", nodes.nodes[0].addr)
+    };
+    Ok(Ok(LockDetail {
+        lock,
+        server_time_ms,
+        queue,
+        queue_truncated,
+        subscribers,
+        subscribers_note,
+    }))
+}
+
+/// The PTTL of each key (-2 when absent, -1 without TTL), one pipeline per node.
+///
+/// # Errors
+/// When a node does not answer.
+pub async fn pttls(nodes: &Nodes, keys: &[String]) -> Result<Vec<i64>, Failure> {
+    let mut batch = Batch::default();
+    for key in keys {
+        batch.push(nodes, key, redis::cmd("PTTL").arg(key).clone());
+    }
+    let replies = batch.run(nodes).await?;
+    Ok(replies.iter().map(|r| as_int(r).unwrap_or(-2)).collect())
+}
+
+/// A zset score as integer ms.
+fn score(value: &Value) -> Option<i64> {
+    match value {
+        Value::Double(d) => Some(*d as i64),
+        other => as_text(other)
+            .and_then(|t| t.parse::<f64>().ok())
+            .map(|d| d as i64),
+    }
+}
+
+/// `PUBSUB NUMSUB` (and `SHARDNUMSUB` on a cluster) of `channels` on every master
+/// (subscribers are counted per node), per channel in order.
+///
+/// # Errors
+/// When a node does not answer.
+pub async fn subscribers(
+    nodes: &Nodes,
+    channels: &[String],
+) -> Result<Vec<ChannelSubscribers>, Failure> {
+    let mut counts: Vec<ChannelSubscribers> = channels
+        .iter()
+        .map(|channel| ChannelSubscribers {
+            channel: channel.clone(),
+            total: 0,
+            per_node: Vec::new(),
+        })
+        .collect();
+    for chunk_start in (0..channels.len()).step_by(PIPELINE) {
+        let chunk = &channels[chunk_start..(chunk_start + PIPELINE).min(channels.len())];
+        for node in &nodes.nodes {
+            let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(chunk)
+                .query_async(&mut node.conn.clone())
+                .await
+                .map_err(|e| Failure::from_redis(&format!("PUBSUB NUMSUB on {}", node.addr), &e))?;
+            // A cluster client subscribes with SSUBSCRIBE by default (sharded pub/sub,
+            // Redis 7): those count only in SHARDNUMSUB, and only on the slot's master,
+            // which the others refuse with MOVED. Any refusal (an older Redis, a user
+            // without `+pubsub|shardnumsub`) counts as none.
+            let sharded: Vec<(String, i64)> = if nodes.cluster {
+                redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(chunk)
+                    .query_async(&mut node.conn.clone())
+                    .await
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            for (i, (_, count)) in reply.into_iter().enumerate() {
+                let count = count + sharded.get(i).map_or(0, |(_, c)| *c);
+                let entry = &mut counts[chunk_start + i];
+                entry.total += count;
+                entry.per_node.push(NodeCount {
+                    node: node.addr.clone(),
+                    count,
+                });
+            }
+        }
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UUID: &str = "3f2b8c1e-1d2a-4c4b-9f00-0123456789ab";
+
+    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(f, v)| (f.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn lock_hashes_give_holders() {
+        let (mode, holders) = holders(&fields(&[(&format!("{UUID}:7"), "2")])).unwrap();
+        assert_eq!(mode, None);
+        assert_eq!((holders[0].task_id.as_str(), holders[0].count), ("7", 2));
+    }
+
+    #[test]
+    fn read_write_locks_are_recognised() {
+        let write = format!("{UUID}:1:write");
+        let (mode, holders) = holders(&fields(&[("mode", "write"), (&write, "1")])).unwrap();
+        assert_eq!(mode.as_deref(), Some("write"));
+        assert_eq!(holders[0].mode, Some("write"));
+    }
+
+    #[test]
+    fn other_hashes_are_not_locks() {
+        assert!(holders(&fields(&[("name", "alice")])).is_none());
+        assert!(holders(&fields(&[(&format!("{UUID}:7"), "x")])).is_none());
+        assert!(holders(&fields(&[("mode", "fast")])).is_none());
+    }
+}

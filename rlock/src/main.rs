@@ -1,0 +1,191 @@
+//! `rlock`: a command-line inspector for the locks of redis-rlock and Redisson, which share
+//! one Redis layout. It reads that layout directly (owners, re-entry counts, leases, fair
+//! queues with their deadlines, fencing counters, subscribers) and force-unlocks through
+//! the library, so that waiters are woken.
+//!
+//! ```text
+//! cargo run --bin rlock -- list                 # from the repository root
+//! cargo install --path rlock                    # then: rlock list
+//! ```
+//!
+//! # Connecting
+//!
+//! As the library connects: `--url URL` (default: `$REDIS_URL`, else
+//! `redis://127.0.0.1:6379`), `--cluster SEED[,SEED…]` (every master is read), or
+//! `--sentinel URL[,URL…] --master NAME` (with `--master-user`/`--master-password` or
+//! `RLOCK_MASTER_USER`/`RLOCK_MASTER_PASSWORD` when the master's credentials differ from the
+//! sentinels'). TLS with `rediss://` URLs, `--tls-ca FILE`, and `--tls-cert FILE --tls-key
+//! FILE` for mutual TLS; ACL users in the URL (`redis://user:password@host:port`).
+//! `--key-prefix P` is the library's `key_prefix` (a Redisson `NameMapper`'s prefix): only
+//! keys with it are read, and names are printed and taken without it. Passwords are never
+//! printed: URLs show `***` in their place, in output and in errors alike.
+//!
+//! A read-only ACL user needs `+scan +type +pttl +hscan +llen +zcard +zcount +zmscore
+//! +lrange +get +time +pubsub|numsub +info` with key patterns for the lock names and
+//! `~redisson_*` (`rlock/tests/secrets.rs` checks these rules); on a cluster also
+//! `+cluster|slots` (and `+pubsub|shardnumsub` to count sharded subscribers), on Sentinel `+sentinel|get-master-addr-by-name` on the sentinels. A
+//! missing rule is named (`NOPERM`, exit code 4), never read as "no lock". `unlock` needs
+//! the rules the library's README lists for a lock user.
+//!
+//! # Commands
+//!
+//! - `rlock list [--pattern GLOB] [--limit N]`: every lock, one line each: name, kind,
+//!   remaining TTL, fair-queue length (and how many waiters are past their deadline),
+//!   fencing counter, node, holders (`<client id>:<task id> ×<count>`). Keys are found with
+//!   `SCAN` on every master, never `KEYS`: hashes matching the pattern (`SCAN … TYPE
+//!   hash`) and the `redisson_*` keys (queues, deadlines, counters, latches). Each pass
+//!   walks at most `--scan-limit` keys per node, `--scan-count` per call; the output says
+//!   when a scan stopped short.
+//! - `rlock show NAME`: one lock in full: holders and counts, PTTL, the fair queue head
+//!   first with each waiter's deadline against the server's clock (`TIME`) and whether its
+//!   process still listens on its channel, the fencing counter, and the subscribers of the
+//!   lock's channels (`PUBSUB NUMSUB`; on a cluster also `SHARDNUMSUB`, every master is
+//!   asked and the counts are added, since each node counts only its own).
+//! - `rlock unlock NAME [--yes]`: force-unlocks through the library's client
+//!   (`force_unlock` of the kind found: reentrant, fair or fenced), so that the kind's
+//!   script publishes the unlock message and a waiter is woken. On a terminal it asks
+//!   first; with stdin not a terminal it refuses unless `--yes` is given. A key that is not
+//!   a lock is left alone. Redisson read-write locks are listed but not unlocked.
+//! - `rlock leaks`: locks without a TTL (`PTTL` -1: never expire), fair queues whose
+//!   waiters are all past their deadline, unlock latches without a TTL or with one longer
+//!   than any retry; for each, what is wrong and the command that fixes it (`rlock … unlock
+//!   NAME --yes`, `redis-cli … PEXPIRE KEY 30000`, `redis-cli … DEL KEY`; redis-cli
+//!   commands use `--askpass` rather than a password).
+//! - `rlock watch [NAME] [--interval 1s] [--iterations N]`: `list` (or `show NAME`) again
+//!   every interval until Ctrl-C; a failed refresh prints its error and the next one
+//!   reconnects.
+//!
+//! # Kinds
+//!
+//! The layout tells the kinds apart: a lock hash (fields `<uuid>:<decimal id>` → count) is
+//! `reentrant`; with a non-empty `redisson_lock_queue:{K}` or `redisson_lock_timeout:{K}`
+//! it is `fair`; with a `redisson_lock_token:{K}` counter, `fenced`; a hash with a `mode`
+//! field is a Redisson `read-write` lock. A fair lock with nobody queued looks like a
+//! reentrant lock, and is listed as one. Free fair locks with a queue and free fenced locks
+//! (the counter stays) are listed too, with no holder. Hashes of other data are not locks
+//! and are never listed or touched. Semaphores and count-down latches are plain strings,
+//! which cannot be told from other data, and are not listed.
+//!
+//! # Output
+//!
+//! Tables for people; `--json` prints the same facts as one JSON document (`watch --json`:
+//! one line per refresh) for scripts. `list`: `{"locks": [{"name", "key", "kind", "held",
+//! "holders": [{"client_id", "task_id", "count"}], "pttl_ms", "queue_length",
+//! "stale_waiters", "fencing_token", "node"}], "total", "truncated", "scan": {"complete",
+//! "passes"}}`; `show`: one lock's fields plus `"server_time_ms"`, `"queue": [{"position",
+//! "owner", "deadline_ms", "remaining_ms", "subscribers"}]` and `"subscribers":
+//! [{"channel", "total", "per_node"}]`; `leaks`: `{"leaks": [{"problem", "name", "key",
+//! "node", "detail", "fix", "alternative"}], …}`; `unlock`: `{"name", "key", "kind",
+//! "was_held", "holders"}`. `pttl_ms` is -1 for a lock without TTL and `null` for a free
+//! one; kinds are `reentrant`, `fair`, `fenced`, `read_write`.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done; nothing wrong found |
+//! | 1 | `leaks` found something; `show`/`unlock`: no such lock, or not a lock; `unlock`: not held, or the confirmation was declined |
+//! | 2 | usage error: bad flags, unreadable TLS files, `unlock` without `--yes` and without a terminal |
+//! | 3 | cannot connect: unreachable, timeout, credentials or TLS refused, unknown Sentinel master, not a cluster |
+//! | 4 | Redis answered with an error (such as a missing ACL permission), or a read-write lock given to `unlock` |
+//!
+//! # Layout of this crate
+//!
+//! [`args`] (the command line), [`connect`] (one server, cluster masters or the Sentinel
+//! master; the library client for `unlock`), [`scan`] (bounded `SCAN` per node),
+//! [`layout`] (Redisson's names, both ways), [`inspect`] (Redis → [`model`]), [`render`]
+//! (tables and JSON), [`commands`] (one module per command), [`redact`] (secrets out of
+//! every message), [`exit`] (exit codes).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, rust_2018_idioms)]
+
+mod args;
+mod commands;
+mod connect;
+mod exit;
+mod inspect;
+mod layout;
+mod model;
+mod redact;
+mod render;
+mod scan;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+use crate::exit::{Exit, Outcome};
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    register_secrets(&argv);
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let text = error.render().to_string();
+            return if error.use_stderr() {
+                // clap may quote what it was given: a URL with its password included.
+                eprint!("{}", redact::scrub(&text));
+                ExitCode::from(Exit::Usage.code())
+            } else {
+                // Help and version: only what the environment put in them can be secret.
+                print!("{}", redact::scrub_secrets(&text));
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("rlock: cannot start the runtime: {e}");
+            return ExitCode::from(Exit::Redis.code());
+        }
+    };
+    match runtime.block_on(run(&cli)) {
+        Ok(exit) => ExitCode::from(exit.code()),
+        Err(failure) => {
+            eprintln!("rlock: error: {}", redact::scrub(&failure.message));
+            ExitCode::from(failure.exit.code())
+        }
+    }
+}
+
+/// Every secret this run may see, from the command line and the environment, so that no
+/// message prints one.
+fn register_secrets(argv: &[String]) {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let redis_url = env("REDIS_URL");
+    let master_password = env("RLOCK_MASTER_PASSWORD");
+    // A password given as `--master-password X` or `--master-password=X`.
+    let mut others: Vec<&str> = master_password.as_deref().into_iter().collect();
+    for (i, arg) in argv.iter().enumerate() {
+        if arg == "--master-password" {
+            others.extend(argv.get(i + 1).map(String::as_str));
+        } else if let Some(value) = arg.strip_prefix("--master-password=") {
+            others.push(value);
+        }
+    }
+    let urls = argv
+        .iter()
+        .flat_map(|arg| arg.split(','))
+        .chain(redis_url.as_deref())
+        .filter(|text| text.contains("://"));
+    redact::register(urls, &others);
+}
+
+/// Runs the command.
+async fn run(cli: &Cli) -> Outcome {
+    let target = connect::Target::from_args(&cli.connection)?;
+    match &cli.command {
+        Command::List(args) => commands::list::run(&target, &args.scan, cli.json).await,
+        Command::Show(args) => commands::show::run(&target, &args.name, cli.json).await,
+        Command::Unlock(args) => commands::unlock::run(&target, args, cli.json).await,
+        Command::Leaks(args) => commands::leaks::run(&target, args, cli.json).await,
+        Command::Watch(args) => commands::watch::run(&target, args, cli.json).await,
+    }
+}

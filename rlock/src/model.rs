@@ -1,0 +1,182 @@
+//! What the inspector reports, independent of how it is printed: the `--json` output is
+//! these types serialized, and the tables are made from them.
+
+use serde::Serialize;
+
+use crate::scan::ScanReport;
+
+/// The kind of lock, as the Redis layout shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A lock hash and nothing else (`RLock`; also a fair lock with nobody queued, which
+    /// has the same layout).
+    Reentrant,
+    /// A lock with a waiting queue (`FairLock`, Redisson's `RFairLock`).
+    Fair,
+    /// A lock with a fencing token counter (`FencedLock`, Redisson's `RFencedLock`).
+    Fenced,
+    /// Redisson's `RReadWriteLock`: a hash with a `mode` field.
+    ReadWrite,
+}
+
+impl Kind {
+    /// The name printed in tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fair => "fair",
+            Kind::Fenced => "fenced",
+            Kind::ReadWrite => "read-write",
+        }
+    }
+}
+
+/// One owner of a lock: a hash field `<client id>:<task id>` and its re-entry count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Holder {
+    /// The client's UUID (the library's `Client::id`, Redisson's connection manager id).
+    pub client_id: String,
+    /// The tokio task id (library) or Java thread id (Redisson).
+    pub task_id: String,
+    /// How many times it holds the lock (re-entry count).
+    pub count: i64,
+    /// For a read-write lock, `read` or `write`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
+}
+
+/// One lock, as `list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockView {
+    /// The name, without the key prefix: what `show` and `unlock` take.
+    pub name: String,
+    /// The Redis key of the lock hash.
+    pub key: String,
+    /// The kind.
+    pub kind: Kind,
+    /// Whether anyone holds it (the hash exists).
+    pub held: bool,
+    /// The holders, in the hash's order.
+    pub holders: Vec<Holder>,
+    /// Set when the hash had more fields than one read returns (only the first are shown).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub holders_truncated: bool,
+    /// For a read-write lock, the hash's `mode` (`read` or `write`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The lock's remaining lease in ms (PTTL): -1 when it has none (it never expires),
+    /// `null` when it is not held.
+    pub pttl_ms: Option<i64>,
+    /// For a fair lock: how many waiters are queued.
+    pub queue_length: Option<u64>,
+    /// For a fair lock: how many queued waiters are past their deadline (on the server's
+    /// clock); they are dropped by the next fair-lock call.
+    pub stale_waiters: Option<u64>,
+    /// For a fenced lock: the last token drawn.
+    pub fencing_token: Option<u64>,
+    /// The node (`host:port`) that holds the lock key.
+    pub node: String,
+}
+
+/// `list`'s output.
+#[derive(Debug, Serialize)]
+pub struct Listing {
+    /// The locks found, by name, at most `--limit`.
+    pub locks: Vec<LockView>,
+    /// How many matching locks were found in all (more than `locks` when `--limit` cut).
+    pub total: usize,
+    /// Whether `--limit` left some out.
+    pub truncated: bool,
+    /// How far the scan got.
+    pub scan: ScanReport,
+}
+
+/// A waiter in a fair lock's queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct Waiter {
+    /// 1 for the head of the queue.
+    pub position: usize,
+    /// The owner field: `<client id>:<task id>`.
+    pub owner: String,
+    /// Its deadline (ms since the epoch; on the server clock for this library's clients, on
+    /// the client's for Redisson's): past it, the waiter is dropped from the queue.
+    pub deadline_ms: Option<i64>,
+    /// Deadline minus the server's `TIME`: negative when it is past.
+    pub remaining_ms: Option<i64>,
+    /// Clients subscribed to its own channel (`redisson_lock__channel:{K}:<owner>`): 0 for
+    /// a waiter whose process is gone.
+    pub subscribers: i64,
+}
+
+/// Subscribers of one channel.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChannelSubscribers {
+    /// The channel.
+    pub channel: String,
+    /// The sum over the nodes asked.
+    pub total: i64,
+    /// Per node: `PUBSUB NUMSUB` counts the subscribers of the node asked only.
+    pub per_node: Vec<NodeCount>,
+}
+
+/// A count on one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeCount {
+    /// `host:port`.
+    pub node: String,
+    /// The count there.
+    pub count: i64,
+}
+
+/// `show`'s output: one lock in full.
+#[derive(Debug, Serialize)]
+pub struct LockDetail {
+    /// What `list` shows.
+    #[serde(flatten)]
+    pub lock: LockView,
+    /// The server's clock (`TIME` on the lock's node), ms since the epoch.
+    pub server_time_ms: i64,
+    /// The fair queue, head first (empty for other kinds).
+    pub queue: Vec<Waiter>,
+    /// Set when the queue is longer than what is shown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub queue_truncated: bool,
+    /// The lock's unlock channel (and a read-write lock's channel): who listens.
+    pub subscribers: Vec<ChannelSubscribers>,
+    /// Which nodes the subscriber counts come from.
+    pub subscribers_note: String,
+}
+
+/// One problem `leaks` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Leak {
+    /// `no_ttl`, `dead_queue` or `stale_latch`.
+    pub problem: &'static str,
+    /// The lock's name (without the key prefix).
+    pub name: String,
+    /// The key at fault.
+    pub key: String,
+    /// The node holding it.
+    pub node: String,
+    /// What is wrong, in words.
+    pub detail: String,
+    /// The command that fixes it.
+    pub fix: String,
+    /// Another fix, when one fits some cases better.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alternative: Option<String>,
+}
+
+/// `leaks`' output.
+#[derive(Debug, Serialize)]
+pub struct LeakReport {
+    /// The problems found.
+    pub leaks: Vec<Leak>,
+    /// How many locks were examined.
+    pub locks_examined: usize,
+    /// How many unlock latches were examined.
+    pub latches_examined: usize,
+    /// How far the scan got.
+    pub scan: ScanReport,
+}

@@ -1,0 +1,143 @@
+//! `unlock`: through the kind's own script, so that library waiters wake at once; never
+//! without `--yes` when there is no terminal to ask on; never on keys that are not locks.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{java_lock, rlock};
+use testkit::fair::queue_up;
+use testkit::RedisServer;
+
+/// Far below the 30 s watchdog lease the waiters would otherwise wait out.
+const WOKEN_WITHIN: Duration = Duration::from_secs(3);
+
+#[tokio::test]
+async fn unlock_wakes_a_waiter_of_each_kind_and_refuses_without_yes() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = testkit::client(&server).await;
+    let waiter = testkit::fair_client(&server, Duration::from_secs(5)).await;
+
+    // A reentrant lock held (watchdog, 30 s lease) with a waiter subscribed.
+    let held = holder.lock("job").lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.lock("job");
+        async move {
+            let guard = lock.lock().await.unwrap();
+            (Instant::now(), guard)
+        }
+    });
+    let subscribed = testkit::settles_to(true, Duration::from_secs(5), || {
+        let mut raw = raw.clone();
+        async move {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redisson_lock__channel:{job}")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            counts[0].1 == 1
+        }
+    })
+    .await;
+    assert!(subscribed);
+
+    // Without --yes and without a terminal: refused, and nothing is sent.
+    let refused = rlock(&["--url", &url, "unlock", "job"]).await;
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(refused.stderr.contains("--yes"), "{refused:?}");
+    assert!(holder.lock("job").is_locked().await.unwrap());
+    assert!(!waiting.is_finished());
+
+    let started = Instant::now();
+    let run = rlock(&["--url", &url, "unlock", "job", "--yes", "--json"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let done = run.json();
+    assert_eq!(
+        (done["kind"].as_str(), done["was_held"].as_bool()),
+        (Some("reentrant"), Some(true))
+    );
+    assert_eq!(done["holders"][0]["client_id"], holder.id().to_string());
+    let (woken_at, guard) = tokio::time::timeout(WOKEN_WITHIN, waiting)
+        .await
+        .expect("the waiter was not woken")
+        .unwrap();
+    assert!(woken_at.duration_since(started) < WOKEN_WITHIN);
+    guard.unlock().await.unwrap();
+    // The first holder's guard would learn at its next renewal (10 s) that it lost the
+    // lock; dropping it releases nothing of the new owner's.
+    drop(held);
+
+    // A fair lock: its queued waiter, told by the fair script, takes it at once.
+    let fair = holder.fair_lock("queue").lock().await.unwrap();
+    let next = queue_up(
+        &waiter,
+        &raw,
+        "queue",
+        |lock| async move { lock.lock().await },
+    )
+    .await;
+    let run = rlock(&["--url", &url, "unlock", "queue", "--yes"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("force-unlocked `queue` (fair)"),
+        "{run:?}"
+    );
+    next.finish_within(WOKEN_WITHIN)
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    drop(fair);
+
+    // A fenced lock: unlocked, its counter kept.
+    let fenced = holder.fenced_lock("ledger").lock().await.unwrap();
+    let run = rlock(&["--url", &url, "unlock", "ledger", "--yes", "--json"]).await;
+    assert_eq!(run.json()["kind"], "fenced");
+    assert_eq!(server.cli(&["EXISTS", "ledger"]), "0");
+    assert_eq!(server.cli(&["GET", "redisson_lock_token:{ledger}"]), "1");
+    drop(fenced);
+}
+
+#[tokio::test]
+async fn unlock_leaves_what_is_not_a_held_lock_alone() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut raw = server.raw().await;
+    server.cli(&["HSET", "profile", "name", "alice"]);
+    server.cli(&["SET", "counter", "7"]);
+    java_lock(&mut raw, "java:held", 12, 2, Some(60_000)).await;
+
+    for name in ["profile", "counter", "absent"] {
+        let run = rlock(&["--url", &url, "unlock", name, "--yes"]).await;
+        assert_eq!(run.code, 1, "{name}: {run:?}");
+    }
+    assert_eq!(server.cli(&["HGET", "profile", "name"]), "alice");
+    assert_eq!(server.cli(&["GET", "counter"]), "7");
+
+    // A Java client's lock: force-unlocked too.
+    let run = rlock(&["--url", &url, "unlock", "java:held", "--yes"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.cli(&["EXISTS", "java:held"]), "0");
+    // Nothing left to unlock.
+    let again = rlock(&["--url", &url, "unlock", "java:held", "--yes"]).await;
+    assert_eq!(again.code, 1, "{again:?}");
+
+    // A Redisson read-write lock is listed, and refused by unlock (exit code 4).
+    server.cli(&[
+        "HSET",
+        "rw",
+        "mode",
+        "read",
+        &format!("{}:3", support::JAVA_CLIENT),
+        "1",
+    ]);
+    let listing = rlock(&["--url", &url, "list", "--json"]).await.json();
+    assert_eq!(support::lock(&listing, "rw")["kind"], "read_write");
+    let run = rlock(&["--url", &url, "unlock", "rw", "--yes"]).await;
+    assert_eq!(run.code, 4, "{run:?}");
+    assert_eq!(server.cli(&["EXISTS", "rw"]), "1");
+}
