@@ -33,6 +33,10 @@ pub const REPLY_LIMIT: Duration = Duration::from_secs(15);
 /// `interop/redisson/target/redisson-driver.jar`, which `interop/redisson/run` builds.
 pub const JAR_ENV: &str = "REDISSON_DRIVER_JAR";
 
+/// The environment variable naming the Redisson version the driver must report (set by
+/// `interop/redisson/run`, so that the version its summary line names is the one tested).
+pub const VERSION_ENV: &str = "REDISSON_EXPECTED_VERSION";
+
 /// How much of the JVM's stderr is kept to show in a failure (its tail).
 const STDERR_KEPT: usize = 32 * 1024;
 
@@ -324,6 +328,12 @@ impl Redisson {
                 shared.stderr_tail()
             ),
         };
+        if let Ok(expected) = std::env::var(VERSION_ENV) {
+            assert_eq!(
+                ready.version, expected,
+                "the driver runs another Redisson than {VERSION_ENV} names"
+            );
+        }
         Redisson {
             stdin: tokio::sync::Mutex::new(child.stdin.take()),
             child,

@@ -285,6 +285,10 @@ async fn a_java_lease_running_out_lets_a_rust_waiter_in_without_a_message() {
     let t1 = java.thread("t1");
     let (name, channel) = ("lease:java", lock_channel("lease:java"));
 
+    // A first call warms the JVM up, so that the lease's own call is quick: the figure is
+    // taken from that call's start.
+    t1.lock(Kind::Lock, "warm-up").await;
+    t1.unlock(Kind::Lock, "warm-up").await.ok();
     // A fixed 1 s lease, never unlocked: no message will come, only the TTL bounds the wait.
     let locked = t1
         .call(&[Kind::Lock.word(), "lock", name, "1000"])
@@ -320,7 +324,9 @@ async fn a_rust_lease_running_out_lets_a_java_waiter_in_without_a_message() {
     let owner = t1.owner().await;
     let (name, channel) = ("lease:rust", lock_channel("lease:rust"));
 
+    rust_holds(&rust, "warm-up").await.unlock().await.unwrap();
     let lock = rust.lock(name);
+    // From the call's start: the earliest the lease can end.
     let lease_end_us = now_us() + 1_000_000;
     let guard =
         tokio::spawn(async move { lock.lock_with_lease(Duration::from_secs(1)).await.unwrap() })
