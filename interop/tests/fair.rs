@@ -1,6 +1,6 @@
 //! FairLock shared with Redisson's `RFairLock`, both ways (a Rust holder and a Java
-//! holder): a mixed queue of Java and Rust waiters served in arrival order, and a Java
-//! waiter whose JVM died passed over.
+//! holder): a mixed queue of Java and Rust waiters served in arrival order, a Java waiter
+//! whose JVM died passed over, and a Java waiter keeping its turn while it subscribes.
 //!
 //! Each waiter joins only once the one before it is in the queue and subscribed to its own
 //! channel (`redisson_lock__channel:{name}:<owner>`), so arrival order is known; each takes
@@ -343,4 +343,97 @@ async fn a_dead_java_waiter_is_passed_over_when_rust_unlocks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_java_waiter_is_passed_over_when_java_unlocks() {
     dead_java_waiter_passed_over(true).await;
+}
+
+/// Difference D2 (see TESTING.md): Redisson's `lock()` joins the queue with its first script
+/// call and subscribes to its own channel after that reply. A Rust release in between finds
+/// nobody listening for that head, tells the Rust waiter behind it instead and moves the
+/// Java waiter behind that one. Redisson alone tells the head anyway, and the head,
+/// subscribed a moment later, takes its turn. The driver holds the Java waiter in that
+/// window (`firstattempt`: `lock()`'s first script call alone), which otherwise lasts one
+/// round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "difference D2: a Java fair waiter not yet subscribed loses its turn to a Rust release"]
+async fn a_java_waiter_subscribing_keeps_its_turn_through_a_rust_release() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    let java = Arc::new(Redisson::start_default(server.url()).await);
+    let rust = testkit::client(&server).await;
+    let name = "fair:subscribing";
+    let holder = Holder::rust(&rust, name).await;
+
+    let t1 = java.thread("t1");
+    let owner = t1.owner().await;
+    let ttl = t1
+        .call(&[Kind::Fair.word(), "firstattempt", name])
+        .await
+        .opt_int();
+    assert!(ttl.is_some(), "queued behind the Rust holder");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    rust_waiter(&rust, &raw, name, "r1", &tx).await;
+    assert_eq!(fair_queue(&mut raw.clone(), name).await[0], owner);
+
+    holder.release(name).await;
+    // lock() goes on: it subscribes, and tries again.
+    let waiting = t1.start_lock(Kind::Fair, name).await;
+    let turns_tx = tx.clone();
+    let java_side = java.clone();
+    tokio::spawn(async move {
+        let acquired = waiting.wait_for(Duration::from_secs(60)).await.ok();
+        let release_us = now_us();
+        java_side.thread("t1").unlock(Kind::Fair, name).await.ok();
+        let _ = turns_tx.send(Turn {
+            who: "java t1".to_owned(),
+            acquired_us: acquired.end_us,
+            release_us,
+        });
+    });
+    let turns = turns_taken(&mut rx, 2).await;
+    let order: Vec<&str> = turns.iter().map(|t| t.who.as_str()).collect();
+    assert_eq!(
+        order,
+        ["java t1", "rust r1"],
+        "the head kept its turn ({turns:?})"
+    );
+}
+
+/// The reference for D2, Redisson alone: the same window, a Java holder and a Java waiter
+/// behind; the head keeps its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_waiter_subscribing_keeps_its_turn_through_a_java_release() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    let java = Arc::new(Redisson::start_default(server.url()).await);
+    let name = "fair:subscribing";
+    let holder = Holder::java(&java, "t0", name).await;
+
+    let t1 = java.thread("t1");
+    let owner = t1.owner().await;
+    let ttl = t1
+        .call(&[Kind::Fair.word(), "firstattempt", name])
+        .await
+        .opt_int();
+    assert!(ttl.is_some(), "queued behind the Java holder");
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    java_waiter(&java, "t2", &raw, name, &tx).await;
+    assert_eq!(fair_queue(&mut raw.clone(), name).await[0], owner);
+
+    holder.release(name).await;
+    let waiting = t1.start_lock(Kind::Fair, name).await;
+    let acquired = waiting.wait().await.ok();
+    let release_us = now_us();
+    t1.unlock(Kind::Fair, name).await.ok();
+    tx.send(Turn {
+        who: "java t1".to_owned(),
+        acquired_us: acquired.end_us,
+        release_us,
+    })
+    .unwrap();
+    let turns = turns_taken(&mut rx, 2).await;
+    let order: Vec<&str> = turns.iter().map(|t| t.who.as_str()).collect();
+    assert_eq!(
+        order,
+        ["java t1", "java t2"],
+        "the head kept its turn ({turns:?})"
+    );
 }

@@ -13,6 +13,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
+import org.redisson.DriverAccess;
 import org.redisson.Redisson;
 import org.redisson.api.RAtomicLong;
 import org.redisson.api.RBucket;
@@ -57,6 +58,9 @@ import org.redisson.config.Config;
  *   <li>{@code holdcount NAME}, {@code held NAME} ({@code isHeldByCurrentThread}),
  *       {@code locked NAME}, {@code ttl NAME} ({@code remainTimeToLive}), and for fenced
  *       locks {@code token NAME} ({@code getToken}).
+ *   <li>{@code firstattempt NAME}: only the first script call of {@code lock()} (a fair
+ *       lock: joining the queue), without subscribing or waiting; the holder's TTL, or null
+ *       when it took the lock. A later {@code lock} on the same thread goes on from there.
  *   <li>{@code exclusive NAME COUNTER ROUNDS}: ROUNDS times: lock; {@code INCR COUNTER:inside}
  *       (anything but 1 is an overlap); {@code GET COUNTER}, then {@code SET COUNTER} to one
  *       more (a lost update unless exclusive); {@code DECR COUNTER:inside}; unlock. Answers
@@ -244,6 +248,12 @@ public final class Driver {
                     throw new IllegalArgumentException("token: not a fenced lock");
                 }
                 return fenced.getToken();
+            }
+            case "firstattempt" -> {
+                // What lock() sends before it subscribes, and no more: a waiter held in the
+                // window between joining a fair queue and listening on its channel.
+                requireArgs(args, 0);
+                return DriverAccess.firstAttempt(lock, redisson.getConfig().getLockWatchdogTimeout());
             }
             case "exclusive" -> {
                 requireArgs(args, 2);
