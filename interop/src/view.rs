@@ -1,0 +1,58 @@
+//! Redis as raw commands see it, named as Redisson names things (not as this crate's
+//! internals do, so the tests check the crate against Redisson's layout): the unlock
+//! channels and who listens on them.
+
+use redis::aio::MultiplexedConnection;
+
+/// `redisson_lock__channel:{name}`: where an `RLock` (or `RFencedLock`) unlock is announced.
+pub fn lock_channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// `redisson_lock__channel:{name}:<owner>`: where a fair lock tells waiter `owner` its turn.
+pub fn fair_channel(name: &str, owner: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}:{owner}")
+}
+
+/// `redisson_lock_token:{name}`: a fenced lock's token counter.
+pub fn token_key(name: &str) -> String {
+    format!("redisson_lock_token:{{{name}}}")
+}
+
+/// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`).
+pub async fn subscribers(conn: &mut MultiplexedConnection, channel: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(conn)
+        .await
+        .expect("PUBSUB NUMSUB");
+    n
+}
+
+/// Waits until `channel` has `expected` subscribers, for at most `limit`; panics with the
+/// last count otherwise. A waiter subscribed is a waiter that an unlock message reaches.
+pub async fn subscribers_become(
+    conn: &MultiplexedConnection,
+    channel: &str,
+    expected: i64,
+    limit: std::time::Duration,
+) {
+    let last = testkit::settles_to(expected, limit, || {
+        let mut conn = conn.clone();
+        async move { subscribers(&mut conn, channel).await }
+    })
+    .await;
+    assert_eq!(last, expected, "subscribers of `{channel}`");
+}
+
+/// Whether `field` has the shape of an owner field, `<uuid>:<decimal id>`, as Redisson
+/// writes it (and parses it: the id must fit a Java `long`).
+pub fn is_owner_field(field: &str) -> bool {
+    let Some((uuid, id)) = field.rsplit_once(':') else {
+        return false;
+    };
+    uuid.len() == 36
+        && uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+        && id.parse::<i64>().is_ok_and(|id| id >= 0)
+}
