@@ -106,7 +106,7 @@ impl Rounds for Renewals {
         busy
     }
 
-    async fn round(&self) -> Duration {
+    async fn round(&self, _woken: bool) -> Duration {
         if renew_all(self).await {
             self.interval()
         } else {
