@@ -1,5 +1,6 @@
-//! Noticing that a Redis Cluster changed its topology: the cluster's current epoch, read
-//! from any node, rises with every failover and every slot handed to another master.
+//! What a cluster client knows of its cluster: noticing that it changed its topology (the
+//! cluster's current epoch, read from any node, rises with every failover and every slot
+//! handed to another master), and which nodes it is made of ([`node_ids`]).
 //!
 //! A cluster client's connection is never replaced (redis-rs repairs its node sockets and
 //! re-reads the slot map on a redirection by itself), so nothing in the client's own
@@ -11,10 +12,12 @@
 //! round and a check of fixed-lease holds at once (see
 //! [`lease_check`](super::lease_check)).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::Value;
 
 use crate::transport::conn::Conn;
 
@@ -63,6 +66,47 @@ impl EpochWatch {
     }
 }
 
+/// The ids of every node a cluster client's cluster lists (masters and replicas, from
+/// `CLUSTER SLOTS` on any node): two clients of one cluster share some, two clusters none.
+/// `None` for a connection to one Redis.
+///
+/// # Errors
+/// The node's error, or an unexpected reply.
+pub(crate) async fn node_ids(conn: &Conn) -> redis::RedisResult<Option<BTreeSet<String>>> {
+    let Conn::Cluster(conn) = conn else {
+        return Ok(None);
+    };
+    let mut slots = redis::cmd("CLUSTER");
+    slots.arg("SLOTS");
+    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let reply = conn.clone().route_command(slots, routing).await?;
+    Ok(Some(ids_of_slots(&reply)))
+}
+
+/// The node ids in a `CLUSTER SLOTS` reply: `[[start, end, [ip, port, id, ...], ...], ...]`.
+fn ids_of_slots(reply: &Value) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    let Value::Array(ranges) = reply else {
+        return ids;
+    };
+    for range in ranges {
+        let Value::Array(items) = range else { continue };
+        for node in items.iter().skip(2) {
+            let Value::Array(fields) = node else { continue };
+            match fields.get(2) {
+                Some(Value::BulkString(id)) => {
+                    ids.insert(String::from_utf8_lossy(id).into_owned());
+                }
+                Some(Value::SimpleString(id)) => {
+                    ids.insert(id.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+    ids
+}
+
 /// `cluster_current_epoch` of a `CLUSTER INFO` reply.
 fn current_epoch(info: &str) -> Option<u64> {
     info.lines()
@@ -72,7 +116,32 @@ fn current_epoch(info: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::current_epoch;
+    use super::{current_epoch, ids_of_slots};
+    use redis::Value;
+
+    #[test]
+    fn reads_node_ids_of_cluster_slots() {
+        let node = |port: i64, id: &str| {
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+                Value::BulkString(id.as_bytes().to_vec()),
+                Value::Array(vec![]),
+            ])
+        };
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                node(7000, "a"),
+                node(7003, "d"),
+            ]),
+            Value::Array(vec![Value::Int(8192), Value::Int(16383), node(7001, "b")]),
+        ]);
+        let ids: Vec<String> = ids_of_slots(&reply).into_iter().collect();
+        assert_eq!(ids, ["a", "b", "d"]);
+        assert!(ids_of_slots(&Value::Nil).is_empty());
+    }
 
     #[test]
     fn reads_the_current_epoch() {
