@@ -517,7 +517,7 @@ async fn a_dead_fair_waiter_is_passed_over_at_once() {
     }
 }
 
-/// The README's rules plus those a cluster client needs (`+cluster|slots`) and those of
+/// The README's rules plus those a cluster client needs (`+cluster|slots +cluster|info`) and those of
 /// sharded pub/sub. A user without `+spublish` is refused by name before anything is
 /// written; with them, a sharded waiter is woken and no node logs a refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -527,6 +527,7 @@ async fn a_sharded_acl_user_needs_the_sharded_commands() {
     let mut rules = readme_rules("app:*");
     for rule in [
         "+cluster|slots",
+        "+cluster|info",
         "+spublish",
         "+ssubscribe",
         "+sunsubscribe",

@@ -361,3 +361,29 @@ async fn master_credentials_reach_the_master_and_not_the_sentinels() {
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_redlock_refuses_one_master_reached_twice() {
+    use redis_rlock::RedLock;
+    let sentinels = RedisSentinels::start("m1");
+    let a = client(&sentinels, Duration::from_secs(30)).await;
+    // The same master through one sentinel only: still the same master.
+    let b = Client::connect_sentinel(&sentinels.sentinel_urls()[2..], "m1")
+        .await
+        .unwrap();
+    let direct = Client::connect(sentinels.master().url()).await.unwrap();
+    for (what, other) in [("through the sentinels", &b), ("by its address", &direct)] {
+        let group = RedLock::new(vec![a.lock("s:red"), other.lock("s:red")]);
+        match group.try_lock().await {
+            Err(Error::InvalidArgument(message)) => {
+                assert!(message.contains("given twice"), "{what}: {message}")
+            }
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+    let mut on_master = sentinels.master().raw().await;
+    assert!(
+        !key_exists(&mut on_master, "s:red").await,
+        "nothing written"
+    );
+}

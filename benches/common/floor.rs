@@ -1,13 +1,14 @@
 //! The raw floors: the library's own Lua scripts called directly with EVALSHA on one
-//! redis-rs multiplexed connection, with no library around them; and SET NX PX with a
-//! compare-and-delete script, what non-reentrant locks do.
+//! redis-rs multiplexed connection (or, for W6, one redis-rs cluster connection), with no
+//! library around them; and SET NX PX with a compare-and-delete script, what non-reentrant
+//! locks do.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::Script;
 
 use crate::common::interleave::PairFuture;
@@ -34,11 +35,17 @@ pub async fn connect(url: &str) -> MultiplexedConnection {
         .expect("connect to the benchmark's redis-server")
 }
 
+/// A connection the raw hash floor runs on: a multiplexed connection to one Redis, or a
+/// redis-rs cluster connection (which routes each call by its first key's slot).
+pub trait FloorConn: ConnectionLike + Clone + Send + Sync + 'static {}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> FloorConn for C {}
+
 /// The raw hash-script floor on one lock: the library's acquire and unlock scripts, two
 /// round trips per pair. Each unlock has its own latch (left to expire), as the library's
 /// do.
-pub struct RawHash {
-    conns: Vec<MultiplexedConnection>,
+pub struct RawHash<C = MultiplexedConnection> {
+    conns: Vec<C>,
     acquire: Script,
     unlock: Script,
     key: String,
@@ -48,10 +55,10 @@ pub struct RawHash {
     request: AtomicU64,
 }
 
-impl RawHash {
+impl<C: FloorConn> RawHash<C> {
     /// The floor on `key` through `conns`: one connection, or one per master (each step
     /// then done when a majority has answered, as a RedLock's are); `task` makes the owner.
-    pub fn new(conns: Vec<MultiplexedConnection>, key: &str, task: usize) -> Arc<RawHash> {
+    pub fn new(conns: Vec<C>, key: &str, task: usize) -> Arc<RawHash<C>> {
         Arc::new(RawHash {
             conns,
             acquire: Script::new(ACQUIRE_SOURCE),
@@ -74,13 +81,15 @@ impl RawHash {
         let quorum = self.conns.len() / 2 + 1;
         let acquired = first_answers(&self.conns, quorum, |conn| self.acquire_on(conn)).await;
         assert!(acquired.iter().all(|got| got == &[-3]), "acquired");
+        // The latch carries the key as its hash tag, so that on a cluster it shares the
+        // lock's slot.
         let latch = format!("redisson_unlock_latch:{{{}}}:{request:032x}", self.key);
         let latch = &latch;
         let freed = first_answers(&self.conns, quorum, |conn| self.unlock_on(conn, latch)).await;
         assert!(freed.iter().all(|got| got == &[1]), "freed");
     }
 
-    async fn acquire_on(&self, mut conn: MultiplexedConnection) -> Vec<i64> {
+    async fn acquire_on(&self, mut conn: C) -> Vec<i64> {
         self.acquire
             .key(&self.key)
             .arg(30_000)
@@ -93,7 +102,7 @@ impl RawHash {
     /// `src/protocol/scripts/unlock.lua` with one release: the lock and its latch; the
     /// message and the latch lifetime; the channel, no lease to re-apply, the owner, and not
     /// a retry.
-    async fn unlock_on(&self, mut conn: MultiplexedConnection, latch: &str) -> Vec<i64> {
+    async fn unlock_on(&self, mut conn: C, latch: &str) -> Vec<i64> {
         self.unlock
             .key(&self.key)
             .key(latch)
@@ -111,13 +120,10 @@ impl RawHash {
 
 /// Runs `call` on every connection at once; returns the first `quorum` answers, leaving
 /// the others to arrive on their own. With one connection, just the call.
-async fn first_answers<'a, F, Fut>(
-    conns: &'a [MultiplexedConnection],
-    quorum: usize,
-    call: F,
-) -> Vec<Vec<i64>>
+async fn first_answers<'a, C, F, Fut>(conns: &'a [C], quorum: usize, call: F) -> Vec<Vec<i64>>
 where
-    F: Fn(MultiplexedConnection) -> Fut,
+    C: FloorConn,
+    F: Fn(C) -> Fut,
     Fut: Future<Output = Vec<i64>> + 'a,
 {
     if let [conn] = conns {

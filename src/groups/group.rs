@@ -18,6 +18,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::groups::contender::GroupContender;
 use crate::groups::guard::GroupGuard;
+use crate::groups::independence::Independence;
 use crate::groups::node::Node;
 use crate::groups::policy::{GroupKind, GroupPolicy};
 use crate::holds::{drift, Lease};
@@ -46,6 +47,8 @@ pub struct LockGroup<P: GroupPolicy, K: GroupKind = Reentrant> {
     locks: Arc<[Lock<K>]>,
     node_timeout: Duration,
     max_hold: Option<Duration>,
+    /// Whether the locks are on independent masters, as far as known (a `RedLock`'s).
+    independence: Arc<Independence>,
     policy: PhantomData<fn() -> P>,
 }
 
@@ -55,6 +58,7 @@ impl<P: GroupPolicy, K: GroupKind> Clone for LockGroup<P, K> {
             locks: self.locks.clone(),
             node_timeout: self.node_timeout,
             max_hold: self.max_hold,
+            independence: self.independence.clone(),
             policy: PhantomData,
         }
     }
@@ -77,6 +81,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             locks: locks.into(),
             node_timeout: DEFAULT_NODE_TIMEOUT,
             max_hold: None,
+            independence: Arc::default(),
             policy: PhantomData,
         }
     }
@@ -121,10 +126,11 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
     /// its hold alive.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing sent, for an
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument), with nothing written, for an
     /// empty group, an empty lock name, a zero node timeout, a lease (a client's watchdog
     /// timeout, here) that leaves no time after the node timeout and the drift allowance,
-    /// or a `RedLock` given two locks on one master;
+    /// or a `RedLock` given two locks on one master or on one Redis Cluster (see the
+    /// [`groups`](crate::groups#independent-masters) docs);
     /// [`Error::QuorumUnreachable`](crate::Error::QuorumUnreachable) when too many nodes
     /// cannot be reached in `retry_attempts` rounds in a row (the first lock's client's
     /// setting).
@@ -230,18 +236,6 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
                 )));
             }
         }
-        if P::DISTINCT_NODES {
-            let mut seen = std::collections::HashSet::new();
-            for node in &nodes {
-                if !seen.insert(node.core.settings.url.raw()) {
-                    return Err(Error::invalid(format!(
-                        "a {} needs one lock per independent master; `{}` is given twice",
-                        P::TYPE_NAME,
-                        node.core.settings.url
-                    )));
-                }
-            }
-        }
         Ok(nodes)
     }
 }
@@ -262,6 +256,11 @@ impl<P: GroupPolicy, K: GroupKind> DistributedLock for LockGroup<P, K> {
         wait: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
         let nodes = self.nodes(fixed_lease_ms)?;
+        if P::DISTINCT_NODES {
+            self.independence
+                .check(&nodes, P::TYPE_NAME, self.node_timeout)
+                .await?;
+        }
         let owner: Arc<str> = current_owner_field(&nodes[0].core.id_text);
         let subscriptions = nodes.iter().map(|_| None).collect();
         let mut contender = GroupContender::<K> {

@@ -70,7 +70,26 @@
 //! 7. Refused before anything is sent, with
 //!    [`Error::InvalidArgument`](crate::Error::InvalidArgument): a lease (fixed, or a client's
 //!    watchdog timeout) that leaves no time after the node timeout and the drift allowance, and
-//!    a `RedLock` given two locks on one master (two clients with one URL).
+//!    a `RedLock` given two locks on one master (two clients with one URL) or on one Redis
+//!    Cluster (see [independent masters](#independent-masters)).
+//!
+//! ## Independent masters
+//!
+//! A `RedLock` refuses, with [`Error::InvalidArgument`](crate::Error::InvalidArgument),
+//! locks that are not on independent masters:
+//!
+//! - **Clients of one Redis** are told apart by the URL they were built with: two clients
+//!   with one URL are refused. Two URLs that reach one server (a host name and its address)
+//!   are not caught: give each client the same spelling of its master's address.
+//! - **A Redis Cluster is one voter**, however many masters it has: its masters share one
+//!   failover mechanism, and a key lives on one of them. Clients of independent clusters
+//!   can make a `RedLock` (one lock per cluster), as can clients of clusters and of single
+//!   masters mixed. Two cluster clients that share a seed URL are refused; so are two whose
+//!   clusters list a node in common, asked at the group's first call (`CLUSTER SLOTS` on any
+//!   node, within the node timeout), whatever seeds each was given. A cluster that does not
+//!   answer in time is asked again at the next call, since a `RedLock` must work with a
+//!   minority of its masters down; once each cluster answered, the group does not ask
+//!   again.
 //!
 //! ## What a RedLock protects against, and what it assumes
 //!
@@ -118,6 +137,7 @@ mod contender;
 pub(crate) mod fence;
 mod group;
 pub(crate) mod guard;
+mod independence;
 mod multi_lock;
 mod node;
 mod policy;

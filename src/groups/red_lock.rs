@@ -43,8 +43,10 @@ pub type RedLock<K = Reentrant> = LockGroup<Majority, K>;
 impl<K: GroupKind> LockGroup<Majority, K> {
     /// A RedLock over `locks`, one per independent master: [`RLock`](crate::RLock)s, or
     /// [`FencedLock`](crate::FencedLock)s for fencing tokens. Nothing is sent until a
-    /// method is called; an empty list, or two locks whose clients have the same URL (a
-    /// majority must be of distinct masters), is reported by the first call.
+    /// method is called; an empty list, or two locks whose clients have the same URL or
+    /// reach the same Redis Cluster (a majority must be of independent masters: see
+    /// [independent masters](crate::groups#independent-masters)), is reported by the first
+    /// call.
     pub fn new(locks: Vec<Lock<K>>) -> Self {
         LockGroup::from_locks(locks)
     }

@@ -238,7 +238,9 @@ impl Sent {
                 let hold = core.holds.add(&self.id, terms, self.started, self.applied);
                 if hold.is_watchdog() {
                     core.watchdog.ensure_running();
-                } else {
+                }
+                // On a cluster it also watches for failovers, for every hold.
+                if !hold.is_watchdog() || core.connections.is_cluster() {
                     core.lease_check.ensure_running();
                 }
                 tracing::debug!(lock = %self.names.key, owner = %self.owner, "acquired");

@@ -4,11 +4,20 @@
 //! so a retry after a lost reply gets the first try's answer instead of releasing a second
 //! hold (Redisson's unlock latch, 3.24.1). The latch is deleted once the answer is in, in a
 //! batch with others ([`crate::services::latches`]).
+//!
+//! On a Redis Cluster a release refused for a topology change (a slot on the move, a master
+//! failing over: the script certainly did not run) is sent again after the retry backoff
+//! for up to [`TOPOLOGY_PATIENCE`], within the latch's lifetime: an unlock during a
+//! migration or a failover costs time, not an error.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::core::Core;
 use crate::error::{channel_missing, Error, Result};
+use crate::locks::wait::{is_topology_change, TOPOLOGY_PATIENCE};
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
 use crate::transport::conn::Conn;
@@ -67,10 +76,15 @@ impl Release {
     fn call(&self) -> UnlockCall<'_, Conn> {
         let settings = &self.core.settings;
         // The latch must outlive every retry of this request: each try may wait for a new
-        // connection (connect + handshake reply), its own reply, and a jittered pause.
+        // connection (connect + handshake reply), its own reply, and a jittered pause; and
+        // on a cluster, tries refused for a topology change go on for up to
+        // TOPOLOGY_PATIENCE, after which one more round of retries may start.
         let per_try =
             settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2;
-        let latch_ttl = per_try * settings.retry_attempts + std::time::Duration::from_secs(1);
+        let mut latch_ttl = per_try * settings.retry_attempts + Duration::from_secs(1);
+        if self.core.connections.is_cluster() {
+            latch_ttl += TOPOLOGY_PATIENCE;
+        }
         UnlockCall {
             names: &self.names,
             latch: &self.latch,
@@ -94,17 +108,28 @@ impl Release {
         let call = self.call();
         // On a cluster every try checks the latch, the first too: a command whose reply
         // was lost may have run (redis-rs reconnects and re-reads the slot map under it).
-        let mut tries = u32::from(self.core.connections.is_cluster());
-        let outcome = self
-            .core
-            .connections
-            .with_retries_on(self.pinned.clone(), |conn| {
-                let retry = tries > 0;
-                tries += 1;
-                call.run(conn, retry)
-            })
-            .await;
         let connections = &self.core.connections;
+        let cluster = connections.is_cluster();
+        let mut tries = u32::from(cluster);
+        let began = Instant::now();
+        let outcome = loop {
+            let outcome = connections
+                .with_retries_on(self.pinned.clone(), |conn| {
+                    let retry = tries > 0;
+                    tries += 1;
+                    call.run(conn, retry)
+                })
+                .await;
+            match outcome {
+                Err(e)
+                    if cluster && is_topology_change(&e) && began.elapsed() < TOPOLOGY_PATIENCE =>
+                {
+                    tracing::debug!(lock = %self.names.key, error = %e, "the cluster is changing its topology; unlocking again");
+                    tokio::time::sleep(connections.backoff()).await;
+                }
+                outcome => break outcome,
+            }
+        };
         let outcome = match outcome {
             Ok(UnlockOutcome::NotHeld) => Ok(Released::NotHeld),
             Ok(UnlockOutcome::StillHeld) => Ok(Released::StillHeld),

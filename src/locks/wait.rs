@@ -6,19 +6,40 @@
 //! trip; and every new subscription is followed by another try, since an unlock published
 //! between the try and the subscription would otherwise be missed. The TTL bound makes
 //! a lost message cost time, never a hang.
+//!
+//! On a Redis Cluster, a try refused because the cluster is moving the lock's slot or
+//! failing over its master (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: the script
+//! certainly did not run) costs time, not an error: the loop tries again after the retry
+//! backoff for as long as the caller's wait allows, up to [`TOPOLOGY_PATIENCE`], without
+//! counting it against `retry_attempts`. A failover after a master died takes about two
+//! `cluster-node-timeout`s, far longer than a few quick retries.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::transport::connection::Connections;
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
 /// (which this crate never writes but a foreign client might), or, for a lock group, the
 /// nodes that could report one are down. Without it, a lost wake-up would wait forever.
 pub(crate) const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
+
+/// How long a call on a Redis Cluster waits out refusals that say the cluster is changing
+/// its topology (see [`is_topology_change`]) before it fails with the last of them: long
+/// enough for a failover at the default `cluster-node-timeout` (15 s; a replica is promoted
+/// about two node timeouts after its master died).
+pub(crate) const TOPOLOGY_PATIENCE: Duration = Duration::from_secs(30);
+
+/// True for a refusal after which the command certainly did not run and the cluster will
+/// serve it again once its topology settles: a redirection (redis-rs, with its retries
+/// off, re-reads the slot map on `MOVED`), a slot half-way through a migration, a cluster
+/// down while it fails over, a demoted master.
+pub(crate) fn is_topology_change(e: &Error) -> bool {
+    matches!(e, Error::Redis(e) if crate::error::certainly_not_run(e))
+}
 
 /// What one try came to.
 pub(crate) enum Tried<G> {
@@ -66,7 +87,10 @@ pub(crate) async fn wait_for<C: Contender>(
     deadline: Option<Instant>,
 ) -> Result<Option<C::Guard>> {
     let retry_attempts = contender.pacing().retry_attempts();
+    let cluster = contender.pacing().is_cluster();
     let mut failures = 0;
+    // When the cluster began refusing this call for a topology change, if it still does.
+    let mut refused_since: Option<Instant> = None;
     loop {
         let retry_within = match contender.attempt().await {
             Ok(Tried::Acquired(guard)) => {
@@ -75,7 +99,21 @@ pub(crate) async fn wait_for<C: Contender>(
             }
             Ok(Tried::Busy(bound)) => {
                 failures = 0;
+                refused_since = None;
                 bound
+            }
+            Err(e)
+                if cluster
+                    && is_topology_change(&e)
+                    && refused_since.get_or_insert_with(Instant::now).elapsed()
+                        < TOPOLOGY_PATIENCE =>
+            {
+                tracing::debug!(error = %e, "the cluster is changing its topology; retrying");
+                let pause = contender.pacing().backoff();
+                if !sleep_within(pause, deadline).await {
+                    return Err(e);
+                }
+                continue;
             }
             Err(e) if e.is_connection_error() && failures + 1 < retry_attempts => {
                 failures += 1;

@@ -116,7 +116,7 @@ impl Rounds for Refreshes {
         !self.places.is_empty()
     }
 
-    async fn round(&self) -> Duration {
+    async fn round(&self, _woken: bool) -> Duration {
         self.refresh_all().await;
         self.interval
     }

@@ -6,7 +6,15 @@
 //! renewal (a reconnection starts one at once). A fixed-lease lock has no renewal: without
 //! this check its holder would believe in it until the lease ran out, while another client
 //! may already hold it. Between reconnections nothing is sent.
+//!
+//! On a Redis Cluster the connection is never replaced, so no reconnection says that a
+//! replica was promoted: while the client holds any lock, this task reads the cluster's
+//! epoch every [`EPOCH_POLL`] instead ([`topology`](super::topology)), and when it rose,
+//! tells the watchdog (through the same reconnection signal) and checks the fixed-lease
+//! holds. A check that fails on a cluster (the topology is still settling) is tried again
+//! after [`RETRY_AFTER_FAILURE`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,11 +24,15 @@ use crate::holds::Holds;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
+use crate::services::topology::{EpochWatch, EPOCH_POLL};
 use crate::transport::connection::Connections;
 
 /// How long the task sleeps when no reconnection wakes it; it then ends if no fixed-lease
 /// hold is left, and otherwise sleeps again.
 const IDLE: Duration = Duration::from_secs(3600);
+
+/// On a cluster, after a check that could not reach every hold's master, the next try.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(200);
 
 pub(crate) struct LeaseCheck {
     task: Periodic<Checks>,
@@ -31,6 +43,11 @@ struct Checks {
     connections: Arc<Connections>,
     reconnected: Arc<Notify>,
     batch_size: usize,
+    /// Set for a cluster client: the task then also watches the cluster's epoch.
+    epoch: Option<EpochWatch>,
+    /// Set when the last check could not reach every hold's master: the next round checks
+    /// again, whatever the epoch says.
+    unfinished: AtomicBool,
 }
 
 impl LeaseCheck {
@@ -43,6 +60,8 @@ impl LeaseCheck {
         let checks = Checks {
             holds,
             reconnected: connections.reconnects().listen(),
+            epoch: connections.is_cluster().then(EpochWatch::default),
+            unfinished: AtomicBool::new(false),
             connections,
             batch_size,
         };
@@ -51,24 +70,64 @@ impl LeaseCheck {
         }
     }
 
-    /// Makes sure the task runs; call after adding a fixed-lease hold.
+    /// Makes sure the task runs; call after adding a fixed-lease hold, and on a cluster
+    /// after adding any hold.
     pub(crate) fn ensure_running(&self) {
         self.task.ensure_running();
     }
 }
 
+impl Checks {
+    /// The pause between rounds when nothing went wrong.
+    fn pause(&self) -> Duration {
+        if self.epoch.is_some() {
+            EPOCH_POLL
+        } else {
+            IDLE
+        }
+    }
+}
+
 impl Rounds for Checks {
     fn first_pause(&self) -> Duration {
-        IDLE
+        if self.epoch.is_some() {
+            // The first read of the epoch is the baseline: at once, so that a failover
+            // right after the first lock was taken is not taken for the baseline.
+            Duration::ZERO
+        } else {
+            IDLE
+        }
     }
 
     fn has_work(&self) -> bool {
-        self.holds.has_fixed_lease_holds()
+        if self.epoch.is_some() {
+            // A watchdog hold lost to a failover is reported sooner when the epoch is read.
+            self.holds.len() > 0
+        } else {
+            self.holds.has_fixed_lease_holds()
+        }
     }
 
-    async fn round(&self) -> Duration {
-        check_all(self).await;
-        IDLE
+    async fn round(&self, woken: bool) -> Duration {
+        let unfinished = self.unfinished.swap(false, Ordering::Relaxed);
+        if let (Some(epoch), false, false) = (&self.epoch, woken, unfinished) {
+            let Ok(shared) = self.connections.shared().await else {
+                return RETRY_AFTER_FAILURE;
+            };
+            if epoch.changed(&shared.conn).await {
+                tracing::debug!("the cluster changed its topology: checking held locks");
+                // The watchdog renews, and so checks, its holds at once; this task's own
+                // permit brings it back at once, woken, to check the fixed-lease holds.
+                self.connections.reconnects().tell();
+            }
+            return self.pause();
+        }
+        if check_all(self).await || self.epoch.is_none() {
+            self.pause()
+        } else {
+            self.unfinished.store(true, Ordering::Relaxed);
+            RETRY_AFTER_FAILURE
+        }
     }
 
     fn cut_short(&self) -> Option<&Notify> {
@@ -77,10 +136,11 @@ impl Rounds for Checks {
 }
 
 /// Checks every fixed-lease hold, a batch per call; a hold Redis no longer has is lost.
-async fn check_all(checks: &Checks) {
+/// Returns false if a batch could not be checked.
+async fn check_all(checks: &Checks) -> bool {
     let holds = checks.holds.fixed_lease_holds();
     if holds.is_empty() {
-        return;
+        return true;
     }
     let mut conn = match checks.connections.shared().await {
         Ok(shared) => shared.conn,
@@ -88,7 +148,7 @@ async fn check_all(checks: &Checks) {
             // The next reconnection tries again; a lease that runs out meanwhile is lost
             // by its own deadline.
             tracing::debug!(error = %e, "fixed-lease check cannot reach Redis");
-            return;
+            return false;
         }
     };
     // On a cluster, one call per hash slot: a script call may name one slot's keys only.
@@ -112,8 +172,9 @@ async fn check_all(checks: &Checks) {
             }
             Err(e) => {
                 tracing::debug!(error = %e, locks = batch.len(), "fixed-lease check failed");
-                return;
+                return false;
             }
         }
     }
+    true
 }

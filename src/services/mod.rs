@@ -2,10 +2,11 @@
 //! ([`periodic`]): the [`watchdog`] renewing watchdog holds every third of the lease, the
 //! fair-queue [`heartbeat`] keeping waiters in their places, the [`latches`] reaper deleting
 //! unlock latches in batches, and the [`lease_check`] of fixed-lease holds after a
-//! reconnect.
+//! reconnect, which on a Redis Cluster also watches for [`topology`] changes.
 
 pub(crate) mod heartbeat;
 pub(crate) mod latches;
 pub(crate) mod lease_check;
 pub(crate) mod periodic;
+pub(crate) mod topology;
 pub(crate) mod watchdog;

@@ -17,8 +17,9 @@ pub(crate) trait Rounds: Send + Sync + 'static {
     /// just as the task finds none either is seen or starts a new task.
     fn has_work(&self) -> bool;
 
-    /// Runs one round; returns the time from its start to the next round's.
-    fn round(&self) -> impl Future<Output = Duration> + Send + '_;
+    /// Runs one round; returns the time from its start to the next round's. `woken`: the
+    /// pause before it was cut short by [`cut_short`](Rounds::cut_short)'s event.
+    fn round(&self, woken: bool) -> impl Future<Output = Duration> + Send + '_;
 
     /// What cuts a pause short, if anything: an event after which the next round should
     /// not wait.
@@ -74,15 +75,18 @@ impl<R: Rounds> Periodic<R> {
 async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
     let mut pause = shared.rounds.first_pause();
     loop {
-        match shared.rounds.cut_short() {
+        let woken = match shared.rounds.cut_short() {
             Some(event) => {
                 tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = event.notified() => {}
+                    _ = tokio::time::sleep(pause) => false,
+                    _ = event.notified() => true,
                 }
             }
-            None => tokio::time::sleep(pause).await,
-        }
+            None => {
+                tokio::time::sleep(pause).await;
+                false
+            }
+        };
         {
             let mut task = sync::locked(&shared.task);
             if !shared.rounds.has_work() {
@@ -91,7 +95,7 @@ async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
             }
         }
         let began = tokio::time::Instant::now();
-        let pause_after = shared.rounds.round().await;
+        let pause_after = shared.rounds.round(woken).await;
         // Counted from the round's start: a long round (a client holding 100,000 locks)
         // must not push every lock's next renewal a round's length further out.
         pause = pause_after.saturating_sub(began.elapsed());

@@ -24,11 +24,11 @@ use crate::transport::replica_sync::{ReplicaSync, Replicated};
 /// trip when a client holds many thousands of locks, few enough not to flood Redis.
 const BATCHES_IN_FLIGHT: usize = 4;
 
-/// On a cluster, a batch's holds are sent one call per hash slot (a script call may name
-/// one slot's keys only); this many of one batch's calls are in flight at once. With
-/// 10,000 locks over all 16,384 slots a round is some 10,000 calls, so they must overlap
+/// On a cluster, a round's holds are sent one call per hash slot (a script call may name
+/// one slot's keys only); this many of the round's calls are in flight at once. With
+/// 10,000 locks over all 16,384 slots a round is some 7,500 calls, so they must overlap
 /// for the round to stay well inside a third of the lease.
-const SLOT_CALLS_IN_FLIGHT: usize = 64;
+const SLOT_CALLS_IN_FLIGHT: usize = 256;
 
 /// After a failed round, retry this soon rather than a whole interval later, so that a
 /// short outage costs no lease.
@@ -107,7 +107,7 @@ impl Rounds for Renewals {
         busy
     }
 
-    async fn round(&self) -> Duration {
+    async fn round(&self, _woken: bool) -> Duration {
         if renew_all(self).await {
             self.interval()
         } else {
@@ -151,45 +151,15 @@ async fn renew_all(renewals: &Renewals) -> bool {
         }
     };
     let mut conn = pooled.conn.clone();
-    let per_slot = conn.is_cluster();
     let (holds, lease_ms, size) = (&*renewals.holds, renewals.lease_ms, renewals.batch_size);
     // Without replica sync a batch is settled as soon as it is answered, while its holds
     // are still in the cache; with it, only once the round's WAIT has answered.
     let settle_now = renewals.replica_sync.is_none();
-    let sent = conn.clone();
-    // Each batch takes its holds from the list when it goes out, not at the round's start,
-    // so that a hold is visited once, just before its renewal is written; and takes `size`
-    // live holds however many empty slots lie between them, so that a list thinned out by
-    // releases costs no more calls than a packed one.
-    // A plain iterator, polled lazily by the stream: an async cursor trips the compiler's
-    // higher-ranked lifetime check on this `Send` future.
-    let mut from = 0;
-    let gathered = stream::iter(std::iter::from_fn(move || {
-        (from < slots).then(|| {
-            let (due, next) = holds.due(from, slots, size, Instant::now());
-            from = next;
-            due
-        })
-    }));
-    let batches: Vec<Vec<Batch>> = gathered
-        .filter(|due| std::future::ready(!due.is_empty()))
-        .map(move |due| {
-            let conn = sent.clone();
-            async move {
-                if !per_slot {
-                    return vec![renew_and_settle(conn, lease_ms, due, settle_now).await];
-                }
-                let groups = group_by_slot(due, |hold| hold.key.as_bytes());
-                stream::iter(groups)
-                    .map(|group| renew_and_settle(conn.clone(), lease_ms, group, settle_now))
-                    .buffer_unordered(SLOT_CALLS_IN_FLIGHT)
-                    .collect()
-                    .await
-            }
-        })
-        .buffer_unordered(BATCHES_IN_FLIGHT)
-        .collect()
-        .await;
+    let batches: Vec<Batch> = if conn.is_cluster() {
+        renew_per_slot(&conn, holds, slots, lease_ms, size, settle_now).await
+    } else {
+        renew_in_order(&conn, holds, slots, lease_ms, size, settle_now).await
+    };
     // One WAIT for the whole round: it covers every write made before it on this
     // connection. A renewal no replica has would be forgotten by a failover, so it must not
     // push the validity forward; a lock found gone is gone either way.
@@ -201,7 +171,7 @@ async fn renew_all(renewals: &Renewals) -> bool {
     };
     let mut all_answered = true;
     let mut all_counted = true;
-    for batch in batches.into_iter().flatten() {
+    for batch in batches {
         match batch {
             Batch::Failed => all_answered = false,
             Batch::Settled => {}
@@ -214,6 +184,69 @@ async fn renew_all(renewals: &Renewals) -> bool {
         }
     }
     all_answered && all_counted
+}
+
+/// One round on one Redis: each batch takes its holds from the list when it goes out, not
+/// at the round's start, so that a hold is visited once, just before its renewal is
+/// written; and takes `size` live holds however many empty slots lie between them, so that
+/// a list thinned out by releases costs no more calls than a packed one.
+async fn renew_in_order(
+    conn: &Conn,
+    holds: &Holds,
+    slots: usize,
+    lease_ms: u64,
+    size: usize,
+    settle_now: bool,
+) -> Vec<Batch> {
+    // A plain iterator, polled lazily by the stream: an async cursor trips the compiler's
+    // higher-ranked lifetime check on this `Send` future.
+    let mut from = 0;
+    let gathered = stream::iter(std::iter::from_fn(move || {
+        (from < slots).then(|| {
+            let (due, next) = holds.due(from, slots, size, Instant::now());
+            from = next;
+            due
+        })
+    }));
+    gathered
+        .filter(|due| std::future::ready(!due.is_empty()))
+        .map(|due| renew_and_settle(conn.clone(), lease_ms, due, settle_now))
+        .buffer_unordered(BATCHES_IN_FLIGHT)
+        .collect()
+        .await
+}
+
+/// One round on a cluster: every hold of the round at once, grouped by hash slot (a script
+/// call may name one slot's keys only), then each slot's holds `size` to a call. Gathered
+/// for the whole round rather than batch by batch, as Redisson's watchdog does
+/// (`slot2names`): a slot's holds spread over several batches would cost a call per batch,
+/// where the round needs one per slot (1.32 calls per slot touched at 10,000 locks before,
+/// in W6 of BENCHMARKS.md).
+async fn renew_per_slot(
+    conn: &Conn,
+    holds: &Holds,
+    slots: usize,
+    lease_ms: u64,
+    size: usize,
+    settle_now: bool,
+) -> Vec<Batch> {
+    let (due, _) = holds.due(0, slots, usize::MAX, Instant::now());
+    let groups = group_by_slot(due, |hold| hold.key.as_bytes());
+    let calls: Vec<Vec<Arc<Hold>>> = groups
+        .into_iter()
+        .flat_map(|group| {
+            if group.len() <= size {
+                vec![group]
+            } else {
+                group.chunks(size).map(<[_]>::to_vec).collect()
+            }
+        })
+        .collect();
+    stream::iter(calls)
+        .map(|group| renew_and_settle(conn.clone(), lease_ms, group, settle_now))
+        .buffer_unordered(SLOT_CALLS_IN_FLIGHT)
+        .collect()
+        .await
 }
 
 /// What became of one renewal batch.

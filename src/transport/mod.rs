@@ -21,6 +21,18 @@
 //!   `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY` (redis-rs re-reads the
 //!   slot map on the redirection, so the retry goes to the new owner). Every unlock checks
 //!   its latch, the first try too. An acquire that may have run is undone as on one Redis.
+//! - **Failovers and migrations cost time, not errors.** Those refusals do not count
+//!   against `retry_attempts`: a lock call waits them out for up to 30 s, within the wait a
+//!   `try_lock_for` was given, and an unlock for up to 30 s too (its latch lives that much
+//!   longer), so `lock()` and `unlock()` go through a slot migration or a failover (about two
+//!   `cluster-node-timeout`s after a master died) without an error.
+//! - **Locks lost to a failover are reported within about a second.** A replica promoted
+//!   before it got a lock does not have it, and another client can take it there. While a
+//!   client holds locks it reads the cluster's epoch (`CLUSTER INFO`, any node) every
+//!   second; when it rose (a failover, a slot moved), the watchdog renews at once and the
+//!   fixed-lease locks are checked, so the guard's `lost()` resolves about a second after
+//!   the promotion instead of at the next renewal (a third of the lease later), or, for a
+//!   fixed lease, not at all until it ran out.
 //! - **Slots.** A lock's keys share its key's slot; batches are split per slot (see
 //!   [`Error::CrossSlotName`](crate::Error::CrossSlotName) for names that cannot).
 //! - **Scripts** are loaded on every node at connect when all answer; a node that answers
@@ -57,7 +69,8 @@
 //!   whose subscription is moving (after a failover or a migration) looks dead meanwhile and
 //!   steps back one place per release it misses, as a waiter whose connection reconnects
 //!   does.
-//! - **ACL users** of a cluster client need `+cluster|slots` besides the rules of the
+//! - **ACL users** of a cluster client need `+cluster|slots +cluster|info` (the slot map,
+//!   and the epoch a client holding locks polls to notice a failover) besides the rules of the
 //!   [Security section](crate#security), and with sharded pub/sub `+spublish +ssubscribe
 //!   +sunsubscribe +pubsub|shardnumsub` (checked at the first call of each lock kind, and
 //!   reported by name). A user without `+pubsub|shardnumsub` makes `Auto` pick classic
