@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::Core;
-use crate::error::Result;
-use crate::locks::attempt::{attempt, Request};
+use crate::error::{Error, Result};
+use crate::locks::attempt::{attempt, error_may_have_run, Request};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
@@ -61,6 +61,16 @@ impl Contender for OneLock<'_> {
     async fn attempt(&mut self) -> Result<Tried<LockGuard>> {
         let join_queue = self.turn.as_ref().is_some_and(Turn::joins_queue);
         attempt(self.core, self.names, &self.owner, self.request, join_queue).await
+    }
+
+    fn may_retry(&self, error: &Error) -> bool {
+        // A first acquire that may have run is undone before the retry; a re-entry cannot
+        // be (it may not have run), so sending it again could count it twice.
+        let held = self
+            .core
+            .holds
+            .is_held(&self.core.holds.id(&self.names.key, &self.owner));
+        !(held && error_may_have_run(error))
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {

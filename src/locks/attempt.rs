@@ -48,6 +48,16 @@ fn may_have_run(error: &redis::RedisError) -> bool {
         && !crate::error::certainly_not_run(error)
 }
 
+/// Whether a call that failed with `error` may still have run in Redis (see
+/// [`may_have_run`]): a reply that timed out, or a connection lost after the call went out.
+pub(crate) fn error_may_have_run(error: &Error) -> bool {
+    match error {
+        Error::Redis(e) => may_have_run(e),
+        Error::Timeout { .. } => true,
+        _ => false,
+    }
+}
+
 /// One run of the acquire script; for a fair lock, `join_queue` also queues the caller
 /// (or refreshes its place) when the lock is not taken.
 ///

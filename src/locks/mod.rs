@@ -72,9 +72,10 @@
 //!   replies in a row (a half-open connection). Nothing waits forever on a dead server.
 //! - **A cancelled call leaves nothing behind.** A `lock()` future dropped at any point leaves
 //!   no subscription and no lock. An acquire that timed out may still run in Redis later: if
-//!   the caller held nothing, the library undoes it at once; if it was a re-entry, the extra
-//!   count cannot be undone blindly, and after the last unlock the lock lingers until its
-//!   lease runs out (at most the watchdog timeout, 30 s by default).
+//!   the caller held nothing, the library undoes it at once (and may try again); if it was
+//!   a re-entry, the extra count cannot be undone blindly, so the call fails rather than
+//!   send it again (a count per call at most), and after the last unlock the lock lingers
+//!   until its lease runs out (at most the watchdog timeout, 30 s by default).
 //! - **Dropping a guard** releases it in the background, on the client's runtime, even when
 //!   the guard is dropped outside any runtime. Renewal stops at once; if the client's runtime
 //!   itself is gone, nothing can be sent and the lock frees itself when its lease runs out.

@@ -78,6 +78,12 @@ pub(crate) trait Contender {
 
     /// The connections whose retry settings pace retries after failures to reach Redis.
     fn pacing(&self) -> &Connections;
+
+    /// Whether a try that failed with `error` may be sent again: not when it may have run
+    /// and cannot be undone (a re-entry), since each run would add a count.
+    fn may_retry(&self, _error: &Error) -> bool {
+        true
+    }
 }
 
 /// Drives `contender` until it takes its lock, or `deadline` passes (`Ok(None)`), or a
@@ -115,7 +121,11 @@ pub(crate) async fn wait_for<C: Contender>(
                 }
                 continue;
             }
-            Err(e) if e.is_connection_error() && failures + 1 < retry_attempts => {
+            Err(e)
+                if e.is_connection_error()
+                    && failures + 1 < retry_attempts
+                    && contender.may_retry(&e) =>
+            {
                 failures += 1;
                 tracing::debug!(error = %e, "acquire failed; retrying");
                 let pause = contender.pacing().backoff();
