@@ -380,6 +380,47 @@ async fn redirections_during_a_migration_and_failovers_cost_time_not_errors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_runs_out_during_a_migration_is_not_acquired_rather_than_an_error() {
+    let cluster = start().await;
+    let client = connect(&cluster).await;
+    let key = "paused:migration";
+    let slot = key_slot(key.as_bytes());
+    let from = cluster.node_for_slot(slot);
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port() != from.port())
+        .unwrap();
+    // Half-way: the source lacks the (free) lock's key, so it answers ASK until the slot
+    // has moved.
+    cluster.begin_migration(slot, from, to).await;
+    let lock = client.lock(key);
+    let began = Instant::now();
+    let outcome = lock.try_lock_for(Duration::from_millis(300)).await;
+    assert!(matches!(outcome, Ok(None)), "{outcome:?}");
+    assert!(began.elapsed() < GENEROUS, "{:?}", began.elapsed());
+    // Given no wait, `try_lock` makes its one try and says why it failed.
+    let err = lock.try_lock().await.unwrap_err();
+    assert!(err.is_connection_error(), "{err}");
+
+    // `lock()` waits the migration out.
+    let waiting = tokio::spawn({
+        let lock = client.lock(key);
+        async move { lock.lock().await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    cluster.finish_migration(slot, from, to).await;
+    let guard = tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .expect("lock() returns once the slot has moved")
+        .unwrap()
+        .expect("no error");
+    assert_eq!(hash_on(to, key).await.len(), 1);
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn re_entry_counts_stay_exact_across_a_migration_and_a_failover() {
     let cluster = start().await;
     let client = connect(&cluster).await;

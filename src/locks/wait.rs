@@ -11,8 +11,9 @@
 //! failing over its master (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: the script
 //! certainly did not run) costs time, not an error: the loop tries again after the retry
 //! backoff for as long as the caller's wait allows, up to [`TOPOLOGY_PATIENCE`], without
-//! counting it against `retry_attempts`. A failover after a master died takes about two
-//! `cluster-node-timeout`s, far longer than a few quick retries.
+//! counting it against `retry_attempts`; a wait that runs out meanwhile ends as one that
+//! ran out while the lock was held (`Ok(None)`). A failover after a master died takes
+//! about two `cluster-node-timeout`s, far longer than a few quick retries.
 
 use std::future::Future;
 use std::time::Duration;
@@ -94,6 +95,8 @@ pub(crate) async fn wait_for<C: Contender>(
 ) -> Result<Option<C::Guard>> {
     let retry_attempts = contender.pacing().retry_attempts();
     let cluster = contender.pacing().is_cluster();
+    // Whether the caller gave any time to wait (`try_lock` gives none).
+    let waits = deadline.map_or(true, |deadline| deadline > Instant::now());
     let mut failures = 0;
     // When the cluster began refusing this call for a topology change, if it still does.
     let mut refused_since: Option<Instant> = None;
@@ -114,11 +117,16 @@ pub(crate) async fn wait_for<C: Contender>(
                     && refused_since.get_or_insert_with(Instant::now).elapsed()
                         < TOPOLOGY_PATIENCE =>
             {
-                tracing::debug!(error = %e, "the cluster is changing its topology; retrying");
-                let pause = contender.pacing().backoff();
-                if !sleep_within(pause, deadline).await {
-                    return Err(e);
+                let left = remaining(deadline);
+                if left.is_zero() {
+                    // The caller's wait ran out while the cluster was still changing: not
+                    // taken in time, as for a lock held all along. A call that was given
+                    // no wait (`try_lock`) made its one try, and says why it failed.
+                    return if waits { Ok(None) } else { Err(e) };
                 }
+                tracing::debug!(error = %e, "the cluster is changing its topology; retrying");
+                // The last pause ends at the deadline, for one more try there.
+                tokio::time::sleep(contender.pacing().backoff().min(left)).await;
                 continue;
             }
             Err(e)

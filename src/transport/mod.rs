@@ -23,9 +23,11 @@
 //!   its latch, the first try too. An acquire that may have run is undone as on one Redis.
 //! - **Failovers and migrations cost time, not errors.** Those refusals do not count
 //!   against `retry_attempts`: a lock call waits them out for up to 30 s, within the wait a
-//!   `try_lock_for` was given, and an unlock for up to 30 s too (its latch lives that much
-//!   longer), so `lock()` and `unlock()` go through a slot migration or a failover (about two
-//!   `cluster-node-timeout`s after a master died) without an error.
+//!   `try_lock_for` was given (a wait that runs out meanwhile returns `Ok(None)`, as for a
+//!   lock held all along; a `try_lock`, given no wait, returns the refusal), and an unlock
+//!   for up to 30 s too (its latch lives that much longer), so `lock()` and `unlock()` go
+//!   through a slot migration or a failover (about two `cluster-node-timeout`s after a
+//!   master died) without an error.
 //! - **Locks lost to a failover are reported within about a second.** A replica promoted
 //!   before it got a lock does not have it, and another client can take it there. While a
 //!   client holds locks it reads the cluster's epoch (`CLUSTER INFO`, any node) every

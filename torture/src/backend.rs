@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use redis_rlock::{Client, Fenced, FencedLock, GroupGuard, LockGuard, LostReason, RedLock};
+use redis_rlock::{
+    Client, ClientBuilder, Fenced, FencedLock, GroupGuard, LockGuard, LostReason, RedLock,
+};
 
 use super::config::Timing;
 use super::faults::FaultKind;
@@ -21,6 +23,9 @@ pub enum Mode {
     Fenced,
     /// A `RedLock<Fenced>` over five independent masters.
     RedLock,
+    /// A `FencedLock` on a Redis Cluster of three masters with a replica each, whose
+    /// lock's master fails over and whose slot moves while holders hold it.
+    Cluster,
 }
 
 impl Mode {
@@ -29,6 +34,7 @@ impl Mode {
         match self {
             Mode::Fenced => "fenced",
             Mode::RedLock => "redlock",
+            Mode::Cluster => "cluster",
         }
     }
 
@@ -37,25 +43,34 @@ impl Mode {
         match text {
             "fenced" => Ok(Mode::Fenced),
             "redlock" => Ok(Mode::RedLock),
+            "cluster" => Ok(Mode::Cluster),
             other => Err(format!(
-                "unknown torture mode `{other}` (known: fenced, redlock)"
+                "unknown torture mode `{other}` (known: fenced, redlock, cluster)"
             )),
         }
     }
 
-    /// How many lock servers the mode needs.
+    /// How many stand-alone lock servers the mode needs (none for a cluster, which the
+    /// coordinator starts as a whole).
     pub fn lock_servers(self) -> usize {
         match self {
             Mode::Fenced => 1,
             Mode::RedLock => 5,
+            Mode::Cluster => 0,
         }
     }
 
+    /// Whether the lock lives on a Redis Cluster.
+    pub fn is_cluster(self) -> bool {
+        self == Mode::Cluster
+    }
+
     /// How many lock servers may be down at once with the lock still held: 0 for one
-    /// server, a minority of a `RedLock`'s masters.
+    /// server (and for a cluster, where no server goes down), a minority of a `RedLock`'s
+    /// masters.
     pub fn tolerated_down(self) -> usize {
         let servers = self.lock_servers();
-        servers - (servers / 2 + 1)
+        servers.saturating_sub(servers / 2 + 1)
     }
 
     /// The faults the schedule draws from.
@@ -73,6 +88,18 @@ impl Mode {
                 FaultKind::KillHolder,
                 FaultKind::RestartLockServer,
                 FaultKind::MinorityDown,
+                FaultKind::KillPubSubConnections,
+                FaultKind::KillCommandConnections,
+            ],
+            // No lock server crashes: a master that dies may take writes its replica never
+            // got (the lock, the token counter) with it, which no lock on one cluster can
+            // survive; see the `transport` docs. A manual failover and a slot migration
+            // lose nothing, and the lock must stay held and exclusive through them.
+            Mode::Cluster => &[
+                FaultKind::PauseHolder,
+                FaultKind::KillHolder,
+                FaultKind::FailoverMaster,
+                FaultKind::MigrateSlot,
                 FaultKind::KillPubSubConnections,
                 FaultKind::KillCommandConnections,
             ],
@@ -136,6 +163,10 @@ pub async fn with_backend<J: BackendJob>(
             let backend = FencedBackend::connect(&lock_urls[0], timing).await?;
             Ok(job.run(backend).await)
         }
+        Mode::Cluster => {
+            let backend = FencedBackend::connect_cluster(lock_urls, timing).await?;
+            Ok(job.run(backend).await)
+        }
         Mode::RedLock => {
             let backend = RedLockBackend::connect(lock_urls, timing).await?;
             Ok(job.run(backend).await)
@@ -145,15 +176,24 @@ pub async fn with_backend<J: BackendJob>(
 
 /// A client of the lock server with the run's timing.
 pub async fn lock_client(url: &str, timing: &Timing) -> redis_rlock::Result<Client> {
-    Client::builder(url)
+    with_timing(Client::builder(url), timing).build().await
+}
+
+/// A client of the lock cluster, found from `seeds`, with the run's timing.
+pub async fn cluster_client(seeds: &[String], timing: &Timing) -> redis_rlock::Result<Client> {
+    with_timing(Client::cluster_builder(seeds), timing)
+        .build()
+        .await
+}
+
+fn with_timing(builder: ClientBuilder, timing: &Timing) -> ClientBuilder {
+    builder
         .watchdog_timeout(timing.lease)
         .response_timeout(timing.response_timeout)
         .connect_timeout(timing.connect_timeout)
         .subscribe_timeout(timing.subscribe_timeout)
         .retry_attempts(timing.retry_attempts)
         .retry_delay(timing.retry_delay)
-        .build()
-        .await
 }
 
 /// The single-node `FencedLock`: the watchdog keeps the lease, and every acquire draws a
@@ -167,6 +207,17 @@ impl FencedBackend {
     /// Connects to the lock server at `url`.
     pub async fn connect(url: &str, timing: &Timing) -> redis_rlock::Result<FencedBackend> {
         let client = lock_client(url, timing).await?;
+        Ok(FencedBackend {
+            lock: client.fenced_lock(LOCK_NAME),
+        })
+    }
+
+    /// Connects to the lock cluster through `seeds`.
+    pub async fn connect_cluster(
+        seeds: &[String],
+        timing: &Timing,
+    ) -> redis_rlock::Result<FencedBackend> {
+        let client = cluster_client(seeds, timing).await?;
         Ok(FencedBackend {
             lock: client.fenced_lock(LOCK_NAME),
         })

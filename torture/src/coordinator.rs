@@ -16,7 +16,7 @@ use super::fleet::Fleet;
 use super::resource::{read_log, LogEntry, Resource};
 use super::steps;
 use super::summary::Report;
-use testkit::RedisServer;
+use testkit::{RedisCluster, RedisServer};
 
 /// The lock servers keep every write on disk before answering, so that the lock, its
 /// lease and the token counter survive a crash: the persistence the fencing guarantee
@@ -31,11 +31,17 @@ pub fn run(config: &RunConfig) -> Report {
     let mut lock_servers: Vec<RedisServer> = (0..config.mode.lock_servers())
         .map(|_| RedisServer::start_with_args(&LOCK_SERVER_ARGS))
         .collect();
+    // No persistence: no cluster node restarts in a run (see `Mode::fault_kinds`).
+    let cluster = config.mode.is_cluster().then(RedisCluster::start);
+    let lock_urls = match &cluster {
+        Some(cluster) => cluster.seeds(),
+        None => lock_servers.iter().map(RedisServer::url).collect(),
+    };
     let resource_server = RedisServer::start();
     let template = WorkerSpec {
         id: 0,
         mode: config.mode,
-        lock_urls: lock_servers.iter().map(RedisServer::url).collect(),
+        lock_urls,
         resource_url: resource_server.url(),
         seed: config.seed,
         // Workers stop when told; this only bounds a worker nobody tells.
@@ -50,7 +56,13 @@ pub fn run(config: &RunConfig) -> Report {
     // The first fault needs someone holding the lock.
     fleet.wait_until(bounds.reacquire, |live| live.last_acquired_at.is_some());
 
-    let faults = inject_faults(config, &bounds, &mut fleet, &mut lock_servers);
+    let faults = inject_faults(
+        config,
+        &bounds,
+        &mut fleet,
+        &mut lock_servers,
+        cluster.as_ref(),
+    );
 
     let stop_requested = clock::now();
     let exits = fleet.stop(bounds.worker_exit);
@@ -90,6 +102,7 @@ fn inject_faults(
     bounds: &Bounds,
     fleet: &mut Fleet,
     lock_servers: &mut [RedisServer],
+    cluster: Option<&RedisCluster>,
 ) -> Vec<Fault> {
     let mut rng = StdRng::seed_from_u64(config.seed);
     let mut schedule = FaultSchedule::new(config.mode.fault_kinds());
@@ -107,6 +120,7 @@ fn inject_faults(
         let mut target = Target {
             fleet,
             lock_servers,
+            cluster,
             pauses: config.pauses,
             outages: config.outages,
             tolerated_down: config.mode.tolerated_down(),

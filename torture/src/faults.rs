@@ -10,11 +10,12 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
+use super::backend::LOCK_NAME;
 use super::clock::{self, Micros};
 use super::events::WorkerId;
 use super::fleet::{Fleet, Live};
 use super::history::in_section_at;
-use testkit::RedisServer;
+use testkit::{key_slot, RedisCluster, RedisServer};
 
 /// What can go wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -35,6 +36,12 @@ pub enum FaultKind {
     /// `CLIENT KILL TYPE normal` on the lock server: every command connection drops (lock
     /// calls, renewals, unlocks in flight).
     KillCommandConnections,
+    /// `CLUSTER FAILOVER` on a replica of the lock's master (`cluster` mode): the replica
+    /// catches up and takes the slots over, so nothing is lost.
+    FailoverMaster,
+    /// The lock's hash slot moved to another master with its keys (`cluster` mode):
+    /// `MIGRATING`/`IMPORTING`, `MIGRATE`, `SETSLOT ... NODE`.
+    MigrateSlot,
 }
 
 impl FaultKind {
@@ -47,6 +54,8 @@ impl FaultKind {
             FaultKind::MinorityDown => "minority_down",
             FaultKind::KillPubSubConnections => "kill_pubsub_connections",
             FaultKind::KillCommandConnections => "kill_command_connections",
+            FaultKind::FailoverMaster => "failover_master",
+            FaultKind::MigrateSlot => "migrate_slot",
         }
     }
 }
@@ -121,8 +130,10 @@ impl FaultSchedule {
 pub struct Target<'a> {
     /// The workers.
     pub fleet: &'a mut Fleet,
-    /// The lock servers.
+    /// The stand-alone lock servers (none in `cluster` mode).
     pub lock_servers: &'a mut [RedisServer],
+    /// The lock cluster, in `cluster` mode.
+    pub cluster: Option<&'a RedisCluster>,
     /// How long a paused holder stays stopped: at random in this range.
     pub pauses: (Duration, Duration),
     /// How long a crashed lock server stays down: at random in this range.
@@ -147,6 +158,67 @@ pub fn inject(kind: FaultKind, target: &mut Target<'_>, rng: &mut StdRng) -> Opt
         }
         FaultKind::KillPubSubConnections => Some(kill_connections(kind, "pubsub", target, rng)),
         FaultKind::KillCommandConnections => Some(kill_connections(kind, "normal", target, rng)),
+        FaultKind::FailoverMaster => Some(failover_master(cluster_of(target))),
+        FaultKind::MigrateSlot => Some(migrate_slot(cluster_of(target), rng)),
+    }
+}
+
+fn cluster_of<'a>(target: &Target<'a>) -> &'a RedisCluster {
+    target
+        .cluster
+        .expect("cluster faults are drawn in cluster mode only")
+}
+
+/// Runs one of the harness's cluster operations, which are async, from the coordinator's
+/// plain thread.
+fn block_on<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime for a cluster fault")
+        .block_on(work)
+}
+
+/// A manual failover of the lock's master: its replica takes over once it has caught up,
+/// so the lock, its lease and the token counter all survive it.
+fn failover_master(cluster: &RedisCluster) -> Fault {
+    let master = cluster.master_of_key(LOCK_NAME);
+    let began = clock::now();
+    let promoted = block_on(cluster.failover(master)).port();
+    Fault {
+        kind: FaultKind::FailoverMaster,
+        began,
+        ended: clock::now(),
+        worker: None,
+        hit: true,
+        cut_off: Duration::ZERO,
+        detail: format!(
+            "the lock's master {} failed over to {promoted}",
+            master.port()
+        ),
+    }
+}
+
+/// Moves the lock's slot, with its keys, to another master chosen at random.
+fn migrate_slot(cluster: &RedisCluster, rng: &mut StdRng) -> Fault {
+    let slot = key_slot(LOCK_NAME.as_bytes());
+    let from = cluster.node_for_slot(slot);
+    let others: Vec<&RedisServer> = cluster
+        .masters()
+        .into_iter()
+        .filter(|m| m.port() != from.port())
+        .collect();
+    let to = others[rng.random_range(0..others.len())];
+    let began = clock::now();
+    block_on(cluster.migrate_slot(slot, from, to));
+    Fault {
+        kind: FaultKind::MigrateSlot,
+        began,
+        ended: clock::now(),
+        worker: None,
+        hit: true,
+        cut_off: Duration::ZERO,
+        detail: format!("slot {slot} moved from {} to {}", from.port(), to.port()),
     }
 }
 
@@ -261,12 +333,30 @@ fn kill_connections(
     target: &mut Target<'_>,
     rng: &mut StdRng,
 ) -> Fault {
+    let kill = |server: &RedisServer| -> u32 {
+        // redis-cli opens a connection of its own, and CLIENT KILL skips the caller.
+        let answer = server.cli(&["CLIENT", "KILL", "TYPE", client_type]);
+        answer.trim().parse().unwrap_or(0)
+    };
+    if let Some(cluster) = target.cluster {
+        // On every node: a client's connections are spread over the cluster, and its
+        // unlock listener sits on whichever seed answered.
+        let began = clock::now();
+        let killed: u32 = cluster.nodes().iter().map(kill).sum();
+        return Fault {
+            kind,
+            began,
+            ended: clock::now(),
+            worker: None,
+            hit: killed > 0,
+            cut_off: Duration::ZERO,
+            detail: format!("{killed} {client_type} connections killed on every cluster node"),
+        };
+    }
     let index = rng.random_range(0..target.lock_servers.len());
     let began = clock::now();
-    // redis-cli opens a connection of its own, and CLIENT KILL skips the caller.
-    let answer = target.lock_servers[index].cli(&["CLIENT", "KILL", "TYPE", client_type]);
+    let killed = kill(&target.lock_servers[index]);
     let ended = clock::now();
-    let killed: u32 = answer.trim().parse().unwrap_or(0);
     Fault {
         kind,
         began,

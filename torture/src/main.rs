@@ -1,12 +1,14 @@
 //! The long torture run: worker processes contend for a `FencedLock` (or, with `--mode
-//! redlock`, a `RedLock<Fenced>` over five masters) and write to a fenced resource while a
-//! fault schedule pauses and kills holders, restarts lock servers (a minority of masters
-//! at once, for the `RedLock`) and kills their connections; then a checker looks for stale
+//! redlock`, a `RedLock<Fenced>` over five masters; with `--mode cluster`, a `FencedLock`
+//! on a Redis Cluster of three masters and three replicas) and write to a fenced resource
+//! while a fault schedule pauses and kills holders, restarts lock servers (a minority of
+//! masters at once, for the `RedLock`; on the cluster, fails the lock's master over and
+//! moves its slot instead) and kills their connections; then a checker looks for stale
 //! writes, holders not told of a lost lock, calls that hung and a lock that could not be
 //! taken again.
 //!
 //! ```sh
-//! cargo run --release -p redis-rlock-torture -- --seconds 600 [--mode fenced|redlock]
+//! cargo run --release -p redis-rlock-torture -- --seconds 600 [--mode fenced|redlock|cluster]
 //!     [--workers 4] [--seed N] [--lease-ms 1000] [--quiet]
 //! ```
 //!
@@ -20,7 +22,7 @@ use std::time::Duration;
 use redis_rlock_torture as torture_engine;
 use torture_engine::{RunConfig, WorkerCommand};
 
-const USAGE: &str = "usage: torture [--mode fenced|redlock] [--seconds N] [--workers N] \
+const USAGE: &str = "usage: torture [--mode fenced|redlock|cluster] [--seconds N] [--workers N] \
                      [--seed N] [--lease-ms N] [--quiet]";
 
 fn main() -> ExitCode {

@@ -1,11 +1,13 @@
-//! Short torture runs: worker processes contend for a `FencedLock` (and, in the second run,
-//! a `RedLock<Fenced>` over five masters) and write to a fenced resource while holders are
-//! paused past their lease and killed, lock servers are restarted on their data (for the
-//! `RedLock`, a minority of masters at once too), and pub/sub and command connections are
-//! killed. The checker must find no violation, and every kind of fault must have hit.
+//! Short torture runs: worker processes contend for a `FencedLock` (in the second run, a
+//! `RedLock<Fenced>` over five masters; in the third, a `FencedLock` on a Redis Cluster)
+//! and write to a fenced resource while holders are paused past their lease and killed,
+//! lock servers are restarted on their data (for the `RedLock`, a minority of masters at
+//! once too; on the cluster, the lock's master fails over and its slot moves instead), and
+//! pub/sub and command connections are killed. The checker must find no violation, and
+//! every kind of fault must have hit.
 //!
 //! The long run is `cargo run --release -p redis-rlock-torture -- --seconds 600`
-//! (`--mode redlock` for the `RedLock`).
+//! (`--mode redlock` for the `RedLock`, `--mode cluster` for the cluster).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -73,4 +75,9 @@ fn short_torture_run_finds_no_violation_and_hits_every_fault() {
 #[test]
 fn short_redlock_torture_run_with_a_minority_of_masters_down_finds_no_violation() {
     short_run(Mode::RedLock);
+}
+
+#[test]
+fn short_cluster_torture_run_through_failovers_and_migrations_finds_no_violation() {
+    short_run(Mode::Cluster);
 }
