@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::groups::guard::GroupGuard;
 use crate::groups::node::Node;
 use crate::groups::policy::GroupKind;
 use crate::groups::round::{round, subscribe_missing, wait_for_any, Round};
+use crate::locks::attempt::error_may_have_run;
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::Subscription;
@@ -62,6 +63,16 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
             Some(e) => Err(e),
             None => Ok(Tried::Busy(failure.retry_within)),
         }
+    }
+
+    fn may_retry(&self, error: &Error) -> bool {
+        // As for one lock: a re-entry on a node that may have run cannot be undone, so
+        // sending the round again could count it twice there.
+        let reentry = self.nodes.iter().any(|node| {
+            let holds = &node.core.holds;
+            holds.is_held(&holds.id(&node.names.key, &self.owner))
+        });
+        !(reentry && error_may_have_run(error))
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {

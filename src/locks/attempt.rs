@@ -54,6 +54,11 @@ pub(crate) fn error_may_have_run(error: &Error) -> bool {
     match error {
         Error::Redis(e) => may_have_run(e),
         Error::Timeout { .. } => true,
+        // A group's round: the last node that failed tells (a node that timed out may
+        // still run its script).
+        Error::QuorumUnreachable { last_error, .. } => {
+            last_error.as_deref().map_or(true, error_may_have_run)
+        }
         _ => false,
     }
 }
