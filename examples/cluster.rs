@@ -21,11 +21,7 @@ async fn main() -> ExitCode {
     let start = args.iter().any(|a| a == "--start");
     let cluster = if start {
         println!("starting a local cluster: 3 masters, 1 replica each");
-        Some(
-            tokio::task::spawn_blocking(RedisCluster::start)
-                .await
-                .unwrap(),
-        )
+        Some(RedisCluster::start_async().await)
     } else {
         None
     };

@@ -13,12 +13,6 @@ use testkit::{eventually, key_slot, lock_hash, pttl, RedisCluster};
 /// Bound on anything that should take milliseconds, for a loaded 2-core machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 
-async fn start() -> RedisCluster {
-    tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .expect("the cluster starts")
-}
-
 async fn connect(cluster: &RedisCluster) -> Client {
     Client::connect_cluster(cluster.seeds())
         .await
@@ -33,7 +27,7 @@ async fn hash_on_master(cluster: &RedisCluster, key: &str) -> HashMap<String, i6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lives_on_its_key_master_and_re_enters() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     let lock = client.lock("order:1001");
 
@@ -62,7 +56,7 @@ async fn a_lock_lives_on_its_key_master_and_re_enters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_is_woken_by_the_unlock_message() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let (holder, waiter) = (connect(&cluster).await, connect(&cluster).await);
     // The default 30 s lease: only the unlock message can let the waiter in quickly.
     let guard = holder.lock("wake:me").lock().await.unwrap();
@@ -92,7 +86,7 @@ async fn a_waiter_is_woken_by_the_unlock_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_acquires_over_many_slots_all_succeed() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     let names: Vec<String> = (0..256).map(|i| format!("many:{i}")).collect();
     let slots: std::collections::HashSet<u16> =
@@ -131,7 +125,7 @@ async fn concurrent_acquires_over_many_slots_all_succeed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_renews_thousands_of_locks_over_many_slots() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = Client::cluster_builder(cluster.seeds())
         // Roomy for a loaded 2-core machine: a round of 2,000 locks over ~1,400 slots
         // must end within the lease, and a 1 s lease lost locks when the machine stalled.
@@ -176,7 +170,7 @@ async fn watchdog_renews_thousands_of_locks_over_many_slots() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_whose_braces_split_slots_are_refused_with_nothing_written() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     for name in ["a{b", "{}x"] {
         let err = client.lock(name).lock().await.unwrap_err();
@@ -205,7 +199,7 @@ async fn names_whose_braces_split_slots_are_refused_with_nothing_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_lock_serves_waiters_in_order_and_fenced_tokens_grow() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let holder = connect(&cluster).await;
     let guard = holder.fair_lock("fair:jobs").lock().await.unwrap();
     let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -259,7 +253,7 @@ async fn fair_lock_serves_waiters_in_order_and_fenced_tokens_grow() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_held_through_a_manual_failover_stays_held() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     let guard = client.lock("failover:1").lock().await.unwrap();
     let old = cluster.master_of_key("failover:1");
@@ -285,7 +279,7 @@ async fn a_lock_held_through_a_manual_failover_stays_held() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multilock_spans_keys_in_different_slots() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     let (a, b) = ("{alpha}:x", "{omega}:y");
     assert_ne!(key_slot(a.as_bytes()), key_slot(b.as_bytes()));

@@ -23,12 +23,6 @@ const GENEROUS: Duration = Duration::from_secs(10);
 /// The watchdog timeout of the tests that watch renewals: a renewal every second.
 const WATCHDOG: Duration = Duration::from_secs(3);
 
-async fn start() -> RedisCluster {
-    tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .expect("the cluster starts")
-}
-
 async fn connect(cluster: &RedisCluster) -> Client {
     Client::connect_cluster(cluster.seeds())
         .await
@@ -41,15 +35,6 @@ async fn connect_with_watchdog(cluster: &RedisCluster, watchdog: Duration) -> Cl
         .build()
         .await
         .expect("a cluster client connects")
-}
-
-/// A name `prefix:N` whose slot the `i`-th master (in slot order) serves now.
-fn key_on(cluster: &RedisCluster, i: usize, prefix: &str) -> String {
-    let port = cluster.masters()[i].port();
-    (0..)
-        .map(|n| format!("{prefix}:{n}"))
-        .find(|key| cluster.master_of_key(key).port() == port)
-        .expect("some name lands on every master")
 }
 
 /// The lock hash of `key`, read raw on `node`.
@@ -86,7 +71,7 @@ async fn renewed_on(node: &RedisServer, key: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_replicated_before_a_manual_failover_stays_held_and_renewed() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let holder = connect_with_watchdog(&cluster, WATCHDOG).await;
     let waiter = connect(&cluster).await;
     let key = "failover:held";
@@ -148,12 +133,12 @@ async fn lose_a_lock_to_a_failover(
     watchdog: Duration,
     lease: Option<Duration>,
 ) -> (LostReason, Duration) {
-    let mut cluster = start().await;
+    let mut cluster = RedisCluster::start_async().await;
     let holder = connect_with_watchdog(&cluster, watchdog).await;
     let rival = connect(&cluster).await;
     // Not on the first seed's master: the unlock listener's connection stays up, so no
     // reconnection tells the watchdog anything.
-    let key = key_on(&cluster, 1, "lost");
+    let key = cluster.key_on_master(1, "lost");
     let master = cluster.master_of_key(&key);
     let master_port = master.port();
     let replica = cluster.replica_of(master);
@@ -317,7 +302,7 @@ async fn contend(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redirections_during_a_migration_and_failovers_cost_time_not_errors() {
-    let mut cluster = start().await;
+    let mut cluster = RedisCluster::start_async().await;
     let (a, b) = (connect(&cluster).await, connect(&cluster).await);
     let key = "moving:lock";
     let slot = key_slot(key.as_bytes());
@@ -381,7 +366,7 @@ async fn redirections_during_a_migration_and_failovers_cost_time_not_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_that_runs_out_during_a_migration_is_not_acquired_rather_than_an_error() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     let key = "paused:migration";
     let slot = key_slot(key.as_bytes());
@@ -422,7 +407,7 @@ async fn a_wait_that_runs_out_during_a_migration_is_not_acquired_rather_than_an_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn re_entry_counts_stay_exact_across_a_migration_and_a_failover() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect(&cluster).await;
     let key = "counted:lock";
     let slot = key_slot(key.as_bytes());
@@ -480,10 +465,12 @@ async fn re_entry_counts_stay_exact_across_a_migration_and_a_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_flushed_everywhere_or_missing_on_a_promoted_replica_still_run() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect_with_watchdog(&cluster, WATCHDOG).await;
-    let keys: Vec<String> = (0..3).map(|i| key_on(&cluster, i, "flushed")).collect();
-    let held = key_on(&cluster, 0, "renewed");
+    let keys: Vec<String> = (0..3)
+        .map(|i| cluster.key_on_master(i, "flushed"))
+        .collect();
+    let held = cluster.key_on_master(0, "renewed");
     let guard = client.lock(&held).lock().await.unwrap();
 
     for node in cluster.nodes() {
@@ -519,7 +506,7 @@ async fn scripts_flushed_everywhere_or_missing_on_a_promoted_replica_still_run()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_whose_first_seed_is_dead_connects_and_works() {
-    let mut cluster = start().await;
+    let mut cluster = RedisCluster::start_async().await;
     let dead = cluster.kill_master(0);
     cluster.wait_until_ok().await;
     let mut seeds = vec![format!("redis://127.0.0.1:{dead}")];
@@ -536,7 +523,7 @@ async fn a_client_whose_first_seed_is_dead_connects_and_works() {
         .expect("a cluster client connects past a dead seed");
     // A lock on every master, the promoted one too.
     for i in 0..3 {
-        let key = key_on(&cluster, i, "seeded");
+        let key = cluster.key_on_master(i, "seeded");
         let guard = client.lock(&key).lock().await.unwrap();
         assert_eq!(hash_on_master(&cluster, &key).await.len(), 1);
         guard.unlock().await.unwrap();
@@ -548,7 +535,7 @@ async fn a_client_whose_first_seed_is_dead_connects_and_works() {
 /// rounds, and returns how long each round took, as seen from Redis: keyspace
 /// notifications tell when each renewal's PEXPIRE ran.
 async fn renewal_rounds(count: usize) -> Vec<(usize, Duration)> {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = connect_with_watchdog(&cluster, WATCHDOG).await;
     let names: Vec<String> = (0..count).map(|i| format!("many:{i}")).collect();
     let mut guards = Vec::with_capacity(count);

@@ -12,12 +12,6 @@ const GENEROUS: Duration = Duration::from_secs(10);
 /// Roomy on a loaded machine, where a healthy replica acknowledges in about 1 ms.
 const SYNC_TIMEOUT: Duration = Duration::from_millis(500);
 
-async fn start() -> RedisCluster {
-    tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .expect("the cluster starts")
-}
-
 async fn synced_client(cluster: &RedisCluster, watchdog: Duration) -> Client {
     Client::cluster_builder(cluster.seeds())
         .replica_sync(1, SYNC_TIMEOUT)
@@ -29,25 +23,14 @@ async fn synced_client(cluster: &RedisCluster, watchdog: Duration) -> Client {
         .expect("a cluster client with replica sync connects")
 }
 
-/// A name per master, `names[i]` in the slots of `cluster.masters()[i]`.
-fn a_name_on_each_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
-    cluster
-        .masters()
-        .iter()
-        .map(|master| {
-            (0..)
-                .map(|i| format!("{prefix}:{i}"))
-                .find(|name| cluster.master_of_key(name).port() == master.port())
-                .unwrap()
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_is_on_its_masters_replica_when_lock_returns() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = synced_client(&cluster, Duration::from_secs(30)).await;
-    for name in a_name_on_each_master(&cluster, "synced") {
+    for name in (0..3)
+        .map(|i| cluster.key_on_master(i, "synced"))
+        .collect::<Vec<_>>()
+    {
         let master = cluster.master_of_key(&name);
         let mut on_replica = cluster.replica_of(master).raw().await;
         // A replica answers reads of its master's slots once told the client may read.
@@ -65,10 +48,14 @@ async fn a_lock_is_on_its_masters_replica_when_lock_returns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_replica_fails_only_its_own_masters_acquires_and_renewals() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = synced_client(&cluster, Duration::from_secs(3)).await;
-    let held = a_name_on_each_master(&cluster, "held");
-    let fresh = a_name_on_each_master(&cluster, "fresh");
+    let held = (0..3)
+        .map(|i| cluster.key_on_master(i, "held"))
+        .collect::<Vec<_>>();
+    let fresh = (0..3)
+        .map(|i| cluster.key_on_master(i, "fresh"))
+        .collect::<Vec<_>>();
     let masters = cluster.masters();
     let on_silent_master = client.lock(&held[0]).lock().await.unwrap();
     let elsewhere = client.lock(&held[1]).lock().await.unwrap();

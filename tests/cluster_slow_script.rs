@@ -15,12 +15,6 @@ use testkit::{lock_hash, RedisCluster, RedisServer};
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(150);
 const FREEZE: Duration = Duration::from_millis(500);
 
-async fn start() -> RedisCluster {
-    tokio::task::spawn_blocking(RedisCluster::start)
-        .await
-        .expect("the cluster starts")
-}
-
 async fn hash_on(node: &RedisServer, key: &str) -> HashMap<String, i64> {
     lock_hash(&mut node.raw().await, key).await
 }
@@ -38,7 +32,7 @@ async fn while_frozen<T>(node: &RedisServer, calls: impl std::future::Future<Out
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_that_outlive_their_timeout_count_once() {
-    let cluster = start().await;
+    let cluster = RedisCluster::start_async().await;
     let client = Client::cluster_builder(cluster.seeds())
         .response_timeout(RESPONSE_TIMEOUT)
         .retry_attempts(5)

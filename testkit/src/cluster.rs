@@ -85,6 +85,14 @@ impl RedisCluster {
         Self::start_with(3, 1)
     }
 
+    /// [`start`](Self::start) from async code: the blocking set-up runs on tokio's blocking
+    /// pool, so that the runtime's other tasks keep running meanwhile.
+    pub async fn start_async() -> RedisCluster {
+        tokio::task::spawn_blocking(RedisCluster::start)
+            .await
+            .expect("the cluster starts")
+    }
+
     /// Starts `masters` masters with `replicas_per_master` replicas each; the slots are split
     /// evenly over the masters, in order. Returns once every node says `cluster_state:ok`,
     /// every replica's link is up and every node sees the same slot map.
@@ -264,6 +272,15 @@ impl RedisCluster {
     }
 
     /// The master serving `key`'s slot now (see [`key_slot`]). Blocking.
+    /// The first name `prefix:N` whose slot the `i`-th master (in slot order) serves now.
+    pub fn key_on_master(&self, i: usize, prefix: &str) -> String {
+        let port = self.masters()[i].port();
+        (0..)
+            .map(|n| format!("{prefix}:{n}"))
+            .find(|key| self.master_of_key(key).port() == port)
+            .expect("some name lands on every master")
+    }
+
     pub fn master_of_key(&self, key: &str) -> &RedisServer {
         self.node_for_slot(key_slot(key.as_bytes()))
     }
