@@ -100,14 +100,15 @@ impl<C: FloorConn> RawHash<C> {
     }
 
     /// `src/protocol/scripts/unlock.lua` with one release: the lock and its latch; the
-    /// message and the latch lifetime; the channel, no lease to re-apply, the owner, and not
-    /// a retry.
+    /// message, the latch lifetime and the publish command; the channel, no lease to
+    /// re-apply, the owner, and not a retry.
     async fn unlock_on(&self, mut conn: C, latch: &str) -> Vec<i64> {
         self.unlock
             .key(&self.key)
             .key(latch)
             .arg("0")
             .arg(5_000)
+            .arg("publish")
             .arg(&self.channel)
             .arg(30_000)
             .arg(&self.owner)
