@@ -170,9 +170,13 @@ const MIXED: [Arrival; 4] = [Java("t1"), Rust("r1"), Java("t2"), Rust("r2")];
 
 /// `arrivals` join the queue in that order behind a holder (Java or Rust); its release must
 /// serve them in that order, each hand-over within the wake-up bound.
+/// `java_fair_wait`: the Java side's `fairLockWaitTimeout` (`None`: Redisson's default,
+/// 5 min); `told`: whether the Rust client is given it
+/// ([`redisson_fair_lock_wait`](redis_rlock::ClientBuilder::redisson_fair_lock_wait)).
 async fn served_in_arrival_order(
     holder_is_java: bool,
     java_fair_wait: Option<Duration>,
+    told: bool,
     arrivals: &[Arrival],
 ) {
     let server = RedisServer::start();
@@ -182,7 +186,11 @@ async fn served_in_arrival_order(
         options = options.fair_wait(wait);
     }
     let java = Arc::new(options.start().await);
-    let rust = testkit::client(&server).await;
+    let mut rust = redis_rlock::Client::builder(server.url());
+    if told {
+        rust = rust.redisson_fair_lock_wait(java_fair_wait.unwrap_or(REDISSON_FAIR_WAIT));
+    }
+    let rust = rust.build().await.unwrap();
     let name = "fair:queue";
     let holder = if holder_is_java {
         Holder::java(&java, "t0", name).await
@@ -230,50 +238,60 @@ async fn served_in_arrival_order(
     );
 }
 
-/// Difference D1 (see TESTING.md): with Redisson's default `fairLockWaitTimeout` (5 min), a
-/// Java waiter that takes the lock subtracts 5 min from every queued waiter's deadline, as
-/// Redisson's waiters' chained deadlines expect; the Rust waiters' deadlines (server time +
-/// `fair_waiter_timeout`, 5 s) fall into the past, and they are dropped from the queue and
-/// rejoin at its tail: the order seen is J1, J2, R1, R2.
+/// Redisson's default `fairLockWaitTimeout`.
+const REDISSON_FAIR_WAIT: Duration = Duration::from_secs(5 * 60);
+
+/// A mixed queue with Redisson's defaults, the Rust client told the Java side's
+/// `fairLockWaitTimeout` (5 min): a Java waiter that takes the lock subtracts 5 min from
+/// every deadline behind it, and the Rust waiters' deadlines, 5 min further ahead per
+/// waiter ahead of them, stay in the future.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "difference D1: Rust fair waiters are dropped when a Redisson waiter takes the lock"]
 async fn a_mixed_queue_behind_a_rust_holder_is_served_in_arrival_order() {
-    served_in_arrival_order(false, None, &MIXED).await;
+    served_in_arrival_order(false, None, true, &MIXED).await;
 }
 
-/// Difference D1, with a Java holder.
+/// The same, with a Java holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "difference D1: Rust fair waiters are dropped when a Redisson waiter takes the lock"]
 async fn a_mixed_queue_behind_a_java_holder_is_served_in_arrival_order() {
-    served_in_arrival_order(true, None, &MIXED).await;
+    served_in_arrival_order(true, None, true, &MIXED).await;
 }
 
-/// The work-around for D1 today: a Redisson `fairLockWaitTimeout` well under this crate's
-/// `fair_waiter_timeout` (here 1 s against 5 s: the subtraction never reaches a Rust
-/// waiter's deadline, which its heartbeat keeps 3.75 to 5 s ahead).
+/// Difference D1 (see TESTING.md), when the Rust client is not told the Java side's wait:
+/// the first Java waiter to take the lock puts the Rust waiters' deadlines (server time +
+/// `fair_waiter_timeout`, 5 s) 5 min in the past; they are dropped from the queue and
+/// rejoin at its tail, and the order seen is J1, J2, R1, R2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "difference D1: Rust fair waiters not told Redisson's fairLockWaitTimeout are dropped when a Redisson waiter takes the lock"]
+async fn a_mixed_queue_is_served_in_arrival_order_without_the_redisson_wait_set() {
+    served_in_arrival_order(true, None, false, &MIXED).await;
+}
+
+/// A Redisson `fairLockWaitTimeout` well under this crate's `fair_waiter_timeout` needs
+/// no setting (here 1 s against 5 s: the subtraction never reaches a Rust waiter's
+/// deadline, which its heartbeat keeps 3.75 to 5 s ahead).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_queue_behind_a_rust_holder_is_served_in_arrival_order_with_a_short_java_wait() {
-    served_in_arrival_order(false, Some(Duration::from_secs(1)), &MIXED).await;
+    served_in_arrival_order(false, Some(Duration::from_secs(1)), false, &MIXED).await;
 }
 
-/// The work-around for D1, with a Java holder.
+/// The same, with a Java holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_queue_behind_a_java_holder_is_served_in_arrival_order_with_a_short_java_wait() {
-    served_in_arrival_order(true, Some(Duration::from_secs(1)), &MIXED).await;
+    served_in_arrival_order(true, Some(Duration::from_secs(1)), false, &MIXED).await;
 }
 
 /// Redisson's defaults, one kind of waiter behind a holder of the other kind: a Rust
 /// release serves Redisson's waiters in their order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_waiters_behind_a_rust_holder_are_served_in_arrival_order() {
-    served_in_arrival_order(false, None, &[Java("t1"), Java("t2"), Java("t3")]).await;
+    served_in_arrival_order(false, None, false, &[Java("t1"), Java("t2"), Java("t3")]).await;
 }
 
 /// Redisson's defaults: a Redisson release hands the lock to the first Rust waiter, and
 /// the Rust waiters go on in their order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_waiters_behind_a_java_holder_are_served_in_arrival_order() {
-    served_in_arrival_order(true, None, &[Rust("r1"), Rust("r2"), Rust("r3")]).await;
+    served_in_arrival_order(true, None, false, &[Rust("r1"), Rust("r2"), Rust("r3")]).await;
 }
 
 /// A Java waiter whose JVM died (SIGKILL: its connections close) stands first in the queue,

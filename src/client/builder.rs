@@ -230,6 +230,41 @@ impl ClientBuilder {
         self
     }
 
+    /// Set this to the `fairLockWaitTimeout` of the Redisson clients that share this
+    /// client's [`FairLock`](crate::FairLock)s (Redisson's default: 5 minutes), so that
+    /// a mixed queue of Java and Rust waiters is served in arrival order.
+    ///
+    /// Redisson chains its waiters' deadlines, each the one before it plus
+    /// `fairLockWaitTimeout`, and a Java waiter that takes the lock or gives up subtracts
+    /// that wait from every deadline behind it
+    /// ([RedissonFairLock](https://github.com/redisson/redisson/blob/redisson-3.52.0/redisson/src/main/java/org/redisson/RedissonFairLock.java)).
+    /// This client's waiters keep their deadlines [`fair_waiter_timeout`](Self::fair_waiter_timeout)
+    /// ahead of the server's clock; with Java waiters ahead, one subtraction would put
+    /// them in the past, and they would be dropped to the tail of the queue. With this set,
+    /// a waiter's deadline is also pushed this far ahead for each waiter ahead of it,
+    /// recomputed at each refresh, so no subtraction reaches a live waiter. The price: a
+    /// waiter that stopped responding without closing its connection (a frozen process)
+    /// holds the queue up for as long as a Redisson one does, up to this long per waiter
+    /// that was ahead of it at its last refresh. A waiter whose connection closed is still
+    /// passed over at once.
+    ///
+    /// Default: zero (no Redisson client shares the queues). Up to 24 hours.
+    ///
+    /// ```no_run
+    /// # async fn run() -> redis_rlock::Result<()> {
+    /// use std::time::Duration;
+    /// // The Java services run Redisson with its default fairLockWaitTimeout.
+    /// let client = redis_rlock::Client::builder("redis://127.0.0.1/")
+    ///     .redisson_fair_lock_wait(Duration::from_secs(5 * 60))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_fair_lock_wait(mut self, wait: Duration) -> Self {
+        self.settings.redisson_fair_lock_wait = wait;
+        self
+    }
+
     /// Makes lock writes count only once a replica has them (Redisson's
     /// `checkLockSyncedSlaves`), so that a failover to a replica keeps the lock: after an
     /// acquire takes the lock, and after each watchdog renewal, the client sends

@@ -75,6 +75,8 @@ pub(crate) struct Settings {
     pub(crate) subscribe_timeout: Duration,
     pub(crate) pool_size: usize,
     pub(crate) fair_waiter_timeout: Duration,
+    /// The `fairLockWaitTimeout` of the Redisson clients sharing this client's fair queues.
+    pub(crate) redisson_fair_lock_wait: Duration,
     /// Replicas to `WAIT` for after lock writes, and for how long; `None`: no waiting.
     pub(crate) replica_sync: Option<(usize, Duration)>,
     /// How often the pub/sub connection is pinged while it waits for messages.
@@ -126,6 +128,7 @@ impl fmt::Debug for Settings {
             subscribe_timeout,
             pool_size,
             fair_waiter_timeout,
+            redisson_fair_lock_wait,
             replica_sync,
             ping_interval,
             tls,
@@ -145,6 +148,7 @@ impl fmt::Debug for Settings {
             .field("subscribe_timeout", subscribe_timeout)
             .field("pool_size", pool_size)
             .field("fair_waiter_timeout", fair_waiter_timeout)
+            .field("redisson_fair_lock_wait", redisson_fair_lock_wait)
             .field("replica_sync", replica_sync)
             .field("ping_interval", ping_interval)
             .field("tls", tls)
@@ -170,6 +174,7 @@ impl Settings {
             subscribe_timeout: Duration::from_secs(5),
             pool_size: 4,
             fair_waiter_timeout: Duration::from_secs(5),
+            redisson_fair_lock_wait: Duration::ZERO,
             replica_sync: None,
             ping_interval: Duration::from_secs(5),
             tls: TlsSettings::default(),
@@ -225,6 +230,12 @@ impl Settings {
             "fair_waiter_timeout",
             s.fair_waiter_timeout,
             ms(100),
+            secs(86_400),
+        )?;
+        validate::within(
+            "redisson_fair_lock_wait",
+            s.redisson_fair_lock_wait,
+            Duration::ZERO,
             secs(86_400),
         )?;
         validate::count_within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;

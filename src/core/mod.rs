@@ -134,6 +134,7 @@ impl Core {
             connections.clone(),
             listener.clone(),
             settings.fair_waiter_timeout,
+            settings.redisson_fair_lock_wait,
             settings.watchdog_batch_size,
             runtime.clone(),
         );

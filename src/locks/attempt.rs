@@ -163,7 +163,7 @@ fn script_call(
 {
     let (names, owner) = (sent.names.clone(), sent.owner.clone());
     let (lease_ms, join_queue) = (sent.applied.ms, sent.join_queue);
-    let place_ms = sent.core.heartbeat.place_ms();
+    let place = sent.core.heartbeat.place();
     let sync = sent.core.replica_sync.clone();
     let batcher = sent.core.acquires.clone();
     async move {
@@ -176,7 +176,7 @@ fn script_call(
             lease_ms,
             owner: &owner,
             join_queue,
-            place_ms,
+            place,
             // With replica sync, each acquire has a connection of its own to WAIT on.
             batcher: sync.is_none().then_some(&batcher),
         };

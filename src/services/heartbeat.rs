@@ -20,7 +20,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 
 use crate::protocol::names::LockNames;
-use crate::protocol::scripts::{self, Place};
+use crate::protocol::scripts::{self, Place, PlaceTerms};
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connection::Connections;
@@ -39,17 +39,19 @@ struct Refreshes {
     places: DashMap<PlaceKey, (Arc<LockNames>, usize)>,
     connections: Arc<Connections>,
     listener: UnlockListener,
-    place_ms: u64,
+    place: PlaceTerms,
     interval: Duration,
     batch_size: usize,
 }
 
 impl Heartbeat {
-    /// `waiter_timeout`: how long a dead waiter may hold its place at most.
+    /// `waiter_timeout`: how long a dead waiter may hold its place at most (at the head of
+    /// the queue; `redisson_wait` more for each waiter ahead of it).
     pub(crate) fn new(
         connections: Arc<Connections>,
         listener: UnlockListener,
         waiter_timeout: Duration,
+        redisson_wait: Duration,
         batch_size: usize,
         runtime: tokio::runtime::Handle,
     ) -> Self {
@@ -58,7 +60,10 @@ impl Heartbeat {
             places: DashMap::new(),
             connections,
             listener,
-            place_ms: timeout_ms / 4 * 3,
+            place: PlaceTerms {
+                keep_ms: timeout_ms / 4 * 3,
+                per_waiter_ahead_ms: crate::util::time::millis(redisson_wait),
+            },
             interval: waiter_timeout / 4,
             batch_size,
         };
@@ -67,9 +72,9 @@ impl Heartbeat {
         }
     }
 
-    /// How far ahead of the server's clock a waiter's deadline is set, in ms.
-    pub(crate) fn place_ms(&self) -> u64 {
-        self.task.rounds().place_ms
+    /// How far ahead of the server's clock a waiter's deadline is set.
+    pub(crate) fn place(&self) -> PlaceTerms {
+        self.task.rounds().place
     }
 
     pub(crate) fn register(&self, names: &Arc<LockNames>, owner: &Arc<str>) {
@@ -150,7 +155,7 @@ impl Refreshes {
             let entries = batch.iter().filter_map(|(names, owner)| {
                 names.queue().map(|queue| (&**names, queue, &**owner))
             });
-            match scripts::refresh_places(&mut conn, self.place_ms, entries).await {
+            match scripts::refresh_places(&mut conn, self.place, entries).await {
                 Ok(found) => {
                     self.connections.report_success();
                     for ((names, owner), place) in batch.iter().zip(found) {

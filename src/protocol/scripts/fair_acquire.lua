@@ -10,6 +10,10 @@
 -- ARGV[6] how long a queued waiter keeps its place without refreshing it, in ms
 -- ARGV[7] "queue" to join the queue (or refresh the place in it) when the lock is not
 --         taken, "try" to leave the queue alone
+-- ARGV[8] ms added to the deadline for each waiter ahead in the queue: the
+--         `fairLockWaitTimeout` of the Redisson clients sharing the queue, which each of
+--         them subtracts from every deadline behind it when it takes the lock or gives up
+--         (RedissonFairLock.tryLockInnerAsync, acquireFailedAsync); 0 when none does
 -- Returns nil when acquired (or re-entered); otherwise how long to wait at most before
 -- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
 -- free but another waiter heads the queue, the time until that waiter's deadline.
@@ -44,7 +48,7 @@ if free and (head == false or head == owner) then
 end
 if ARGV[7] == 'queue' then
     -- ZADD refreshes the deadline of a waiter already queued, and reports a new one.
-    if redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), owner) == 1 then
+    if redis.call('zadd', KEYS[3], place_deadline(KEYS[2], owner, now, ARGV[6], ARGV[8]), owner) == 1 then
         redis.call('rpush', KEYS[2], owner)
     end
 end

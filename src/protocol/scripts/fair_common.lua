@@ -18,6 +18,21 @@ local function server_now()
     return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- The deadline of `owner`'s place in `queue`: `keep` ms from `now`, plus `per_ahead` ms for
+-- each waiter ahead of it (all of them when it is not queued yet). A Redisson waiter that
+-- takes the lock or gives up subtracts its `fairLockWaitTimeout` from every deadline
+-- behind it, once; with `per_ahead` at least that, no such subtraction can put a live
+-- waiter's deadline in the past before its next refresh.
+local function place_deadline(queue, owner, now, keep, per_ahead)
+    per_ahead = tonumber(per_ahead)
+    local deadline = now + tonumber(keep)
+    if per_ahead > 0 then
+        local ahead = redis.call('lpos', queue, owner) or redis.call('llen', queue)
+        deadline = deadline + per_ahead * ahead
+    end
+    return deadline
+end
+
 -- Drops waiters whose deadline passed (they stopped refreshing it: their process died or
 -- froze), wherever they stand in the queue, a bounded number per call.
 local function purge(queue, timeouts, now)

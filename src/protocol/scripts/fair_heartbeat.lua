@@ -6,8 +6,9 @@
 -- ARGV[1] how long a waiter keeps its place without refreshing it, in ms
 -- ARGV[2] unlock message ("0")
 -- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
--- ARGV[2i + 2] unlock channel of waiter i's lock
--- ARGV[2i + 3] owner field of waiter i
+-- ARGV[4] ms added to a deadline for each waiter ahead (see fair_acquire.lua's ARGV[8])
+-- ARGV[2i + 3] unlock channel of waiter i's lock
+-- ARGV[2i + 4] owner field of waiter i
 -- Returns one integer per waiter: 1 when its deadline was pushed forward; 2 when it heads
 -- the queue of a free lock and should take it now (its deadline is left to run: a head
 -- that is told its turn and does not take it, such as a future nobody polls, must not
@@ -17,7 +18,7 @@ local now = server_now()
 local refreshed = {}
 for i = 1, #KEYS / 3 do
     local lock, queue, timeouts = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-    local channel, owner = ARGV[2 * i + 2], ARGV[2 * i + 3]
+    local channel, owner = ARGV[2 * i + 3], ARGV[2 * i + 4]
     if fair_shape_error(lock, queue, timeouts) then
         refreshed[i] = 0
     else
@@ -33,7 +34,7 @@ for i = 1, #KEYS / 3 do
         elseif free and redis.call('lindex', queue, 0) == owner then
             refreshed[i] = 2
         else
-            redis.call('zadd', timeouts, now + tonumber(ARGV[1]), owner)
+            redis.call('zadd', timeouts, place_deadline(queue, owner, now, ARGV[1], ARGV[4]), owner)
             refreshed[i] = 1
         end
     end

@@ -138,6 +138,17 @@ fn fair_call<'s>(
     call
 }
 
+/// How far ahead of the Redis server's clock a queued fair waiter's deadline is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PlaceTerms {
+    /// For the waiter itself: how long it keeps its place without refreshing it.
+    pub(crate) keep_ms: u64,
+    /// For each waiter ahead of it in the queue: the `fairLockWaitTimeout` of the Redisson
+    /// clients sharing the queue, which each of them subtracts from the deadlines behind
+    /// it when it takes the lock or gives up (0: none do).
+    pub(crate) per_waiter_ahead_ms: u64,
+}
+
 /// One acquire attempt, on connections of type `C`.
 pub(crate) struct AcquireCall<'a, C> {
     pub(crate) names: &'a Arc<LockNames>,
@@ -146,7 +157,7 @@ pub(crate) struct AcquireCall<'a, C> {
     /// Fair locks: join the queue (or refresh the place in it) when the lock is not taken.
     pub(crate) join_queue: bool,
     /// Fair locks: how long a queued waiter keeps its place without refreshing it.
-    pub(crate) place_ms: u64,
+    pub(crate) place: PlaceTerms,
     /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
     pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem, C>>>,
 }
@@ -281,8 +292,9 @@ impl<C: RedisConn> AcquireCall<'_, C> {
         let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, &[], 4);
         call.arg(self.lease_ms)
             .arg(&**self.owner)
-            .arg(self.place_ms)
-            .arg(if self.join_queue { "queue" } else { "try" });
+            .arg(self.place.keep_ms)
+            .arg(if self.join_queue { "queue" } else { "try" })
+            .arg(self.place.per_waiter_ahead_ms);
         let reply: Option<i64> = call.query(&mut conn).await?;
         Ok(reply.into())
     }
@@ -506,10 +518,10 @@ pub(crate) async fn renew<'a, C: RedisConn>(
 }
 
 /// `fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
-/// owner)` what became of its place (a kept place's deadline is pushed `place_ms` ahead).
+/// owner)` what became of its place (a kept place's deadline is pushed ahead by `place`).
 pub(crate) async fn refresh_places<'a, C: RedisConn>(
     conn: &mut C,
-    place_ms: u64,
+    place: PlaceTerms,
     batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)> + Clone,
 ) -> RedisResult<Vec<Place>> {
     let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
@@ -522,11 +534,14 @@ pub(crate) async fn refresh_places<'a, C: RedisConn>(
         .map_or(ChannelKind::Classic.publish(), |(names, _, _)| {
             names.publish_command()
         });
-    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 3, bytes);
+    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 4, bytes);
     for (names, queue, _) in batch.clone() {
         fair_keys(&mut call, names, queue);
     }
-    call.arg(place_ms).arg(UNLOCK_MESSAGE).arg(publish);
+    call.arg(place.keep_ms)
+        .arg(UNLOCK_MESSAGE)
+        .arg(publish)
+        .arg(place.per_waiter_ahead_ms);
     for (names, _, owner) in batch {
         call.arg(&*names.channel).arg(owner);
     }
