@@ -173,11 +173,14 @@
 //! - **A waiter's turn is not a reservation against a lease running out.** Fairness decides
 //!   who gets a free lock; mutual exclusion still holds only while the holder's lease holds
 //!   (see [guarantees and caveats](crate::locks#guarantees-and-caveats)).
-//! - **Mixing with Redisson's `RFairLock`** on one name keeps mutual exclusion and the queue's
-//!   order, but Redisson's waiters set client-clock deadlines chained behind each other and
-//!   shorten the others' deadlines when they take the lock: a Rust waiter can be dropped from
-//!   the queue early and rejoin at its tail. Give a queue one kind of client where order
-//!   matters.
+//! - **Mixing with Redisson's `RFairLock`** on one name keeps mutual exclusion. Redisson's
+//!   waiters set client-clock deadlines chained behind each other and shorten every deadline
+//!   behind them by their `fairLockWaitTimeout` when they take the lock or give up; give the
+//!   client that wait with
+//!   [`redisson_fair_lock_wait`](crate::ClientBuilder::redisson_fair_lock_wait) and the
+//!   queue keeps its order (tested against Redisson with a mixed queue), or a Rust waiter
+//!   behind a Java one is dropped early and rejoins at the tail. A Java waiter caught between
+//!   joining the queue and subscribing (one round trip) can lose its turn to a Rust release.
 //!
 //! # Fencing tokens
 //!
