@@ -89,16 +89,36 @@ impl Kind {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct RedissonOptions {
-    url: String,
+    target: Target,
     watchdog: Option<Duration>,
     fair_wait: Option<Duration>,
+}
+
+/// What a Redisson client connects to.
+#[derive(Debug, Clone)]
+enum Target {
+    /// One Redis: `useSingleServer`.
+    Single(String),
+    /// A Redis Cluster through these seeds: `useClusterServers`, with sharded pub/sub on or
+    /// off (`shardedSubscriptionMode` ON / OFF).
+    Cluster { seeds: Vec<String>, sharded: bool },
 }
 
 impl RedissonOptions {
     /// A client of the Redis at `url` (`redis://127.0.0.1:PORT`).
     pub fn new(url: impl Into<String>) -> Self {
         RedissonOptions {
-            url: url.into(),
+            target: Target::Single(url.into()),
+            watchdog: None,
+            fair_wait: None,
+        }
+    }
+
+    /// A client of the Redis Cluster reached through `seeds`, its pub/sub sharded (Redisson's
+    /// `shardedSubscriptionMode` ON) or classic (OFF).
+    pub fn cluster(seeds: Vec<String>, sharded: bool) -> Self {
+        RedissonOptions {
+            target: Target::Cluster { seeds, sharded },
             watchdog: None,
             fair_wait: None,
         }
@@ -286,7 +306,16 @@ impl Redisson {
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-Dorg.slf4j.simpleLogger.showDateTime=true",
         ]);
-        command.arg("-jar").arg(&jar).args(["--url", &options.url]);
+        command.arg("-jar").arg(&jar);
+        match &options.target {
+            Target::Single(url) => {
+                command.args(["--url", url]);
+            }
+            Target::Cluster { seeds, sharded } => {
+                command.args(["--cluster", &seeds.join(",")]);
+                command.args(["--sharded", if *sharded { "on" } else { "off" }]);
+            }
+        }
         if let Some(watchdog) = options.watchdog {
             command.args(["--watchdog-ms", &watchdog.as_millis().to_string()]);
         }

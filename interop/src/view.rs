@@ -21,13 +21,41 @@ pub fn token_key(name: &str) -> String {
 
 /// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`).
 pub async fn subscribers(conn: &mut MultiplexedConnection, channel: &str) -> i64 {
+    counted(conn, channel, false).await
+}
+
+/// How many clients of the node behind `conn` are subscribed to `channel`: with
+/// `PUBSUB SHARDNUMSUB` when `sharded` (`SSUBSCRIBE`rs), else `PUBSUB NUMSUB`. On a cluster
+/// both count the node's own subscribers only: ask the master of the channel's slot, where
+/// Redisson and this crate subscribe.
+async fn counted(conn: &mut MultiplexedConnection, channel: &str, sharded: bool) -> i64 {
+    let count = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
     let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
+        .arg(count)
         .arg(channel)
         .query_async(conn)
         .await
-        .expect("PUBSUB NUMSUB");
+        .unwrap_or_else(|e| panic!("PUBSUB {count}: {e}"));
     n
+}
+
+/// [`subscribers_become`], counting the subscribers of sharded pub/sub when `sharded`.
+pub async fn subscribers_become_in(
+    conn: &MultiplexedConnection,
+    channel: &str,
+    expected: i64,
+    limit: std::time::Duration,
+    sharded: bool,
+) {
+    let last = testkit::settles_to(expected, limit, || {
+        let mut conn = conn.clone();
+        async move { counted(&mut conn, channel, sharded).await }
+    })
+    .await;
+    assert_eq!(
+        last, expected,
+        "subscribers of `{channel}` (sharded: {sharded})"
+    );
 }
 
 /// Waits until `channel` has `expected` subscribers, for at most `limit`; panics with the
@@ -38,12 +66,7 @@ pub async fn subscribers_become(
     expected: i64,
     limit: std::time::Duration,
 ) {
-    let last = testkit::settles_to(expected, limit, || {
-        let mut conn = conn.clone();
-        async move { subscribers(&mut conn, channel).await }
-    })
-    .await;
-    assert_eq!(last, expected, "subscribers of `{channel}`");
+    subscribers_become_in(conn, channel, expected, limit, false).await;
 }
 
 /// Whether `field` has the shape of an owner field, `<uuid>:<decimal id>`, as Redisson

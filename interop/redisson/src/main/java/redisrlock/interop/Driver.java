@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
@@ -22,12 +23,15 @@ import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
+import org.redisson.config.ShardedSubscriptionMode;
 
 /**
  * One Redisson client, scripted line by line over stdin/stdout by redis-rlock's interop tests.
  *
  * <p>Start: {@code java -jar redisson-driver.jar --url redis://127.0.0.1:PORT
- * [--watchdog-ms N] [--fair-wait-ms N]}. Once the client is connected the driver prints one
+ * [--watchdog-ms N] [--fair-wait-ms N]}, or with {@code --cluster
+ * redis://127.0.0.1:PORT,redis://127.0.0.1:PORT2 [--sharded auto|on|off]} in place of
+ * {@code --url} for a Redis Cluster ({@code shardedSubscriptionMode}, AUTO by default). Once the client is connected the driver prints one
  * line, {@code {"event":"ready","redisson":"3.x.y","client_id":"<uuid>",...}}.
  *
  * <p>Requests, one per line, words separated by spaces:
@@ -83,27 +87,42 @@ public final class Driver {
     public static void main(String[] args) throws Exception {
         Config config = new Config();
         String url = null;
+        String cluster = null;
+        String sharded = "auto";
         for (int i = 0; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
                 case "--url" -> url = value;
+                case "--cluster" -> cluster = value;
+                case "--sharded" -> sharded = value;
                 case "--watchdog-ms" -> config.setLockWatchdogTimeout(Long.parseLong(value));
                 case "--fair-wait-ms" -> config.setFairLockWaitTimeout(Long.parseLong(value));
                 default -> throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
-        if (url == null || args.length % 2 != 0) {
+        if ((url == null) == (cluster == null) || args.length % 2 != 0) {
             throw new IllegalArgumentException(
-                    "usage: --url redis://HOST:PORT [--watchdog-ms N] [--fair-wait-ms N]");
+                    "usage: (--url redis://HOST:PORT | --cluster redis://HOST:PORT,... "
+                            + "[--sharded auto|on|off]) [--watchdog-ms N] [--fair-wait-ms N]");
         }
         // Small pools: the suite runs several drivers at once on a small machine. None of
         // these settings changes what a lock call sends or how it waits.
         config.setThreads(4).setNettyThreads(4);
-        config.useSingleServer()
-                .setAddress(url)
-                .setConnectionMinimumIdleSize(2)
-                .setConnectionPoolSize(16)
-                .setSubscriptionConnectionMinimumIdleSize(1);
+        if (cluster != null) {
+            config.useClusterServers()
+                    .addNodeAddress(cluster.split(","))
+                    .setShardedSubscriptionMode(
+                            ShardedSubscriptionMode.valueOf(sharded.toUpperCase(Locale.ROOT)))
+                    .setMasterConnectionMinimumIdleSize(2)
+                    .setMasterConnectionPoolSize(16)
+                    .setSubscriptionConnectionMinimumIdleSize(1);
+        } else {
+            config.useSingleServer()
+                    .setAddress(url)
+                    .setConnectionMinimumIdleSize(2)
+                    .setConnectionPoolSize(16)
+                    .setSubscriptionConnectionMinimumIdleSize(1);
+        }
         RedissonClient redisson = Redisson.create(config);
 
         PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
