@@ -1,6 +1,6 @@
-//! FairLock waiters that will never take their turn: a crashed waiter passed over at once
-//! and dropped within the waiter timeout, 20 crashed waiters of one process passed over at
-//! once, a frozen waiter and an idle one (a wait nobody polls) holding the queue up no
+//! FairLock waiters that will never take their turn: a crashed waiter passed over once its
+//! 100 ms grace to subscribe has passed, and dropped within the waiter timeout, 20 crashed
+//! waiters of one process passed over together, a frozen waiter and an idle one (a wait nobody polls) holding the queue up no
 //! longer than the timeout, and 20 consumers with one crashing and one giving up, the rest
 //! served in order.
 
@@ -16,7 +16,7 @@ use testkit::{fair_queue, queue_becomes, server_millis, RedisServer};
 const GENEROUS: Duration = Duration::from_secs(5);
 
 #[tokio::test]
-async fn a_crashed_waiter_is_passed_over_at_once_and_dropped_within_the_timeout() {
+async fn a_crashed_waiter_is_passed_over_and_dropped_within_the_timeout() {
     let server = RedisServer::start();
     let raw = server.raw().await;
     let timeout = Duration::from_secs(2);
@@ -58,7 +58,7 @@ async fn a_crashed_waiter_is_passed_over_at_once_and_dropped_within_the_timeout(
 }
 
 #[tokio::test]
-async fn a_crashed_process_with_many_waiters_is_passed_over_at_once() {
+async fn a_crashed_process_with_many_waiters_is_passed_over_together() {
     let server = RedisServer::start();
     let raw = server.raw().await;
     let timeout = Duration::from_secs(5);

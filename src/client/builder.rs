@@ -221,7 +221,7 @@ impl ClientBuilder {
     /// refreshed it. Live waiters refresh their places every quarter of it (one script
     /// call per batch of waiters), so a waiter keeps its place through Redis being
     /// unreachable for up to half of it. A waiter whose process died with its connection
-    /// closed is passed over at once, whatever this is. Redisson's nearest setting,
+    /// closed is passed over within 100 ms, whatever this is. Redisson's nearest setting,
     /// `fairLockWaitTimeout`, defaults to 5 minutes.
     ///
     /// Default: 5 s. From 100 ms to 24 hours.
@@ -246,7 +246,7 @@ impl ClientBuilder {
     /// waiter that stopped responding without closing its connection (a frozen process)
     /// holds the queue up for as long as a Redisson one does, up to this long per waiter
     /// that was ahead of it at its last refresh. A waiter whose connection closed is still
-    /// passed over at once.
+    /// passed over within 100 ms.
     ///
     /// Default: zero (no Redisson client shares the queues). Up to 24 hours.
     ///

@@ -150,3 +150,33 @@ async fn leave(core: Arc<Core>, names: Arc<LockNames>, owner: Arc<str>) {
         );
     }
 }
+
+/// After a release that found the head of the fair lock's queue unheard (it keeps its turn
+/// for [`UNHEARD_GRACE`](scripts::UNHEARD_GRACE), in case it is subscribing yet), looks
+/// again once that grace has passed, in the background on the client's runtime: the head
+/// has taken the lock by then, or it is passed over and the next waiter that hears is
+/// told. Without this, a queue of Redisson waiters behind a dead head would wait for a
+/// message nobody sends. A few rounds at most, for heads found unheard one after another.
+pub(crate) fn look_again_after_grace(core: &Arc<Core>, names: &Arc<LockNames>) {
+    const ROUNDS: usize = 3;
+    // Past the grace as Redis measures it, however the two clocks run.
+    let after = scripts::UNHEARD_GRACE + std::time::Duration::from_millis(20);
+    let (task_core, names) = (core.clone(), names.clone());
+    core.spawn(async move {
+        for _ in 0..ROUNDS {
+            tokio::time::sleep(after).await;
+            let looked = task_core
+                .connections
+                .with_retries(|conn| scripts::notify_queue(conn, &names))
+                .await;
+            match looked {
+                Ok(true) => continue,
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::debug!(lock = %names.key, error = %e, "could not look at the queue again; its waiters' own checks will");
+                    return;
+                }
+            }
+        }
+    });
+}

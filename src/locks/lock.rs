@@ -15,7 +15,7 @@ use crate::locks::guard::LockGuard;
 use crate::locks::kind::{LockKind, Reentrant};
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::current_owner_field;
-use crate::protocol::scripts;
+use crate::protocol::scripts::{self, ForceUnlocked};
 use crate::transport::explain;
 use crate::util::validate;
 
@@ -283,6 +283,10 @@ impl<K: LockKind> Lock<K> {
             .with_retries(|conn| scripts::force_unlock(conn, names))
             .await;
         let deleted = explain::explained(connections, "force-unlocking", names, deleted).await?;
+        if deleted == ForceUnlocked::DeletedHeadUnheard {
+            crate::locks::fair::look_again_after_grace(&self.core, names);
+        }
+        let deleted = deleted != ForceUnlocked::Nothing;
         if deleted {
             hit.iter().for_each(|hold| {
                 hold.mark_lost(LostReason::Released);

@@ -150,10 +150,12 @@
 //!   every 1.25 s). A waiter whose deadline passes is dropped from the queue by the next script
 //!   call on the lock, wherever it stands; the heartbeats of the other waiters make that call
 //!   within the timeout. A waiter whose process died with its connection closed is passed over
-//!   at once: when the lock frees, waiters at the head that nobody listens for (counted with
-//!   `PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` with sharded pub/sub, on the node that holds
-//!   the lock, where waiters subscribe) step back behind the first one that can hear, and
-//!   only that one is told.
+//!   within a tenth of a second: when the lock frees and nobody listens for the head (counted
+//!   with `PUBSUB NUMSUB`, or `PUBSUB SHARDNUMSUB` with sharded pub/sub, on the node that
+//!   holds the lock, where waiters subscribe), the head is told all the same and keeps its
+//!   turn for 100 ms, since a Redisson waiter subscribes only after joining the queue; then
+//!   the unheard waiters at the head step back behind the first one that can hear, and only
+//!   that one is told (the releasing client looks again once the 100 ms have passed).
 //!   A head that is told its turn and does not take it (a future nobody polls any more) is no
 //!   longer refreshed, and is dropped like a dead waiter.
 //! - **Live waiters keep their places.** The heartbeat keeps a waiting task queued however
@@ -179,8 +181,7 @@
 //!   client that wait with
 //!   [`redisson_fair_lock_wait`](crate::ClientBuilder::redisson_fair_lock_wait) and the
 //!   queue keeps its order (tested against Redisson with a mixed queue), or a Rust waiter
-//!   behind a Java one is dropped early and rejoins at the tail. A Java waiter caught between
-//!   joining the queue and subscribing (one round trip) can lose its turn to a Rust release.
+//!   behind a Java one is dropped early and rejoins at the tail.
 //!
 //! # Fencing tokens
 //!

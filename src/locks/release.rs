@@ -134,6 +134,10 @@ impl Release {
             Ok(UnlockOutcome::NotHeld) => Ok(Released::NotHeld),
             Ok(UnlockOutcome::StillHeld) => Ok(Released::StillHeld),
             Ok(UnlockOutcome::Freed) => Ok(Released::Freed),
+            Ok(UnlockOutcome::FreedHeadUnheard) => {
+                crate::locks::fair::look_again_after_grace(&self.core, &self.names);
+                Ok(Released::Freed)
+            }
             Ok(UnlockOutcome::NotALock) => {
                 Err(explain::not_a_lock(connections, self.names.key.to_string()).await)
             }

@@ -7,7 +7,7 @@
 //! so a live waiter never loses its place to a missed beat or two, and one whose process
 //! died is dropped within the timeout: by the heartbeat of any other waiter in the queue,
 //! or by the next script call on the lock. A waiter whose process died with its connection
-//! closed is passed over at once: see `notify_head` in `fair_common.lua`. A waiter that
+//! closed is passed over within 100 ms: see `notify_head` in `fair_common.lua`. A waiter that
 //! heads the queue of a free lock is not refreshed: it was told to take the lock, and one
 //! that does not (a future nobody polls) is dropped like a dead one.
 //!

@@ -65,7 +65,7 @@
 //!   slot is being migrated, a sharded unlock that runs on the importing node (the lock key
 //!   moved first) is not heard by waiters still subscribed on the exporting one: they are
 //!   woken when the migration completes and their subscription moves.
-//! - **Fair locks** pass over a dead waiter at once, as on one Redis: the scripts run on the
+//! - **Fair locks** pass over a dead waiter within 100 ms, as on one Redis: the scripts run on the
 //!   slot's master, where the waiters subscribe, so `PUBSUB NUMSUB` (classic) or `PUBSUB
 //!   SHARDNUMSUB` (sharded), which count one node's subscribers, count them. A live waiter
 //!   whose subscription is moving (after a failover or a migration) looks dead meanwhile and

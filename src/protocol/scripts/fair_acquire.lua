@@ -16,7 +16,8 @@
 --         (RedissonFairLock.tryLockInnerAsync, acquireFailedAsync); 0 when none does
 -- Returns nil when acquired (or re-entered); otherwise how long to wait at most before
 -- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
--- free but another waiter heads the queue, the time until that waiter's deadline.
+-- free but another waiter heads the queue, the time until that waiter's deadline, or
+-- until its grace ends if nobody hears it (see notify_head).
 local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
 if misshapen then
     return misshapen
@@ -31,16 +32,17 @@ if redis.call('hexists', KEYS[1], owner) == 1 then
 end
 local free = redis.call('exists', KEYS[1]) == 0
 local head = redis.call('lindex', KEYS[2], 0)
+local unheard_head = false
 if free and head ~= false and head ~= owner then
     -- A hand-over is under way, or its message was lost, or the head is gone: make sure
     -- a head that can hear is told, then look again.
-    notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+    unheard_head = notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
     head = redis.call('lindex', KEYS[2], 0)
 end
 if free and (head == false or head == owner) then
     if head == owner then
         redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], owner)
+        redis.call('zrem', KEYS[3], owner, unheard_record(owner))
     end
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
@@ -57,6 +59,14 @@ if free then
     if deadline == false then
         return tonumber(ARGV[6])
     end
-    return math.max(1, tonumber(deadline) - now)
+    local wait = tonumber(deadline) - now
+    if unheard_head then
+        -- Back when the head's grace ends, to pass it over if it still does not hear.
+        local record = redis.call('zscore', KEYS[3], unheard_record(head))
+        if record ~= false then
+            wait = math.min(wait, tonumber(record) - UNHEARD_RECORD_MS - now + 1)
+        end
+    end
+    return math.max(1, wait)
 end
 return redis.call('pttl', KEYS[1])

@@ -76,29 +76,71 @@ local function first_hearer(queue, channel, publish)
     return nil
 end
 
--- Tells the first waiter that can hear it that the lock is free; only the head may take
--- it, so waiters nobody hears (their process is gone, or their pub/sub connection is
--- reconnecting) step back behind that waiter, in their order, and the hand-over goes on
--- at once. They keep their places otherwise: a dead one until its deadline drops it, a
--- live one that reconnects having lost a turn for each release it missed.
+-- How long the head of a free lock's queue keeps its turn while nobody hears its channel.
+-- Redisson's lock() joins the queue with its first script call and subscribes to its own
+-- channel only after that reply (RedissonLock.lock, then RedissonFairLock's
+-- tryLockInnerAsync loop), so a live Java waiter can be unheard for a round trip. A head
+-- still unheard this long after it was first found so (its process died, or its pub/sub
+-- connection is down) is passed over. Short, because a consumer that crashed while queued
+-- costs everyone behind it this long.
+local UNHEARD_GRACE_MS = 100
+-- How long past the grace the record of an unheard head is kept (then the purge drops it).
+local UNHEARD_RECORD_MS = 10000
+
+-- The deadlines zset member that records since when `waiter` has headed a free lock's
+-- queue unheard: scored `since + UNHEARD_GRACE_MS + UNHEARD_RECORD_MS`, so that the purge
+-- drops it once stale. Not an owner field: no client ever queues under this name, and
+-- Redisson reads the zset only by owner (its stale-waiter purge walks the queue list).
+local function unheard_record(waiter)
+    return 'unheard:' .. waiter
+end
+
+-- Tells the head of the queue that the lock is free. A head nobody hears (no subscriber on
+-- its channel) is told all the same, as Redisson does, and keeps its turn for
+-- UNHEARD_GRACE_MS from the first call that found it so; after that, it and the unheard
+-- waiters behind it step back behind the first waiter that hears, in their order, and that
+-- one is told: the hand-over goes on. They keep their places otherwise: a dead one until
+-- its deadline drops it, a live one that reconnects having lost a turn for each release it
+-- missed.
 -- Publishes (with `publish`, the command the caller passed) before it writes, and callers
 -- call it before they free the lock, so that a message the user may not send fails the
 -- script with the lock and the queue as they were.
-local function notify_head(queue, channel, message, publish)
+-- Returns true when an unheard head kept its turn: the caller's client should look again
+-- once the grace has passed, should nobody else.
+local function notify_head(queue, timeouts, channel, message, publish, now)
     local index, hearer = first_hearer(queue, channel, publish)
+    if index == 0 then
+        redis.call(publish, channel .. ':' .. hearer, message)
+        return false
+    end
+    local head = redis.call('lindex', queue, 0)
+    if head == false then
+        return false
+    end
+    local record = unheard_record(head)
+    local expires = redis.call('zscore', timeouts, record)
+    if expires == false or now < tonumber(expires) - UNHEARD_RECORD_MS then
+        redis.call(publish, channel .. ':' .. head, message)
+        if expires == false then
+            redis.call('zadd', timeouts, now + UNHEARD_GRACE_MS + UNHEARD_RECORD_MS, record)
+        end
+        return true
+    end
     if index == nil then
-        return
+        -- Nobody hears at all: the deadlines drop the dead, and a live waiter that
+        -- reconnects looks again.
+        return false
     end
     redis.call(publish, channel .. ':' .. hearer, message)
-    if index > 0 then
-        local unheard = {}
-        for i = 1, index do
-            unheard[i] = redis.call('lpop', queue)
-        end
-        for i = index, 1, -1 do
-            redis.call('linsert', queue, 'after', hearer, unheard[i])
-        end
+    local unheard = {}
+    for i = 1, index do
+        unheard[i] = redis.call('lpop', queue)
+        redis.call('zrem', timeouts, unheard_record(unheard[i]))
     end
+    for i = index, 1, -1 do
+        redis.call('linsert', queue, 'after', hearer, unheard[i])
+    end
+    return false
 end
 
 -- A NOTALOCK error for the first of a fair lock's keys that holds something a fair lock

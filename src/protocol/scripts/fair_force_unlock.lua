@@ -7,13 +7,19 @@
 -- ARGV[1] unlock channel; the head's own channel is this followed by ':<owner>'
 -- ARGV[2] unlock message ("0")
 -- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
--- Returns 1 when a lock was deleted, 0 when there was none.
+-- Returns 1 when a lock was deleted, 0 when there was none, 2 when one was deleted and the
+-- queue's head did not hear it (the client looks again once its grace has passed).
 local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
 if misshapen then
     return misshapen
 end
-purge(KEYS[2], KEYS[3], server_now())
+local now = server_now()
+purge(KEYS[2], KEYS[3], now)
 -- Free either way now: a queue that stalled on a free lock is told too. Told first, so
 -- that a refused PUBLISH leaves the lock in place.
-notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-return redis.call('del', KEYS[1])
+local unheard = notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
+local deleted = redis.call('del', KEYS[1])
+if deleted == 1 and unheard then
+    return 2
+end
+return deleted

@@ -27,7 +27,7 @@ for i = 1, #KEYS / 3 do
         if free then
             -- A hand-over in flight, or one that stalled on a head the purge just dropped:
             -- tell whoever heads the queue now.
-            notify_head(queue, channel, ARGV[2], ARGV[3])
+            notify_head(queue, timeouts, channel, ARGV[2], ARGV[3], now)
         end
         if redis.call('zscore', timeouts, owner) == false then
             refreshed[i] = 0

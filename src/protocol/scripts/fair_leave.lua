@@ -16,9 +16,10 @@ if misshapen then
 end
 local removed = redis.call('lrem', KEYS[2], 0, ARGV[4])
 redis.call('zrem', KEYS[3], ARGV[4])
-purge(KEYS[2], KEYS[3], server_now())
+local now = server_now()
+purge(KEYS[2], KEYS[3], now)
 if redis.call('exists', KEYS[1]) == 0 then
-    notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+    notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
 end
 if removed > 0 then
     return 1

@@ -11,7 +11,9 @@
 -- ARGV[4] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
 -- ARGV[5] owner field "<client-uuid>:<task-id>"
 -- ARGV[6] latch time-to-live in milliseconds
--- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed.
+-- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed,
+-- 2 when it was freed and the queue's head did not hear it (the client looks again once
+-- the head's grace has passed: see notify_head).
 local done = redis.call('get', KEYS[4])
 if done ~= false then
     return tonumber(done)
@@ -21,11 +23,12 @@ if misshapen then
     return misshapen
 end
 local owner = ARGV[5]
-purge(KEYS[2], KEYS[3], server_now())
+local now = server_now()
+purge(KEYS[2], KEYS[3], now)
 if redis.call('hexists', KEYS[1], owner) == 0 then
     -- Lost already; if the lock is free, make sure the queue does not stall on it.
     if redis.call('exists', KEYS[1]) == 0 then
-        notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+        notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
     end
     return nil
 end
@@ -39,7 +42,10 @@ if remaining > 0 then
 end
 -- The head is told before the delete (one script: nobody sees them apart), so that a
 -- refused PUBLISH fails the release with the lock still held, not freed in silence.
-notify_head(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+local freed = 1
+if notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now) then
+    freed = 2
+end
 redis.call('del', KEYS[1])
-redis.call('set', KEYS[4], 1, 'px', ARGV[6])
-return 1
+redis.call('set', KEYS[4], freed, 'px', ARGV[6])
+return freed

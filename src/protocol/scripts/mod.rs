@@ -70,6 +70,7 @@ static FAIR_UNLOCK: LazyLock<LuaScript> = fair_script!("fair_unlock.lua");
 static FAIR_FORCE_UNLOCK: LazyLock<LuaScript> = fair_script!("fair_force_unlock.lua");
 static FAIR_LEAVE: LazyLock<LuaScript> = fair_script!("fair_leave.lua");
 static FAIR_HEARTBEAT: LazyLock<LuaScript> = fair_script!("fair_heartbeat.lua");
+static FAIR_NOTIFY: LazyLock<LuaScript> = fair_script!("fair_notify.lua");
 static ACL_PROBE: LazyLock<LuaScript> = script!("acl_probe.lua");
 static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
 static STILL_HELD: LazyLock<LuaScript> = script!("still_held.lua");
@@ -89,6 +90,7 @@ pub(crate) async fn load_all<C: RedisConn>(conn: &mut C) -> RedisResult<()> {
         &FAIR_FORCE_UNLOCK,
         &FAIR_LEAVE,
         &FAIR_HEARTBEAT,
+        &FAIR_NOTIFY,
         &ACL_PROBE,
         &INSPECT,
         &STILL_HELD,
@@ -309,6 +311,10 @@ pub(crate) enum UnlockOutcome {
     StillHeld,
     /// The last hold was released; the lock is free and one waiter was told.
     Freed,
+    /// The last hold of a fair lock was released, and the head of its queue did not hear it
+    /// (it may be subscribing yet): it keeps its turn for [`UNHEARD_GRACE`], after which
+    /// the client should look again ([`notify_queue`]).
+    FreedHeadUnheard,
     /// The key is not a lock; nothing was written.
     NotALock,
     /// The user may not publish the unlock message; nothing was written (the lock is still
@@ -323,6 +329,7 @@ impl From<Option<i64>> for UnlockOutcome {
             Some(0) => UnlockOutcome::StillHeld,
             Some(NOT_A_LOCK) => UnlockOutcome::NotALock,
             Some(PUBLISH_REFUSED) => UnlockOutcome::PublishRefused,
+            Some(FREED_HEAD_UNHEARD) => UnlockOutcome::FreedHeadUnheard,
             Some(_) => UnlockOutcome::Freed,
         }
     }
@@ -438,12 +445,30 @@ impl<C: RedisConn> UnlockCall<'_, C> {
     }
 }
 
-/// `force_unlock.lua` or `fair_force_unlock.lua`: true when a lock was deleted
-/// (and a waiter told).
+/// How long the head of a free fair lock's queue that nobody hears keeps its turn:
+/// `UNHEARD_GRACE_MS` in `fair_common.lua`, where the reason is.
+pub(crate) const UNHEARD_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// What the fair scripts answer for "freed, and the queue's head did not hear it".
+const FREED_HEAD_UNHEARD: i64 = 2;
+
+/// What a force unlock did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ForceUnlocked {
+    /// There was no lock.
+    Nothing,
+    /// The lock was deleted and a waiter told.
+    Deleted,
+    /// A fair lock was deleted and the head of its queue did not hear it: as
+    /// [`UnlockOutcome::FreedHeadUnheard`].
+    DeletedHeadUnheard,
+}
+
+/// `force_unlock.lua` or `fair_force_unlock.lua`.
 pub(crate) async fn force_unlock<C: RedisConn>(
     mut conn: C,
     names: &LockNames,
-) -> RedisResult<bool> {
+) -> RedisResult<ForceUnlocked> {
     let call = match names.queue() {
         None => {
             let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 4, 2 * names.key.len() + 64);
@@ -455,7 +480,29 @@ pub(crate) async fn force_unlock<C: RedisConn>(
         }
         Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], 0),
     };
-    call.query(&mut conn).await
+    let deleted: i64 = call.query(&mut conn).await?;
+    Ok(match deleted {
+        0 => ForceUnlocked::Nothing,
+        FREED_HEAD_UNHEARD => ForceUnlocked::DeletedHeadUnheard,
+        _ => ForceUnlocked::Deleted,
+    })
+}
+
+/// `fair_notify.lua`: looks again at the queue of the fair lock `names` once the grace of
+/// an unheard head has passed: drops stale waiters and, if the lock is free, tells the
+/// head, or passes it over for the first waiter that hears. True when a head (a new one)
+/// still keeps its turn unheard. A plain lock has no queue: nothing to do.
+pub(crate) async fn notify_queue<C: RedisConn>(
+    mut conn: C,
+    names: &LockNames,
+) -> RedisResult<bool> {
+    let Some(queue) = names.queue() else {
+        return Ok(false);
+    };
+    let kept: i64 = fair_call(&FAIR_NOTIFY, names, queue, &[], 0)
+        .query(&mut conn)
+        .await?;
+    Ok(kept == 1)
 }
 
 /// `fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
@@ -648,4 +695,16 @@ pub(crate) async fn still_held<'a, C: RedisConn>(
     }
     let held: Vec<i64> = call.query(conn).await?;
     Ok(held.into_iter().map(|h| h == 1).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The client waits out the grace that `fair_common.lua` gives an unheard head.
+    #[test]
+    fn the_unheard_grace_is_the_scripts() {
+        let line = format!("local UNHEARD_GRACE_MS = {}\n", UNHEARD_GRACE.as_millis());
+        assert!(include_str!("fair_common.lua").contains(&line), "{line}");
+    }
 }
