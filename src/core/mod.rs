@@ -140,6 +140,7 @@ impl Core {
         );
         let id = Uuid::new_v4();
         tracing::debug!(client = %id, url = %settings.url, ?channel_kind, "connected");
+        crate::util::metrics::describe();
         Ok(Arc::new(Core {
             id,
             id_text: id.to_string(),

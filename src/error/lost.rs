@@ -27,6 +27,19 @@ pub enum LostReason {
     MaxHoldReached,
 }
 
+impl LostReason {
+    /// The reason as a metric label: its name in snake case.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            LostReason::Expired => "expired",
+            LostReason::Released => "released",
+            LostReason::ConnectionLost => "connection_lost",
+            LostReason::QuorumLost => "quorum_lost",
+            LostReason::MaxHoldReached => "max_hold_reached",
+        }
+    }
+}
+
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

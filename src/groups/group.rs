@@ -22,6 +22,7 @@ use crate::groups::independence::Independence;
 use crate::groups::node::Node;
 use crate::groups::policy::{GroupKind, GroupPolicy};
 use crate::holds::{drift, Lease};
+use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
 use crate::locks::wait::{deadline_after, wait_for};
@@ -251,6 +252,24 @@ impl<P: GroupPolicy, K: GroupKind> DistributedLock for LockGroup<P, K> {
 
     #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.first_name()))]
     async fn acquire(
+        &self,
+        fixed_lease_ms: Option<u64>,
+        wait: Option<Duration>,
+    ) -> Result<Option<GroupGuard>> {
+        let mut timed = Timed::start(if P::DISTINCT_NODES {
+            "redlock"
+        } else {
+            "multilock"
+        });
+        let outcome = self.contend(fixed_lease_ms, wait).await;
+        timed.ended(&outcome);
+        outcome
+    }
+}
+
+impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
+    /// Takes the group, waiting up to `wait`: what [`DistributedLock::acquire`] measures.
+    async fn contend(
         &self,
         fixed_lease_ms: Option<u64>,
         wait: Option<Duration>,

@@ -15,6 +15,7 @@ use super::lease::{drift, Applied, Lease, Terms};
 use super::registry::HoldId;
 use super::watch_list::NOT_LISTED;
 use crate::error::LostReason;
+use crate::util::metrics;
 use crate::util::time::{from_nanos, to_nanos};
 
 /// One owner's holds on one lock, shared by all of that owner's live guards.
@@ -50,6 +51,17 @@ pub(crate) struct Hold {
     pub(super) retired: AtomicBool,
     /// Its slot in the watchdog's [`WatchList`], or [`NOT_LISTED`].
     watch_slot: AtomicUsize,
+    /// When its first acquire was sent.
+    started: Instant,
+    /// Still counted in the held-locks gauge: until it is lost or its last guard goes.
+    counted: AtomicBool,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        // A hold dropped without a last release or a loss (its runtime went away).
+        self.uncount();
+    }
 }
 
 impl Hold {
@@ -69,9 +81,24 @@ impl Hold {
             lost_set: Notify::new(),
             retired: AtomicBool::new(false),
             watch_slot: AtomicUsize::new(NOT_LISTED),
+            started,
+            counted: AtomicBool::new(true),
         };
+        metrics::held(1.0);
         hold.reset_validity(started, applied);
         hold
+    }
+
+    /// How long since its first acquire was sent.
+    pub(crate) fn held_for(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// Leaves the held-locks gauge, once: the hold was lost or its last guard went.
+    pub(super) fn uncount(&self) {
+        if self.counted.swap(false, Ordering::AcqRel) {
+            metrics::held(-1.0);
+        }
     }
 
     /// The registry entry of this hold.
@@ -211,6 +238,8 @@ impl Hold {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
             self.lost_set.notify_waiters();
+            metrics::lost(reason.label());
+            self.uncount();
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
         }
         marked

@@ -192,6 +192,7 @@ impl Holds {
         let last = last.unwrap_or_else(|| hold.guards.fetch_sub(1, Ordering::AcqRel) == 1);
         if last {
             hold.retired.store(true, Ordering::Release);
+            hold.uncount();
             self.watch.delist(hold);
         }
         last

@@ -19,6 +19,7 @@ use crate::protocol::names::LockNames;
 use crate::protocol::owner::current_owner_field;
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::Subscription;
+use crate::util::metrics::{self, AcquireOutcome};
 
 /// Takes the lock for the task calling this, waiting up to `wait` (`None`: for as long as
 /// it takes). `Ok(None)` means the wait ran out while someone else held the lock.
@@ -28,6 +29,7 @@ pub(crate) async fn acquire(
     request: Request,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
+    let mut timed = Timed::start(names.kind.label());
     let mut contender = OneLock {
         core,
         names,
@@ -40,7 +42,44 @@ pub(crate) async fn acquire(
     if let Some(turn) = contender.turn.take() {
         turn.end(outcome.as_ref().ok().map(Option::is_some)).await;
     }
+    timed.ended(&outcome);
     outcome
+}
+
+/// Reports an acquire call's outcome and wait to the metrics when it ends, as cancelled
+/// if its future is dropped first.
+pub(crate) struct Timed {
+    kind: &'static str,
+    started: std::time::Instant,
+    ended: bool,
+}
+
+impl Timed {
+    pub(crate) fn start(kind: &'static str) -> Self {
+        Timed {
+            kind,
+            started: std::time::Instant::now(),
+            ended: false,
+        }
+    }
+
+    pub(crate) fn ended<G>(&mut self, outcome: &Result<Option<G>>) {
+        let outcome = match outcome {
+            Ok(Some(_)) => AcquireOutcome::Acquired,
+            Ok(None) => AcquireOutcome::TimedOut,
+            Err(_) => AcquireOutcome::Failed,
+        };
+        self.ended = true;
+        metrics::acquire_ended(self.kind, outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        if !self.ended {
+            metrics::acquire_ended(self.kind, AcquireOutcome::Cancelled, self.started.elapsed());
+        }
+    }
 }
 
 /// One lock, and what its waiting call has set up: undone when the call ends, however it

@@ -13,6 +13,7 @@ use crate::locks::release::Release;
 use crate::locks::release::Released;
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
+use crate::util::metrics;
 
 /// Proof of one hold on a distributed lock.
 ///
@@ -178,46 +179,68 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
     // Whether it was lost is decided before the release retires the hold.
     let lost = hold.lost_reason();
     let last = core.holds.release(&hold);
+    let kind = names.kind.label();
+    if last {
+        metrics::hold_ended(kind, hold.held_for());
+    }
     async move {
-        if let Some(reason) = lost {
-            return Err(lost_error(&hold, reason));
+        let (outcome, result) = release_hold(&core, &names, &hold, lost, last).await;
+        metrics::released(kind, outcome);
+        result
+    }
+}
+
+/// The release of a hold, and what it came to as a metric label: `freed`, `still_held`,
+/// `lost` or `failed`.
+async fn release_hold(
+    core: &Arc<Core>,
+    names: &Arc<LockNames>,
+    hold: &Arc<Hold>,
+    lost: Option<LostReason>,
+    last: bool,
+) -> (&'static str, Result<()>) {
+    if let Some(reason) = lost {
+        return ("lost", Err(lost_error(hold, reason)));
+    }
+    let started = Instant::now();
+    let applied = hold.lease_at(started);
+    let request = Release::new(core.clone(), names.clone(), hold.owner.clone(), applied.ms);
+    let released = match request.run().await {
+        Ok(released) => released,
+        Err(e) => {
+            if e.is_not_a_lock() {
+                // Someone wrote other data over the lock: it is gone.
+                hold.release_found_lost(LostReason::Released);
+                return ("lost", Err(e));
+            }
+            return ("failed", Err(e));
         }
-        let started = Instant::now();
-        let applied = hold.lease_at(started);
-        let request = Release::new(core.clone(), names.clone(), hold.owner.clone(), applied.ms);
-        let released = match request.run().await {
-            Ok(released) => released,
-            Err(e) => {
-                if e.is_not_a_lock() {
-                    // Someone wrote other data over the lock: it is gone.
-                    hold.release_found_lost(LostReason::Released);
-                }
-                return Err(e);
+    };
+    match released {
+        Released::Freed => ("freed", Ok(())),
+        Released::StillHeld if last => {
+            release_leftovers(core, names, &hold.owner).await;
+            ("freed", Ok(()))
+        }
+        Released::StillHeld => {
+            // With replica sync on, this lease was not waited for: it does not count,
+            // and the watchdog's next acknowledged renewal moves the validity on.
+            if core.replica_sync.is_none() {
+                hold.lease_applied(started, applied);
             }
-        };
-        match released {
-            Released::Freed => Ok(()),
-            Released::StillHeld if last => {
-                release_leftovers(&core, &names, &hold.owner).await;
-                Ok(())
-            }
-            Released::StillHeld => {
-                // With replica sync on, this lease was not waited for: it does not count,
-                // and the watchdog's next acknowledged renewal moves the validity on.
-                if core.replica_sync.is_none() {
-                    hold.lease_applied(started, applied);
-                }
-                Ok(())
-            }
-            Released::NotHeld => {
-                let reason = if Instant::now() >= hold.valid_until() {
-                    LostReason::Expired
-                } else {
-                    LostReason::Released
-                };
-                hold.release_found_lost(reason);
-                Err(lost_error(&hold, hold.lost_reason().unwrap_or(reason)))
-            }
+            ("still_held", Ok(()))
+        }
+        Released::NotHeld => {
+            let reason = if Instant::now() >= hold.valid_until() {
+                LostReason::Expired
+            } else {
+                LostReason::Released
+            };
+            hold.release_found_lost(reason);
+            (
+                "lost",
+                Err(lost_error(hold, hold.lost_reason().unwrap_or(reason))),
+            )
         }
     }
 }

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::transport::connection::Connections;
+use crate::util::metrics;
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
 /// (which this crate never writes but a foreign client might), or, for a lock group, the
@@ -100,6 +101,8 @@ pub(crate) async fn wait_for<C: Contender>(
     let mut failures = 0;
     // When the cluster began refusing this call for a topology change, if it still does.
     let mut refused_since: Option<Instant> = None;
+    // Counted among the waiting calls from its first wait on.
+    let mut waiting = None;
     loop {
         let retry_within = match contender.attempt().await {
             Ok(Tried::Acquired(guard)) => {
@@ -158,6 +161,7 @@ pub(crate) async fn wait_for<C: Contender>(
             .unwrap_or(NO_TTL_RECHECK)
             .max(Duration::from_millis(1))
             .min(remaining);
+        waiting.get_or_insert_with(metrics::Waiting::start);
         contender.wait(bound).await;
     }
 }

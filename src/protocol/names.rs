@@ -64,6 +64,17 @@ pub(crate) enum KindNames {
     },
 }
 
+impl KindNames {
+    /// The kind as a metric label.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            KindNames::Reentrant => "reentrant",
+            KindNames::Fair(_) => "fair",
+            KindNames::Fenced { .. } => "fenced",
+        }
+    }
+}
+
 /// The keys of a fair lock's waiting queue (Redisson's `RFairLock`).
 #[derive(Debug)]
 pub(crate) struct QueueNames {

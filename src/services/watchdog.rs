@@ -19,6 +19,7 @@ use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::conn::Conn;
 use crate::transport::connection::Connections;
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
+use crate::util::metrics;
 
 /// Renewal batches in flight at once on the watchdog's connection: enough to hide the round
 /// trip when a client holds many thousands of locks, few enough not to flood Redis.
@@ -331,12 +332,17 @@ async fn renew_batch(mut conn: Conn, lease_ms: u64, due: Vec<Arc<Hold>>) -> Opti
         .iter()
         .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
     match scripts::renew(&mut conn, lease_ms, keys).await {
-        Ok(found) => Some(Renewed {
-            holds,
-            found,
-            started,
-        }),
+        Ok(found) => {
+            let renewed = found.iter().filter(|&&renewed| renewed).count() as u64;
+            metrics::renewals(renewed, found.len() as u64 - renewed);
+            Some(Renewed {
+                holds,
+                found,
+                started,
+            })
+        }
         Err(e) => {
+            metrics::renewal_failed();
             tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
             None
         }

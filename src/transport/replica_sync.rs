@@ -27,6 +27,7 @@ use redis::{Cmd, Value};
 
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
+use crate::util::metrics;
 use crate::util::sync;
 
 /// How long a reading of the number of connected replicas is trusted: `WAIT` for replicas
@@ -77,16 +78,31 @@ impl ReplicaSync {
     /// [`Error::NotReplicated`] when replicas are connected and none acknowledged within
     /// the timeout; a connection error when `WAIT` itself failed.
     pub(crate) async fn wait(&self, conn: &mut Conn, slot: Option<u16>) -> Result<()> {
-        match (conn.is_cluster(), slot) {
+        let waited = match (conn.is_cluster(), slot) {
             (true, Some(slot)) => self.wait_on(conn, Site::Slot(slot)).await,
             _ => self.wait_on(conn, Site::Connection).await,
-        }
+        };
+        metrics::replica_sync(match &waited {
+            Ok(()) => "acknowledged",
+            Err(Error::NotReplicated { .. }) => "not_acknowledged",
+            Err(_) => "failed",
+        });
+        waited
     }
 
     /// Waits for a renewal round's writes, which on a cluster went to many masters: which
     /// of them count. A master whose replicas do not acknowledge voids only the renewals
     /// of its own slots.
     pub(crate) async fn wait_round(&self, conn: &mut Conn) -> Replicated {
+        let replicated = self.wait_round_on(conn).await;
+        metrics::replica_sync(match replicated {
+            Replicated::All => "acknowledged",
+            _ => "not_acknowledged",
+        });
+        replicated
+    }
+
+    async fn wait_round_on(&self, conn: &mut Conn) -> Replicated {
         if !conn.is_cluster() {
             return match self.wait_on(conn, Site::Connection).await {
                 Ok(()) => Replicated::All,

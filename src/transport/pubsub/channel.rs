@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::{watch, Semaphore};
 
+use crate::util::metrics;
+
 /// Where a channel's subscription stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Subscribed {
@@ -39,22 +41,25 @@ impl Channel {
         }
     }
 
-    /// Wakes one waiter (an unlock message: the lock is free for one).
-    pub(super) fn wake_one(&self) {
+    /// Wakes one waiter (an unlock message: the lock is free for one); how many it woke.
+    pub(super) fn wake_one(&self) -> usize {
         // A permit nobody will take only costs a spurious retry, but unbounded permits would
         // turn later waits into polling; keep at most one per waiter.
         if self.wakeups.available_permits() < self.waiters.load(Ordering::Acquire) {
             self.wakeups.add_permits(1);
+            return 1;
         }
+        0
     }
 
-    /// Wakes every waiter to re-check the lock.
-    pub(super) fn wake_all(&self) {
+    /// Wakes every waiter to re-check the lock; how many it woke.
+    pub(super) fn wake_all(&self) -> usize {
         let missing = self
             .waiters
             .load(Ordering::Acquire)
             .saturating_sub(self.wakeups.available_permits());
         self.wakeups.add_permits(missing);
+        missing
     }
 
     /// Adds one permit whatever the count: a waiter leaving with a wake-up it did not use
@@ -80,7 +85,8 @@ impl Channel {
     pub(super) fn confirm(&self) {
         let was = self.subscribed.send_replace(Subscribed::Confirmed);
         if was != Subscribed::Confirmed && self.gap.swap(false, Ordering::AcqRel) {
-            self.wake_all();
+            metrics::resubscribed();
+            metrics::woken("reconnect", self.wake_all() as u64);
         }
     }
 

@@ -18,6 +18,7 @@ use crate::transport::pubsub::channel::{Channel, Subscribed};
 use crate::transport::pubsub::slot_map::{NodeId, SlotMap};
 use crate::transport::pubsub::topology::Topology;
 use crate::transport::pubsub::{node, watcher};
+use crate::util::metrics;
 use crate::util::sync;
 
 /// Timeouts and intervals of the pub/sub connections.
@@ -124,6 +125,7 @@ impl Hub {
             == 0
         {
             // A new entry: only the last waiter's leaving removes one, under this lock.
+            metrics::channels(1.0);
             wanted.node = self.topology.node_of(state.slots.as_deref(), name);
             match wanted.node.clone() {
                 Some(node) => self.tell(state, &node, name, true),
@@ -144,6 +146,7 @@ impl Hub {
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
             == 1
         {
+            metrics::channels(-1.0);
             if let Some(Wanted {
                 node: Some(node), ..
             }) = state.channels.remove(name)

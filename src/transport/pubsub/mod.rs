@@ -61,6 +61,7 @@ use crate::error::{channel_missing, Error, Result};
 use crate::protocol::channels::ChannelKind;
 use crate::transport::connection::Reconnects;
 use crate::transport::sentinel::MasterWatch;
+use crate::util::metrics;
 
 pub(crate) use subscription::Subscription;
 
@@ -148,7 +149,8 @@ impl UnlockListener {
     /// Wakes every local waiter on `channel` to re-check the lock, as a message would.
     pub(crate) fn wake_waiters(&self, channel: &str) {
         if let Some(channel) = self.hub.channel(channel.as_bytes()) {
-            channel.wake_all();
+            // The fair heartbeat asks: a turn came that the waiter may not have heard.
+            metrics::woken("heartbeat", channel.wake_all() as u64);
         }
     }
 

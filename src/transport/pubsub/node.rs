@@ -26,6 +26,7 @@ use crate::error::{is_permission_failure, Error, Result};
 use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::slot_map::NodeId;
 use crate::transport::sentinel::Master;
+use crate::util::metrics;
 
 /// Pause between reconnection attempts while channels belong on the node.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
@@ -308,10 +309,11 @@ impl Session {
                 };
                 if let Some(channel) = hub.channel(name) {
                     // "0" is an unlock (wake one); "1" a read unlock (wake all).
-                    match payload {
+                    let woken = match payload {
                         Value::BulkString(bytes) if bytes == b"1" => channel.wake_all(),
                         _ => channel.wake_one(),
-                    }
+                    };
+                    metrics::woken("message", woken as u64);
                 }
             }
             PushKind::Subscribe | PushKind::SSubscribe => {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::transport::pubsub::channel::Channel;
 use crate::transport::pubsub::hub::Hub;
+use crate::util::metrics;
 
 /// One waiter's registration on a channel; dropping it deregisters, and unsubscribes when
 /// it was the channel's last waiter on this client.
@@ -29,7 +30,10 @@ impl Subscription {
                 true
             }
             // The semaphore is never closed; a timeout is the only other outcome.
-            _ => false,
+            _ => {
+                metrics::woken("ttl_bound", 1);
+                false
+            }
         }
     }
 

@@ -1,0 +1,218 @@
+//! What the crate reports through the [`metrics`](https://docs.rs/metrics/0.24) facade, with
+//! the cargo feature `metrics`: the one place that names the metrics and their labels.
+//! Without the feature every function here is empty and the `metrics` crate is not linked.
+//!
+//! Labels are bounded: a lock kind, an outcome, a reason or a source, never a lock name or
+//! an owner. Gauges are per process: every client of the process adds to the same ones.
+//! The names, their meaning and an alert worth having are in the README's "Operations"
+//! section.
+
+// Without the feature, the names are unused: they stay, so the docs list every metric.
+#![cfg_attr(not(feature = "metrics"), allow(dead_code))]
+
+use std::time::Duration;
+
+/// Counter: acquire calls ended, by `kind` and `outcome` (see [`AcquireOutcome`]).
+pub(crate) const ACQUIRES: &str = "rlock_acquires_total";
+/// Histogram, seconds: from the call to its end (the wait), by `kind` and `outcome`.
+pub(crate) const ACQUIRE_WAIT: &str = "rlock_acquire_wait_seconds";
+/// Histogram, seconds: from an owner's first acquire to its last release, by `kind`.
+pub(crate) const HOLD: &str = "rlock_hold_seconds";
+/// Counter: releases, by `kind` and `outcome`: `freed`, `still_held` (re-entered),
+/// `lost` (the lock was gone), `failed` (Redis could not be reached).
+pub(crate) const RELEASES: &str = "rlock_releases_total";
+/// Counter: locks the watchdog renewed, by `outcome`: `renewed`, `not_held` (gone: lost).
+pub(crate) const RENEWALS: &str = "rlock_renewals_total";
+/// Counter: renewal calls that failed (Redis unreachable, or replicas did not
+/// acknowledge): the locks in them were not renewed this round.
+pub(crate) const RENEWAL_FAILURES: &str = "rlock_renewal_failures_total";
+/// Counter: holds lost, by `reason` (`LostReason` in snake case).
+pub(crate) const LOST: &str = "rlock_locks_lost_total";
+/// Gauge: holds this process has (one per owner and lock, however often re-entered).
+pub(crate) const HELD: &str = "rlock_held_locks";
+/// Gauge: calls waiting for a lock after a first busy try.
+pub(crate) const WAITING: &str = "rlock_waiting_tasks";
+/// Gauge: channels this process is subscribed to for unlock messages.
+pub(crate) const CHANNELS: &str = "rlock_subscribed_channels";
+/// Counter: waiters woken, by `source`: `message` (an unlock message), `reconnect` (a
+/// subscription confirmed again after a gap in which messages were lost), `heartbeat` (a
+/// fair waiter's heartbeat found its turn had come), `ttl_bound` (no wake-up came within
+/// the holder's TTL or the caller's own deadline: a re-check).
+pub(crate) const WAKEUPS: &str = "rlock_wakeups_total";
+/// Counter: channels subscribed again after their connection dropped or their slot moved.
+pub(crate) const RESUBSCRIPTIONS: &str = "rlock_resubscriptions_total";
+/// Counter: replica sync checks (an acquire's, or a renewal round's), by `outcome`:
+/// `acknowledged`, `not_acknowledged` (replicas connected, none acknowledged in time: the
+/// write does not count), `failed` (`WAIT` itself failed).
+pub(crate) const REPLICA_SYNC: &str = "rlock_replica_sync_total";
+
+/// How an acquire call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireOutcome {
+    Acquired,
+    /// The wait ran out (or `try_lock` found it busy).
+    TimedOut,
+    Failed,
+    /// The caller dropped the future.
+    Cancelled,
+}
+
+impl AcquireOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            AcquireOutcome::Acquired => "acquired",
+            AcquireOutcome::TimedOut => "timed_out",
+            AcquireOutcome::Failed => "failed",
+            AcquireOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Registers every metric's description with the installed recorder, once per process.
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        static DESCRIBED: std::sync::Once = std::sync::Once::new();
+        DESCRIBED.call_once(|| {
+            use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+            describe_counter!(ACQUIRES, "Lock acquire calls ended, by kind and outcome");
+            describe_histogram!(
+                ACQUIRE_WAIT,
+                Unit::Seconds,
+                "Time from an acquire call to its end, by kind and outcome"
+            );
+            describe_histogram!(
+                HOLD,
+                Unit::Seconds,
+                "Time from an owner's first acquire of a lock to its last release"
+            );
+            describe_counter!(RELEASES, "Lock releases, by kind and outcome");
+            describe_counter!(RENEWALS, "Locks the watchdog renewed, by outcome");
+            describe_counter!(RENEWAL_FAILURES, "Watchdog renewal calls that failed");
+            describe_counter!(LOST, "Holds lost, by reason");
+            describe_gauge!(HELD, "Locks held by this process");
+            describe_gauge!(WAITING, "Calls waiting for a lock");
+            describe_gauge!(CHANNELS, "Unlock channels this process is subscribed to");
+            describe_counter!(WAKEUPS, "Waiters woken, by source");
+            describe_counter!(RESUBSCRIPTIONS, "Unlock channels subscribed again");
+            describe_counter!(REPLICA_SYNC, "Replica sync WAITs, by outcome");
+        });
+    }
+}
+
+/// An acquire call of a `kind` ended after `waited`.
+pub(crate) fn acquire_ended(kind: &'static str, outcome: AcquireOutcome, waited: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        let outcome = outcome.label();
+        metrics::counter!(ACQUIRES, "kind" => kind, "outcome" => outcome).increment(1);
+        metrics::histogram!(ACQUIRE_WAIT, "kind" => kind, "outcome" => outcome)
+            .record(waited.as_secs_f64());
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, outcome.label(), waited);
+}
+
+/// A release of a `kind` ended with `outcome` (see [`RELEASES`]).
+pub(crate) fn released(kind: &'static str, outcome: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(RELEASES, "kind" => kind, "outcome" => outcome).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, outcome);
+}
+
+/// An owner's hold of a `kind` ended after `held`.
+pub(crate) fn hold_ended(kind: &'static str, held: Duration) {
+    #[cfg(feature = "metrics")]
+    metrics::histogram!(HOLD, "kind" => kind).record(held.as_secs_f64());
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, held);
+}
+
+/// One renewal call came back: `renewed` locks renewed, `not_held` found gone.
+pub(crate) fn renewals(renewed: u64, not_held: u64) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!(RENEWALS, "outcome" => "renewed").increment(renewed);
+        metrics::counter!(RENEWALS, "outcome" => "not_held").increment(not_held);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (renewed, not_held);
+}
+
+/// One renewal call failed.
+pub(crate) fn renewal_failed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(RENEWAL_FAILURES).increment(1);
+}
+
+/// A hold was lost for `reason`.
+pub(crate) fn lost(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(LOST, "reason" => reason).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = reason;
+}
+
+/// The process holds one lock more (`1.0`) or fewer (`-1.0`).
+pub(crate) fn held(change: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(HELD).increment(change);
+    #[cfg(not(feature = "metrics"))]
+    let _ = change;
+}
+
+/// One call more (`1.0`) or fewer (`-1.0`) is waiting for a lock.
+pub(crate) fn waiting(change: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(WAITING).increment(change);
+    #[cfg(not(feature = "metrics"))]
+    let _ = change;
+}
+
+/// The process listens on one channel more (`1.0`) or fewer (`-1.0`).
+pub(crate) fn channels(change: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(CHANNELS).increment(change);
+    #[cfg(not(feature = "metrics"))]
+    let _ = change;
+}
+
+/// `count` waiters were woken from `source` (see [`WAKEUPS`]).
+pub(crate) fn woken(source: &'static str, count: u64) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(WAKEUPS, "source" => source).increment(count);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (source, count);
+}
+
+/// A channel was subscribed again.
+pub(crate) fn resubscribed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(RESUBSCRIPTIONS).increment(1);
+}
+
+/// A replica sync check ended with `outcome` (see [`REPLICA_SYNC`]).
+pub(crate) fn replica_sync(outcome: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(REPLICA_SYNC, "outcome" => outcome).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = outcome;
+}
+
+/// Counts one waiting call in [`WAITING`] while it lives.
+#[derive(Debug)]
+pub(crate) struct Waiting(());
+
+impl Waiting {
+    pub(crate) fn start() -> Self {
+        waiting(1.0);
+        Waiting(())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        waiting(-1.0);
+    }
+}
