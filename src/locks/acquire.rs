@@ -50,7 +50,7 @@ pub(crate) async fn acquire(
 /// if its future is dropped first.
 pub(crate) struct Timed {
     kind: &'static str,
-    started: std::time::Instant,
+    started: Option<std::time::Instant>,
     ended: bool,
 }
 
@@ -58,7 +58,7 @@ impl Timed {
     pub(crate) fn start(kind: &'static str) -> Self {
         Timed {
             kind,
-            started: std::time::Instant::now(),
+            started: metrics::start(),
             ended: false,
         }
     }
@@ -70,14 +70,14 @@ impl Timed {
             Err(_) => AcquireOutcome::Failed,
         };
         self.ended = true;
-        metrics::acquire_ended(self.kind, outcome, self.started.elapsed());
+        metrics::acquire_ended(self.kind, outcome, self.started);
     }
 }
 
 impl Drop for Timed {
     fn drop(&mut self) {
         if !self.ended {
-            metrics::acquire_ended(self.kind, AcquireOutcome::Cancelled, self.started.elapsed());
+            metrics::acquire_ended(self.kind, AcquireOutcome::Cancelled, self.started);
         }
     }
 }

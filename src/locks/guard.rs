@@ -181,7 +181,7 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
     let last = core.holds.release(&hold);
     let kind = names.kind.label();
     if last {
-        metrics::hold_ended(kind, hold.held_for());
+        metrics::hold_ended(kind, || hold.held_for());
     }
     async move {
         let (outcome, result) = release_hold(&core, &names, &hold, lost, last).await;

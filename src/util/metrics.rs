@@ -100,17 +100,32 @@ pub(crate) fn describe() {
     }
 }
 
-/// An acquire call of a `kind` ended after `waited`.
-pub(crate) fn acquire_ended(kind: &'static str, outcome: AcquireOutcome, waited: Duration) {
+/// When a timed operation started: `None` without the feature, which spares the clock
+/// read on every lock call.
+pub(crate) fn start() -> Option<std::time::Instant> {
+    #[cfg(feature = "metrics")]
+    return Some(std::time::Instant::now());
+    #[cfg(not(feature = "metrics"))]
+    None
+}
+
+/// An acquire call of a `kind`, started at `started` (see [`start`]), ended.
+pub(crate) fn acquire_ended(
+    kind: &'static str,
+    outcome: AcquireOutcome,
+    started: Option<std::time::Instant>,
+) {
     #[cfg(feature = "metrics")]
     {
         let outcome = outcome.label();
         metrics::counter!(ACQUIRES, "kind" => kind, "outcome" => outcome).increment(1);
-        metrics::histogram!(ACQUIRE_WAIT, "kind" => kind, "outcome" => outcome)
-            .record(waited.as_secs_f64());
+        if let Some(started) = started {
+            metrics::histogram!(ACQUIRE_WAIT, "kind" => kind, "outcome" => outcome)
+                .record(started.elapsed().as_secs_f64());
+        }
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (kind, outcome.label(), waited);
+    let _ = (kind, outcome.label(), started);
 }
 
 /// A release of a `kind` ended with `outcome` (see [`RELEASES`]).
@@ -121,10 +136,10 @@ pub(crate) fn released(kind: &'static str, outcome: &'static str) {
     let _ = (kind, outcome);
 }
 
-/// An owner's hold of a `kind` ended after `held`.
-pub(crate) fn hold_ended(kind: &'static str, held: Duration) {
+/// An owner's hold of a `kind` ended after `held()` (only asked with the feature).
+pub(crate) fn hold_ended(kind: &'static str, held: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
-    metrics::histogram!(HOLD, "kind" => kind).record(held.as_secs_f64());
+    metrics::histogram!(HOLD, "kind" => kind).record(held().as_secs_f64());
     #[cfg(not(feature = "metrics"))]
     let _ = (kind, held);
 }
