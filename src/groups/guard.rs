@@ -12,6 +12,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use tracing::Instrument;
+
 use crate::error::{Error, LostReason, Result};
 use crate::locks::guard::LockGuard;
 use crate::util::detach::FinishOnDrop;
@@ -161,7 +163,8 @@ impl GroupGuard {
     /// The release runs to completion in the background if this future is dropped.
     pub async fn unlock(self) -> Result<()> {
         let state = self.state.clone();
-        FinishOnDrop::new(async move { state.unlock().await }, |_| {}).await
+        let span = tracing::debug_span!("unlock", lock = %state.name, nodes = state.total);
+        FinishOnDrop::new(async move { state.unlock().await }.instrument(span), |_| {}).await
     }
 }
 

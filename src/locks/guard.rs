@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::core::Core;
 use crate::error::{Error, LostReason, Result};
@@ -162,7 +163,10 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         let state = self.state.take().expect("a guard is released once");
         let runtime = state.core.runtime().clone();
-        FinishOnDrop::new(release(state), |_| {}).on(&runtime).await
+        let span = tracing::debug_span!("unlock", lock = %state.names.key, kind = state.names.kind.label());
+        FinishOnDrop::new(release(state).instrument(span), |_| {})
+            .on(&runtime)
+            .await
     }
 }
 

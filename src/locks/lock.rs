@@ -364,7 +364,7 @@ impl<K: LockKind> DistributedLock for Lock<K> {
         &self.name
     }
 
-    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name))]
+    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = K::KIND.label()))]
     async fn acquire(
         &self,
         fixed_lease_ms: Option<u64>,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::holds::{Applied, Hold, Holds};
 use crate::protocol::key_slot;
@@ -131,6 +132,16 @@ async fn renew_all(renewals: &Renewals) -> bool {
     if slots == 0 {
         return true;
     }
+    renew_round(renewals, slots)
+        .instrument(tracing::debug_span!(
+            "renewal_round",
+            locks = renewals.holds.watchdog_hold_count()
+        ))
+        .await
+}
+
+/// [`renew_all`] over `slots` places of the watch list.
+async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
     // Bounded: a checkout stuck on a frozen server must not hide that the renewals were

@@ -50,6 +50,8 @@ pub(super) async fn run(
     mut tells: mpsc::UnboundedReceiver<Arc<str>>,
     mut reconnecting: bool,
 ) {
+    // Since when the node could not be reached again, if it cannot.
+    let mut failing_since: Option<tokio::time::Instant> = None;
     loop {
         let Some(listener) = hub.upgrade() else {
             return;
@@ -66,7 +68,14 @@ pub(super) async fn run(
         let (mut session, mut pushes) = match opened {
             Ok(opened) => opened,
             Err(e) => {
-                tracing::debug!(%node, error = %e, "pub/sub connect failed; retrying");
+                // Once per outage, for waiters who had a subscription: they now wait out
+                // their TTL-bounded re-checks. Reconnect tries go on every RECONNECT_DELAY.
+                if reconnecting && failing_since.is_none() {
+                    tracing::warn!(%node, error = %e, waiting = listener.assigned_to(&node).len(), "cannot resubscribe unlock channels; their waiters re-check at their TTL bounds until it can");
+                } else {
+                    tracing::debug!(%node, error = %e, "pub/sub connect failed; retrying");
+                }
+                failing_since.get_or_insert_with(tokio::time::Instant::now);
                 // The node may be gone for good: its slots may have moved.
                 listener.topology.request_refresh();
                 drop(listener);
@@ -78,6 +87,9 @@ pub(super) async fn run(
             Ok(()) => {
                 if reconnecting {
                     listener.reconnects.tell();
+                }
+                if let Some(since) = failing_since.take() {
+                    tracing::info!(%node, after = ?since.elapsed(), "unlock channels subscribed again");
                 }
                 reconnecting = true;
                 drop(listener);

@@ -1,0 +1,118 @@
+//! Traces: one span per public operation (`acquire` with its wait, `unlock`, and the
+//! watchdog's `renewal_round`), with the lock's name and kind; `WARN` only for what an
+//! operator must act on: a quiet run of acquires, waits, renewals and unlocks logs no
+//! warning, and a lost lock logs one.
+//!
+//! Alone in its test binary: tracing caches, per call site, whether anyone listens, and a
+//! test on another thread hitting a call site first can make the subscriber this test
+//! installs miss it.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis_rlock::{Client, LostReason};
+use testkit::RedisServer;
+use tracing_subscriber::fmt::format::FmtSpan;
+
+/// Where the test's log lines go.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn operations_have_spans_and_only_a_lost_lock_warns() {
+    let server = RedisServer::start();
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_writer(move || sink.clone())
+        .finish();
+    // Everything on this thread, background tasks included: a current-thread runtime.
+    tracing::subscriber::with_default(subscriber, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client = Client::builder(server.url())
+                .watchdog_timeout(Duration::from_millis(300))
+                .build()
+                .await
+                .unwrap();
+            let guard = client.lock("order:1").lock().await.unwrap();
+            let waiter = client.lock("order:1");
+            let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+            // Two renewal rounds (every 100 ms) while the waiter waits.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            guard.unlock().await.unwrap();
+            let second = waiting.await.unwrap();
+            second.unlock().await.unwrap();
+            let fair = client.fair_lock("order:2").lock().await.unwrap();
+            fair.unlock().await.unwrap();
+            assert!(
+                !captured.text().contains(" WARN "),
+                "a warning in a quiet run:\n{}",
+                captured.text()
+            );
+
+            // Lost: deleted under its holder; the watchdog finds out and warns, once.
+            let held = client.lock("order:3").lock().await.unwrap();
+            server.cli(&["DEL", "order:3"]);
+            let reason = tokio::time::timeout(Duration::from_secs(5), held.lost())
+                .await
+                .unwrap();
+            assert_eq!(reason, LostReason::Released);
+            drop(held);
+        });
+    });
+    let text = captured.text();
+    let closed = |span: &str| {
+        text.lines()
+            .filter(|line| line.contains(&format!("{span}{{")) && line.contains("close"))
+            .count()
+    };
+    assert!(closed("acquire") >= 4, "acquire spans:\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("acquire{") && l.contains("lock=order:1 kind=\"reentrant\"")),
+        "the acquire span names the lock and its kind:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("acquire{") && l.contains("lock=order:2 kind=\"fair\"")),
+        "{text}"
+    );
+    assert!(closed("unlock") >= 3, "unlock spans:\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("unlock{lock=order:1 kind=\"reentrant\"")),
+        "{text}"
+    );
+    assert!(closed("renewal_round") >= 2, "renewal rounds:\n{text}");
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].contains("lock lost") && warnings[0].contains("order:3"),
+        "{warnings:#?}"
+    );
+}
