@@ -19,6 +19,7 @@
 //! - [`locks`]: the lock kinds, the acquire, wait and release engine, and guards.
 //! - [`groups`]: [`RedLock`] and [`MultiLock`].
 //! - `client`: the public [`Client`], [`ClientBuilder`] and [`Status`].
+//! - [`operations`]: documentation only: metrics, traces, alerts, stuck locks.
 #![forbid(unsafe_code)]
 #![warn(
     missing_docs,
@@ -34,6 +35,7 @@ mod error;
 pub mod groups;
 mod holds;
 pub mod locks;
+pub mod operations;
 pub mod protocol;
 mod services;
 pub mod transport;

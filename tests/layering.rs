@@ -19,6 +19,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("locks", 6),
     ("groups", 7),
     ("client", 8),
+    // Documentation only.
+    ("operations", 9),
 ];
 
 fn rank(module: &str) -> Option<u8> {

@@ -1,0 +1,86 @@
+//! Running the locks in production: the metrics (cargo feature `metrics`), the traces, an
+//! alert worth having, and what to do when a lock is stuck. No code lives here.
+//!
+//! # Metrics
+//!
+//! With the feature `metrics`, the crate reports through the
+//! [`metrics`](https://docs.rs/metrics/0.24) facade, version 0.24: install any exporter once
+//! at start-up (`metrics-exporter-prometheus`, StatsD, ...) and every client of the process
+//! reports to it. Without the feature nothing is emitted and the `metrics` crate is not
+//! linked. `examples/metrics.rs` serves them as Prometheus text:
+//!
+//! ```text
+//! cargo run --features metrics --example metrics -- --start
+//! curl -s http://127.0.0.1:PORT/metrics | grep rlock_
+//! ```
+//!
+//! Labels are bounded: never a lock name or an owner. `kind` is `reentrant`, `fair`,
+//! `fenced`, `redlock` or `multilock`. Gauges count for the whole process.
+//!
+//! | metric | type | labels | what it counts |
+//! |---|---|---|---|
+//! | `rlock_acquires_total` | counter | `kind`, `outcome` | acquire calls ended: `acquired`, `timed_out` (the wait ran out, or `try_lock` found it held), `failed` (an error), `cancelled` (the future was dropped) |
+//! | `rlock_acquire_wait_seconds` | histogram | `kind`, `outcome` | from the call to its end: the wait, for each outcome |
+//! | `rlock_hold_seconds` | histogram | `kind` | from an owner's first acquire of a lock to its last release (re-entries included) |
+//! | `rlock_releases_total` | counter | `kind`, `outcome` | releases: `freed`, `still_held` (an inner re-entry), `lost` (the lock was gone), `failed` (Redis not reached: the lock expires with its lease) |
+//! | `rlock_renewals_total` | counter | `outcome` | locks the watchdog renewed: `renewed`, `not_held` (gone: reported lost) |
+//! | `rlock_renewal_failures_total` | counter | | renewal calls that failed: their locks were not renewed that round |
+//! | `rlock_locks_lost_total` | counter | `reason` | holds lost: `expired`, `released`, `connection_lost`, `quorum_lost`, `max_hold_reached` (see [`LostReason`](crate::LostReason)) |
+//! | `rlock_held_locks` | gauge | | holds of the process (one per owner and lock, however often re-entered) |
+//! | `rlock_waiting_tasks` | gauge | | calls waiting for a lock after a first busy try |
+//! | `rlock_subscribed_channels` | gauge | | unlock channels the process listens on |
+//! | `rlock_wakeups_total` | counter | `source` | waiters woken: `message` (an unlock message), `reconnect` (a subscription back after a gap in which messages were lost), `heartbeat` (a fair waiter's turn found by its heartbeat), `ttl_bound` (no wake-up within the holder's TTL or the caller's deadline: a re-check) |
+//! | `rlock_resubscriptions_total` | counter | | unlock channels subscribed again after their connection dropped or their slot moved |
+//! | `rlock_replica_sync_total` | counter | `outcome` | [replica sync](crate::ClientBuilder::replica_sync) checks: `acknowledged`, `not_acknowledged` (the write did not count), `failed` |
+//!
+//! What to watch: `rlock_locks_lost_total` should stay flat (any increase is a holder that
+//! went on without its lock unless it checked `lost()`); `rlock_renewal_failures_total`
+//! rising means Redis is unreachable or slow for the watchdog; `ttl_bound` wake-ups
+//! outnumbering `message` ones mean unlock messages are not arriving (an ACL without the
+//! channel, a proxy that drops pub/sub); a wait p99 near the lease means the lock is
+//! contended beyond what its holders' work allows. An alert rule (Prometheus, with the
+//! exporter's default summaries):
+//!
+//! ```yaml
+//! - alert: LockWaitSlow
+//!   expr: max by (kind) (rlock_acquire_wait_seconds{outcome="acquired", quantile="0.99"}) > 5
+//!   for: 10m
+//! - alert: LockLost
+//!   expr: increase(rlock_locks_lost_total[5m]) > 0
+//! ```
+//!
+//! # Traces
+//!
+//! Spans, at `DEBUG`, with these fields only:
+//!
+//! | span | fields | covers |
+//! |---|---|---|
+//! | `acquire` | `lock`, `kind`, `wait`, `fixed_lease_ms` | an acquire call and its whole wait (a `RedLock`'s or `MultiLock`'s: `lock` is its first lock's name) |
+//! | `unlock` | `lock`, `kind` (a group's: `lock`, `nodes`) | a guard's release, to the end, in the background too if the caller left |
+//! | `renewal_round` | `locks` | one watchdog round over every watchdog lock of a client |
+//!
+//! `WARN` is kept for what an operator must act on: a lock lost (`lock lost`, with the lock,
+//! the owner and the reason), a renewal that failed or found no connection, a fair queue's
+//! heartbeat that cannot reach Redis, lock writes no replica acknowledged, unlock channels
+//! that cannot be subscribed again (once per outage: waiters fall back to their TTL-bounded
+//! re-checks), an ACL that forbids an unlock channel, a release or an undo that could not be
+//! sent (that lock expires with its lease), and Sentinel trouble. `INFO` says when unlock
+//! channels are subscribed again; everything else is `DEBUG` or `TRACE`. Passwords never
+//! appear in any of them.
+//!
+//! # When a lock is stuck
+//!
+//! `rlock`, the inspector in this repository (`cargo run --bin rlock -- --help`), reads the
+//! layout this crate and Redisson share:
+//!
+//! 1. `rlock show NAME`: who holds it (client id and task or thread id, re-entry count), its
+//!    TTL, the fair queue with each waiter's deadline on the server clock, and how many
+//!    clients listen on its channels. A holder's client id is the `Client::id` (or Redisson's
+//!    client id) it logged at connect.
+//! 2. A TTL counting down with a live holder: the holder is working (or its watchdog renews a
+//!    lock it forgot to release: look for a guard kept alive). A lock with no TTL was written
+//!    by something else: `rlock leaks` lists those, fair queues whose waiters are all past
+//!    their deadline, and stale unlock latches, each with the command that fixes it.
+//! 3. `rlock unlock NAME` force-unlocks through the kind's own script, so that waiters are
+//!    woken; the old holder learns it at its next renewal (`lost()` resolves with
+//!    [`Released`](crate::LostReason::Released)).
