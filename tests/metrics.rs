@@ -3,7 +3,8 @@
 //! text, scraped over HTTP.
 //!
 //! The recorder is global to the process, so one test walks through every scenario in
-//! turn, each reading what changed since the last.
+//! turn, each reading what changed since the last. Built with the feature only:
+//! `cargo test --features metrics --test metrics` (`.ci/run` runs it).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -340,8 +341,8 @@ fn scrape(address: &str) -> std::io::Result<String> {
     Ok(response)
 }
 
-/// `target/<profile>/examples/NAME`, next to this test's `target/<profile>/deps/`: plain
-/// `cargo test` builds the examples too.
+/// `target/<profile>/examples/NAME`, next to this test's `target/<profile>/deps/`:
+/// `cargo test --features metrics` builds the example too.
 fn example_binary(name: &str) -> PathBuf {
     let test_binary = std::env::current_exe().expect("path of the test binary");
     let profile_dir = test_binary
@@ -353,8 +354,8 @@ fn example_binary(name: &str) -> PathBuf {
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         binary.is_file(),
-        "no example binary at {}: `cargo test` builds it (`cargo test --test metrics` alone \
-         does not: run `cargo build --example {name}` first)",
+        "no example binary at {}: `cargo test --features metrics` builds it (with `--test \
+         metrics` alone it does not: run `cargo build --features metrics --example {name}`)",
         binary.display()
     );
     binary
