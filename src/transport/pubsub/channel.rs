@@ -17,9 +17,29 @@ pub(super) enum Subscribed {
     Refused,
 }
 
+/// Which local waiters a message on a channel wakes: what its payload means depends on the
+/// kind of object whose channel it is (Redisson's `LockPubSub`, `SemaphorePubSub` and
+/// `CountDownLatchPubSub`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A lock's unlock channel: `0` wakes one waiter (the lock is free for one), `1` (a read
+    /// unlock) every waiter.
+    Lock,
+    /// A semaphore's channel, whose payload is a number of permits (the count after a
+    /// release, or the permits added): above 0 it wakes every waiter, since each may want
+    /// a different number of permits and only its own try can tell; 0 or below wakes
+    /// nobody (no permit came free).
+    Permits,
+    /// A count-down latch's channel: every message (`0`: the count reached zero; `1`: a new
+    /// count, or the latch deleted) wakes every waiter to read the count again.
+    All,
+}
+
 /// The waiters of one channel on this client.
 #[derive(Debug)]
 pub(super) struct Channel {
+    /// What a message wakes.
+    wake: Wake,
     /// Wake-up permits: one per unlock message, capped at the number of waiters.
     wakeups: Semaphore,
     pub(super) waiters: AtomicUsize,
@@ -30,12 +50,31 @@ pub(super) struct Channel {
 }
 
 impl Channel {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(wake: Wake) -> Self {
         Channel {
+            wake,
             wakeups: Semaphore::new(0),
             waiters: AtomicUsize::new(0),
             subscribed: watch::Sender::new(Subscribed::Pending),
             gap: AtomicBool::new(false),
+        }
+    }
+
+    /// A message with `payload` arrived: wakes the waiters it is for (see [`Wake`]).
+    pub(super) fn on_message(&self, payload: &[u8]) {
+        match self.wake {
+            Wake::Lock if payload == b"1" => self.wake_all(),
+            Wake::Lock => self.wake_one(),
+            Wake::Permits => {
+                let freed = std::str::from_utf8(payload)
+                    .ok()
+                    .and_then(|text| text.parse::<i64>().ok());
+                // A payload that is not a number is not Redisson's: re-check rather than miss it.
+                if freed.map_or(true, |freed| freed > 0) {
+                    self.wake_all();
+                }
+            }
+            Wake::All => self.wake_all(),
         }
     }
 
