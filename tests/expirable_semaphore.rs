@@ -568,3 +568,101 @@ async fn on_a_cluster_in_both_pubsub_modes() {
         assert_eq!(master.cli(&["GET", name]), "1", "{mode:?}");
     }
 }
+
+/// The ACL rules a user of the semaphores and latches needs beyond the README's lock rules,
+/// for names under `app:`.
+fn sync_rules() -> Vec<String> {
+    let mut rules = testkit::acl::readme_rules("app:*");
+    rules.extend(
+        [
+            "~{app:*}:timeout",
+            "&redisson_sc:*",
+            "&redisson_countdownlatch__channel__*",
+            "+incrby",
+            "+decrby",
+            "+decr",
+            "+zrange",
+            "+zcard",
+        ]
+        .map(String::from),
+    );
+    rules
+}
+
+#[tokio::test]
+async fn a_user_without_a_command_is_refused_before_anything_is_written() {
+    use testkit::acl::{set_user, user_url, without};
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    assert!(client(&server)
+        .await
+        .permit_expirable_semaphore("app:gpu")
+        .try_set_permits(1)
+        .await
+        .unwrap());
+
+    // Without ZADD, a permit would be counted and never recorded: refused up front.
+    set_user(&server, &without(&sync_rules(), "+zadd"));
+    let user = Client::connect(user_url(&server)).await.unwrap();
+    let err = user
+        .permit_expirable_semaphore("app:gpu")
+        .acquire(LEASE)
+        .await
+        .unwrap_err();
+    assert!(err.is_permission_denied(), "{err}");
+    assert!(err.to_string().contains("+zadd"), "{err}");
+    assert_eq!(get(&mut raw, "app:gpu").await.as_deref(), Some("1"));
+    assert_eq!(dbsize(&mut raw).await, 1);
+
+    // Without the channel: refused, nothing written.
+    set_user(&server, &without(&sync_rules(), "&redisson_sc:*"));
+    let user = Client::connect(user_url(&server)).await.unwrap();
+    let err = user
+        .semaphore("app:pool")
+        .try_set_permits(1)
+        .await
+        .unwrap_err();
+    assert!(err.is_permission_denied(), "{err}");
+    assert!(err.to_string().contains("&redisson_sc:*"), "{err}");
+    assert_eq!(dbsize(&mut raw).await, 1);
+
+    // With every rule, each kind works.
+    set_user(&server, &sync_rules());
+    let user = Client::connect(user_url(&server)).await.unwrap();
+    let permit = user
+        .permit_expirable_semaphore("app:gpu")
+        .acquire(LEASE)
+        .await
+        .unwrap();
+    permit.release().await.unwrap();
+    let pool = user.semaphore("app:pool");
+    assert!(pool.try_set_permits(1).await.unwrap());
+    pool.acquire(1).await.unwrap().release().await.unwrap();
+    let latch = user.count_down_latch("app:batch");
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    latch.wait().await.unwrap();
+    let held = user
+        .permit_expirable_semaphore("app:gpu")
+        .acquire(LEASE)
+        .await
+        .unwrap();
+    let waiting = {
+        let gpu = user.permit_expirable_semaphore("app:gpu");
+        tokio::spawn(async move { gpu.acquire(LEASE).await })
+    };
+    eventually("the waiter subscribed", GENEROUS, || {
+        user.status().subscribed_channels == 1
+    })
+    .await;
+    held.release().await.unwrap();
+    tokio::time::timeout(GENEROUS, waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    assert!(testkit::acl::refusals(&server).await.is_empty());
+}

@@ -59,6 +59,15 @@ pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
 /// named in [`Error::PermissionDenied`](crate::Error::PermissionDenied), with the ACL rule
 /// that grants it: the channel's Redisson prefix followed by `*`.
 pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
+    format!(
+        "{verb} to channel `{channel}` (`{}`)",
+        channel_rule(channel)
+    )
+}
+
+/// The ACL rule that grants a lock's, semaphore's or latch's channel: its Redisson prefix
+/// followed by `*`, such as `&redisson_lock__channel:*`.
+pub(crate) fn channel_rule(channel: &str) -> String {
     const LATCH: &str = "redisson_countdownlatch__channel__";
     let prefix = if channel.starts_with(LATCH) {
         LATCH
@@ -67,7 +76,7 @@ pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
             .find(':')
             .map_or(channel, |colon| &channel[..=colon])
     };
-    format!("{verb} to channel `{channel}` (`&{prefix}*`)")
+    format!("&{prefix}*")
 }
 
 /// A server's error, without the hash and line of the script it came from: Redis 7 appends

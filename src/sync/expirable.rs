@@ -81,10 +81,6 @@ impl PermitExpirableSemaphore {
         &self.handle.name
     }
 
-    fn parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
-        Ok((&self.handle.core, self.handle.names()?))
-    }
-
     /// Sets the number of free permits, if the semaphore has none set yet: true when set,
     /// false when a count was there already (nothing changed). 0 is allowed (a closed
     /// gate). Waiters are told.
@@ -97,7 +93,7 @@ impl PermitExpirableSemaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
         let permits = check::permits_to_set(permits)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(
             core,
@@ -120,7 +116,7 @@ impl PermitExpirableSemaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let permits = check::permits_added(permits)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "adding permits to", Retry::IfUnsent, |conn| {
             scripts::change_permits(conn, names, permits, Change::AddExpirable)
@@ -190,7 +186,7 @@ impl PermitExpirableSemaphore {
         wait: Option<Duration>,
     ) -> Result<Option<ExpirablePermit>> {
         let lease_ms = check::lease(lease)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let take = TakePermit {
             core: core.clone(),
             names: names.clone(),
@@ -219,7 +215,7 @@ impl PermitExpirableSemaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_release(&self, id: &str) -> Result<bool> {
         let bytes = check::permit_id(id)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let outcome = release_id(core, names, &bytes).await;
         let released = outcome.result? == PermitRelease::Released;
         if released {
@@ -243,7 +239,7 @@ impl PermitExpirableSemaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn release_by_id(&self, id: &str) -> Result<()> {
         let bytes = check::permit_id(id)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let outcome = release_id(core, names, &bytes).await;
         let reason = match outcome.result? {
             PermitRelease::Released => {
@@ -295,7 +291,7 @@ impl PermitExpirableSemaphore {
     }
 
     async fn count(&self, acquired: bool) -> Result<u64> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         let count = call::answer(core, names, "reading", Retry::Always, |conn| {
             scripts::permit_count(conn, names, acquired)
@@ -314,7 +310,7 @@ impl PermitExpirableSemaphore {
     /// Not cancel safe: if dropped, the semaphore may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn delete(&self) -> Result<bool> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "deleting", Retry::Always, |conn| {
             scripts::delete(conn, names)

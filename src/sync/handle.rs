@@ -37,9 +37,20 @@ impl Handle {
         }
     }
 
+    /// The client and names a call uses, once the connected user is known to be allowed
+    /// every command of this kind (checked at the kind's first use).
+    pub(crate) async fn parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
+        let names = self.names()?;
+        self.core
+            .commands
+            .ensure_sync(&self.core.connections, names)
+            .await?;
+        Ok((&self.core, names))
+    }
+
     /// The names every call uses: an invalid name, or one whose derived names a cluster
     /// would put in another slot, is the error.
-    pub(crate) fn names(&self) -> Result<&Arc<SyncNames>> {
+    fn names(&self) -> Result<&Arc<SyncNames>> {
         match &self.names {
             Some(names) => match names.split() {
                 None => Ok(names),

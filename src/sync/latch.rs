@@ -63,10 +63,6 @@ impl CountDownLatch {
         &self.handle.name
     }
 
-    fn parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
-        Ok((&self.handle.core, self.handle.names()?))
-    }
-
     /// Sets the count, if the latch has none (a latch that reached zero has none): true
     /// when set, false when a count was there (nothing changed). 0 is allowed, and is
     /// written as Redisson writes it (an open latch whose key stays until deleted).
@@ -82,7 +78,7 @@ impl CountDownLatch {
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
         let count = check::count(count)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "setting the count of", Retry::Always, |conn| {
             scripts::try_set_count(conn, names, count)
@@ -103,7 +99,7 @@ impl CountDownLatch {
     /// Not cancel safe: if dropped, the count may or may not have gone down.
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn count_down(&self) -> Result<()> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "counting down", Retry::IfUnsent, |conn| {
             scripts::count_down(conn, names)
@@ -122,7 +118,7 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn count(&self) -> Result<u64> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         let count = call::answer(core, names, "reading", Retry::Always, |conn| {
             scripts::read_count(conn, names)
@@ -168,7 +164,7 @@ impl CountDownLatch {
     }
 
     async fn open_within(&self, wait: Option<Duration>) -> Result<bool> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let open = Open {
             core: core.clone(),
             names: names.clone(),
@@ -189,7 +185,7 @@ impl CountDownLatch {
     /// Not cancel safe: if dropped, the count may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn delete(&self) -> Result<bool> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "deleting", Retry::Always, |conn| {
             scripts::delete(conn, names)

@@ -66,10 +66,6 @@ impl Semaphore {
         &self.handle.name
     }
 
-    fn parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
-        Ok((&self.handle.core, self.handle.names()?))
-    }
-
     /// Sets the number of free permits, if the semaphore has none set yet: true when set,
     /// false when a count was there already (nothing changed). 0 is allowed: a closed
     /// gate that [`add_permits`](Semaphore::add_permits) or
@@ -86,7 +82,7 @@ impl Semaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
         let permits = check::permits_to_set(permits)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(
             core,
@@ -114,7 +110,7 @@ impl Semaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let permits = check::permits_added(permits)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "adding permits to", Retry::IfUnsent, |conn| {
             scripts::change_permits(conn, names, permits, Change::Add)
@@ -180,7 +176,7 @@ impl Semaphore {
 
     async fn take(&self, permits: u64, wait: Option<Duration>) -> Result<Option<SemaphoreGuard>> {
         let permits = check::permits("acquire", permits)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let take = Take {
             core: core.clone(),
             names: names.clone(),
@@ -205,7 +201,7 @@ impl Semaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn release(&self, permits: u64) -> Result<()> {
         let permits = check::permits("release", permits)?;
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         give_back(core.clone(), names.clone(), permits).await
     }
 
@@ -220,7 +216,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn available_permits(&self) -> Result<u64> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         let count = call::answer(core, names, "reading", Retry::Always, |conn| {
             scripts::read_count(conn, names)
@@ -239,7 +235,7 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been taken.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn drain_permits(&self) -> Result<u64> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         let drained = call::answer(core, names, "draining", Retry::IfUnsent, |conn| {
             scripts::drain(conn, names)
@@ -258,7 +254,7 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the count may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn delete(&self) -> Result<bool> {
-        let (core, names) = self.parts()?;
+        let (core, names) = self.handle.parts().await?;
         let names: &SyncNames = names;
         call::answer(core, names, "deleting", Retry::Always, |conn| {
             scripts::delete(conn, names)
