@@ -79,8 +79,9 @@
 //! waiting tasks), tries again, then waits for a message. Any message that may let a waiter
 //! through wakes **every** local waiter of the channel to try again (a semaphore's
 //! message with a count of 0 or below wakes none): waiters may want different numbers of
-//! permits, and only their own try can tell who fits. A waiter that was woken and still
-//! cannot go waits again.
+//! permits, and only their own try can tell who fits. Each waiter tries once more for every
+//! such message, even one whose try was under way when the message came; a waiter that
+//! still cannot go waits again. One release thus costs a try per local waiter.
 //!
 //! Every wait is bounded even when a message is lost: a waiter tries again after at most
 //! [`RECHECK`] (5 s) without a message, an expirable semaphore's waiter also when the

@@ -71,6 +71,11 @@ impl<T: Try> Contender for Waiter<'_, T> {
     type Guard = T::Output;
 
     async fn attempt(&mut self) -> Result<Tried<T::Output>> {
+        // Before the try: a message that comes while it runs makes the next wait return
+        // at once, whether or not the try saw what the message announced.
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.trying();
+        }
         self.tried.try_once().await
     }
 
