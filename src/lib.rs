@@ -18,6 +18,8 @@
 //! - `core`: one client's connections, holds and services, which every lock of it shares.
 //! - [`locks`]: the lock kinds, the acquire, wait and release engine, and guards.
 //! - [`groups`]: [`RedLock`] and [`MultiLock`].
+//! - [`sync`]: [`Semaphore`], [`PermitExpirableSemaphore`] and [`CountDownLatch`], on the
+//!   same waiting loop.
 //! - `client`: the public [`Client`], [`ClientBuilder`] and [`Status`].
 //! - [`operations`]: documentation only: metrics, traces, alerts, stuck locks.
 #![forbid(unsafe_code)]
@@ -38,6 +40,7 @@ pub mod locks;
 pub mod operations;
 pub mod protocol;
 mod services;
+pub mod sync;
 pub mod transport;
 mod util;
 
@@ -48,4 +51,7 @@ pub use groups::{MultiLock, RedLock};
 pub use locks::{
     DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, Lock, LockGuard,
     LockKind, RLock, Reentrant,
+};
+pub use sync::{
+    CountDownLatch, ExpirablePermit, PermitExpirableSemaphore, Semaphore, SemaphoreGuard,
 };

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("core", 5),
     ("locks", 6),
     ("groups", 7),
+    ("sync", 7),
     ("client", 8),
     // Documentation only.
     ("operations", 9),

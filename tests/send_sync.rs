@@ -1,7 +1,8 @@
 //! Compile-time checks: the types and futures users move between tasks are Send + Sync.
 
 use redis_rlock::{
-    Client, DistributedLock, FairLock, Fenced, FencedLock, LockGuard, RLock, RedLock,
+    Client, CountDownLatch, DistributedLock, ExpirablePermit, FairLock, Fenced, FencedLock,
+    LockGuard, PermitExpirableSemaphore, RLock, RedLock, Semaphore, SemaphoreGuard,
 };
 
 fn is_send_sync<T: Send + Sync>(_: &T) {}
@@ -54,6 +55,31 @@ fn generic_lock_futures_are_send(lock: impl DistributedLock) {
         std::time::Duration::from_secs(1),
         std::time::Duration::from_secs(1),
     ));
+}
+
+#[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+fn synchronizer_futures_are_send(client: Client, guard: SemaphoreGuard, permit: ExpirablePermit) {
+    let wait = std::time::Duration::from_secs(1);
+    let semaphore: Semaphore = client.semaphore("s");
+    is_send_sync(&semaphore);
+    is_send_sync(&guard);
+    is_send(&semaphore.acquire(1));
+    is_send(&semaphore.try_acquire_for(1, wait));
+    is_send(&semaphore.release(1));
+    is_send(&guard.release());
+    let expirable: PermitExpirableSemaphore = client.permit_expirable_semaphore("p");
+    is_send_sync(&expirable);
+    is_send_sync(&permit);
+    is_send(&expirable.acquire(wait));
+    is_send(&expirable.try_acquire_for(wait, wait));
+    is_send(&expirable.release_by_id("00"));
+    is_send(&permit.lost());
+    is_send(&permit.release());
+    let latch: CountDownLatch = client.count_down_latch("l");
+    is_send_sync(&latch);
+    is_send(&latch.wait());
+    is_send(&latch.wait_for(wait));
+    is_send(&latch.count_down());
 }
 
 #[test]

@@ -17,6 +17,7 @@
 
 pub mod driver;
 pub mod figures;
+pub mod synchronizers;
 pub mod view;
 
 pub use driver::{JavaThread, Kind, Pending, Redisson, RedissonOptions, Reply};

@@ -12,6 +12,7 @@ use crate::config::settings::{Endpoints, Settings};
 use crate::core::Core;
 use crate::error::Result;
 use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock};
+use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 
 pub(crate) mod builder;
 mod status;
@@ -192,6 +193,37 @@ impl Client {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn fair_lock(&self, name: impl AsRef<str>) -> FairLock {
         Lock::new(self.core.clone(), name.as_ref())
+    }
+
+    /// A handle on the semaphore `name` (Redisson's `RSemaphore`: the Redis key is the
+    /// configured key prefix followed by `name`). Cheap; nothing is sent until a method is
+    /// called. Its permits have no owner and no expiry: see [`Semaphore`], and
+    /// [`permit_expirable_semaphore`](Client::permit_expirable_semaphore) for permits that
+    /// come back when their holder dies.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn semaphore(&self, name: impl AsRef<str>) -> Semaphore {
+        Semaphore::new(self.core.clone(), name.as_ref())
+    }
+
+    /// A handle on the expirable semaphore `name` (Redisson's
+    /// `RPermitExpirableSemaphore`): each permit has an id and a lease (see
+    /// [`PermitExpirableSemaphore`]). Cheap; nothing is sent until a method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn permit_expirable_semaphore(&self, name: impl AsRef<str>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.core.clone(), name.as_ref())
+    }
+
+    /// A handle on the count-down latch `name` (Redisson's `RCountDownLatch`; see
+    /// [`CountDownLatch`]). Cheap; nothing is sent until a method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn count_down_latch(&self, name: impl AsRef<str>) -> CountDownLatch {
+        CountDownLatch::new(self.core.clone(), name.as_ref())
     }
 
     /// The lease of locks taken without one; the watchdog renews them every third of it.

@@ -16,7 +16,8 @@
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Status {
-    /// (lock, owner) holds the client tracks, reentrant holds counting once.
+    /// (lock, owner) holds the client tracks, reentrant holds counting once, and the
+    /// expirable permits it holds (one each).
     pub held_locks: usize,
     /// Of those, the holds the watchdog renews (taken without a fixed lease).
     pub watchdog_holds: usize,

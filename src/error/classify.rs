@@ -55,10 +55,28 @@ pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
             .is_some_and(|detail| detail.starts_with("The user executing the script can't"))
 }
 
-/// How a refused PUBLISH or SUBSCRIBE (`verb`) to an unlock channel is named in
-/// [`Error::PermissionDenied`](crate::Error::PermissionDenied), with the ACL rule that grants it.
+/// How a refused PUBLISH or SUBSCRIBE (`verb`) to a lock's, semaphore's or latch's channel is
+/// named in [`Error::PermissionDenied`](crate::Error::PermissionDenied), with the ACL rule
+/// that grants it: the channel's Redisson prefix followed by `*`.
 pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
-    format!("{verb} to channel `{channel}` (`&redisson_lock__channel:*`)")
+    format!(
+        "{verb} to channel `{channel}` (`{}`)",
+        channel_rule(channel)
+    )
+}
+
+/// The ACL rule that grants a lock's, semaphore's or latch's channel: its Redisson prefix
+/// followed by `*`, such as `&redisson_lock__channel:*`.
+pub(crate) fn channel_rule(channel: &str) -> String {
+    const LATCH: &str = "redisson_countdownlatch__channel__";
+    let prefix = if channel.starts_with(LATCH) {
+        LATCH
+    } else {
+        channel
+            .find(':')
+            .map_or(channel, |colon| &channel[..=colon])
+    };
+    format!("&{prefix}*")
 }
 
 /// A server's error, without the hash and line of the script it came from: Redis 7 appends

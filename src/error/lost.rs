@@ -51,3 +51,12 @@ impl fmt::Display for LostReason {
         })
     }
 }
+
+/// `reason` in words for an expirable permit, which has a lease but no renewal.
+pub(super) fn permit_words(reason: LostReason) -> String {
+    match reason {
+        LostReason::Expired => "its lease ran out".to_string(),
+        LostReason::Released => "it was released by its id elsewhere, or Redis lost it".to_string(),
+        other => other.to_string(),
+    }
+}

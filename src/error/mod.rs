@@ -6,8 +6,8 @@ mod classify;
 mod lost;
 
 pub(crate) use classify::{
-    certainly_not_run, channel_missing, is_auth_failure, is_permission_failure, is_transient,
-    server_message,
+    certainly_not_run, channel_missing, channel_rule, is_auth_failure, is_permission_failure,
+    is_transient, server_message,
 };
 pub use lost::LostReason;
 
@@ -34,6 +34,24 @@ pub enum Error {
         /// Why the lock was lost.
         reason: LostReason,
         /// How long ago the guard's local validity ran out, when known.
+        expired_ago: Option<Duration>,
+    },
+
+    /// An expirable permit was no longer taken when it was released: its lease ran out,
+    /// or it was released by its id elsewhere, or Redis lost it (a restart, a failover).
+    /// Another holder's permit is never touched. Also what
+    /// [`PermitExpirableSemaphore::release_by_id`](crate::PermitExpirableSemaphore::release_by_id)
+    /// answers for an id that is not taken.
+    #[error("permit `{id}` of semaphore `{semaphore}` was lost: {}", lost::permit_words(*reason))]
+    PermitLost {
+        /// The semaphore's key.
+        semaphore: String,
+        /// The permit's id, in hex.
+        id: String,
+        /// Why: [`LostReason::Expired`] (its lease ran out) or [`LostReason::Released`]
+        /// (released by id, or forgotten by Redis).
+        reason: LostReason,
+        /// How long ago the permit's local validity ran out, when known.
         expired_ago: Option<Duration>,
     },
 
@@ -101,8 +119,9 @@ pub enum Error {
     },
 
     /// The key is not a lock of this kind (a string, a list, a Redisson read-write lock, a
-    /// hash of other data): the call was refused and nothing was changed.
-    #[error("`{name}` is {found}, not a lock of this kind; nothing was changed")]
+    /// hash of other data), or not a semaphore's or latch's count (a hash, a string that
+    /// is no integer, ...): the call was refused and nothing was changed.
+    #[error("`{name}` is {found}, not a lock or synchronizer of this kind; nothing was changed")]
     NotALock {
         /// The key.
         name: String,
@@ -179,9 +198,10 @@ impl Error {
         matches!(self, Error::InvalidArgument(_))
     }
 
-    /// True when the lock was lost before it was released.
+    /// True when the lock (or an expirable permit:
+    /// [`Error::PermitLost`](crate::Error::PermitLost)) was lost before it was released.
     pub fn is_lock_lost(&self) -> bool {
-        matches!(self, Error::LockLost { .. })
+        matches!(self, Error::LockLost { .. } | Error::PermitLost { .. })
     }
 
     /// True when an operation ran out of time, ours or the Redis connection's.
@@ -241,10 +261,11 @@ impl Error {
         matches!(self, Error::CrossSlotName { .. })
     }
 
-    /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost).
+    /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost) (and an
+    /// expirable permit, for [`Error::PermitLost`](crate::Error::PermitLost)).
     pub fn lost_reason(&self) -> Option<LostReason> {
         match self {
-            Error::LockLost { reason, .. } => Some(*reason),
+            Error::LockLost { reason, .. } | Error::PermitLost { reason, .. } => Some(*reason),
             _ => None,
         }
     }

@@ -29,6 +29,10 @@
 //! [`Client::fenced_set`](crate::Client::fenced_set) keeps the highest token it accepted for a
 //! resource key in `redis_rlock_fence:{<key>}`.
 //!
+//! The semaphores and the count-down latch (Redisson's `RSemaphore`,
+//! `RPermitExpirableSemaphore` and `RCountDownLatch`) have their layout and messages in the
+//! [`sync`](crate::sync#layout-redisson-compatible) docs.
+//!
 //! The owner field is described in [who owns a lock](crate::locks#who-owns-a-lock). Every key
 //! and channel of one lock shares the lock key's hash slot.
 //!
@@ -59,7 +63,8 @@
 //! - `renew.lua`: for each key of a watchdog batch, `PEXPIRE` if the owner's field still
 //!   exists; 1 or 0 per key. One lease for the batch, or one per key for locks near their
 //!   maximum hold time.
-//! - `still_held.lua`: whether each fixed-lease hold is still there, after a reconnection.
+//! - `still_held.lua`: whether each fixed-lease hold (and each expirable permit: its id in
+//!   the permits' sorted set) is still there, after a reconnection.
 //! - `inspect.lua`: PTTL and one owner's count, for `is_locked`, `hold_count` and
 //!   `remaining_ttl`.
 //! - `force_unlock.lua`: if the key is a lock, `PUBLISH 0` and `DEL`.
@@ -76,6 +81,13 @@
 //!   deadline), `fair_unlock.lua` (as `unlock.lua`, telling the head), `fair_leave.lua`,
 //!   `fair_force_unlock.lua`, and `fair_heartbeat.lua` (refreshes a batch of waiters'
 //!   deadlines, purges their queues, and tells a head nobody told).
+//! - The synchronizers' scripts, each prefixed at build time with `sync_common.lua` (the
+//!   count's shape check), and the expirable semaphore's with `permit_common.lua` (server
+//!   clock, giving expired permits back): `count_try_set.lua`, `count_read.lua`,
+//!   `count_delete.lua`, `semaphore_acquire.lua`, `semaphore_change.lua` (release and add),
+//!   `semaphore_drain.lua`, `permit_acquire.lua`, `permit_release.lua`, `permit_count.lua`,
+//!   `latch_count_down.lua`; what each does is in the [`sync`](crate::sync#what-the-scripts-do)
+//!   docs.
 //! - `acl_probe.lua`: which of the commands a lock kind's scripts run the connected user may
 //!   run (`redis.acl_check_cmd`), so that a missing ACL rule is named before anything is
 //!   written.

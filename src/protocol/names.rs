@@ -19,6 +19,29 @@ fn prefixed(prefix: &str, name: &str) -> String {
     }
 }
 
+/// Redisson's `RedissonObject.suffixName`: `{name}:suffix`, or `name:suffix` when the name
+/// already carries a hash tag.
+fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The first of `names` that a Redis Cluster puts in another hash slot than `key`.
+fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<SplitName> {
+    let home = key_slot(key.as_bytes());
+    names.into_iter().find_map(|name| {
+        let slot = key_slot(name.as_bytes());
+        (slot != home).then_some(SplitName {
+            key_slot: home,
+            name,
+            slot,
+        })
+    })
+}
+
 /// Every name one lock uses in Redis, computed once per lock handle.
 #[derive(Debug)]
 pub(crate) struct LockNames {
@@ -155,15 +178,7 @@ impl LockNames {
             }
             KindNames::Fenced { counter } => names.push(counter.to_string()),
         }
-        let home = key_slot(self.key.as_bytes());
-        names.into_iter().find_map(|name| {
-            let slot = key_slot(name.as_bytes());
-            (slot != home).then_some(SplitName {
-                key_slot: home,
-                name,
-                slot,
-            })
-        })
+        first_split(&self.key, names)
     }
 
     /// The key that remembers the highest fencing token a fenced write to `key` accepted,
@@ -218,6 +233,77 @@ impl LockNames {
     }
 }
 
+/// The synchronizers, as the protocol sees them: which names and scripts a call uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncKind {
+    /// Redisson's `RSemaphore`: a count at the name.
+    Semaphore,
+    /// Redisson's `RPermitExpirableSemaphore`: a count at the name, and the taken permits'
+    /// expiries in a sorted set beside it.
+    ExpirableSemaphore,
+    /// Redisson's `RCountDownLatch`: a count at the name.
+    Latch,
+}
+
+/// Every name one semaphore, expirable semaphore or count-down latch uses in Redis (see the
+/// [`sync`](crate::sync) docs), computed once per handle.
+#[derive(Debug)]
+pub(crate) struct SyncNames {
+    pub(crate) kind: SyncKind,
+    /// The count: the configured key prefix followed by the name.
+    pub(crate) key: Arc<str>,
+    /// An expirable semaphore's `{key}:timeout`: permit id → expiry (ms since the epoch).
+    pub(crate) timeouts: Option<Arc<str>>,
+    /// `redisson_sc:{key}` for both semaphores, `redisson_countdownlatch__channel__{key}`
+    /// for a latch (Redisson writes this one by hand, braces always added).
+    pub(crate) channel: Arc<str>,
+    channel_kind: ChannelKind,
+    split: Option<SplitName>,
+}
+
+impl SyncNames {
+    /// The names of the synchronizer `name` of kind `kind`.
+    pub(crate) fn new(kind: SyncKind, key_prefix: &str, name: &str) -> Self {
+        let key = format!("{key_prefix}{name}");
+        let (channel, timeouts) = match kind {
+            SyncKind::Semaphore => (prefixed("redisson_sc", &key), None),
+            SyncKind::ExpirableSemaphore => (
+                prefixed("redisson_sc", &key),
+                Some(suffixed(&key, "timeout").into()),
+            ),
+            SyncKind::Latch => (format!("redisson_countdownlatch__channel__{{{key}}}"), None),
+        };
+        SyncNames {
+            kind,
+            key: key.into(),
+            timeouts,
+            channel: channel.into(),
+            channel_kind: ChannelKind::Classic,
+            split: None,
+        }
+    }
+
+    /// These names, for a client of a Redis Cluster whose messages travel as
+    /// `channel_kind` says; checks that every derived name shares the key's slot.
+    pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
+        self.channel_kind = channel_kind;
+        let mut derived = vec![self.channel.to_string()];
+        derived.extend(self.timeouts.as_ref().map(|t| t.to_string()));
+        self.split = first_split(&self.key, derived);
+        self
+    }
+
+    /// The command the scripts publish with: `publish` or `spublish`.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.channel_kind.publish()
+    }
+
+    /// On a cluster, a derived name that is not in the key's hash slot.
+    pub(crate) fn split(&self) -> Option<&SplitName> {
+        self.split.as_ref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +354,48 @@ mod tests {
         for name in ["a{b", "{}x", "}{", "a}b"] {
             assert!(LockNames::new("", name).split_name().is_some(), "{name}");
         }
+    }
+
+    #[test]
+    fn synchronizer_names_follow_redisson() {
+        let names = SyncNames::new(SyncKind::Semaphore, "", "db:pool");
+        assert_eq!(&*names.key, "db:pool");
+        assert_eq!(&*names.channel, "redisson_sc:{db:pool}");
+        assert!(names.timeouts.is_none());
+        let names = SyncNames::new(SyncKind::ExpirableSemaphore, "app:", "gpu");
+        assert_eq!(&*names.key, "app:gpu");
+        assert_eq!(&*names.channel, "redisson_sc:{app:gpu}");
+        assert_eq!(names.timeouts.as_deref(), Some("{app:gpu}:timeout"));
+        let names = SyncNames::new(SyncKind::ExpirableSemaphore, "", "{g}pu");
+        assert_eq!(&*names.channel, "redisson_sc:{g}pu");
+        assert_eq!(names.timeouts.as_deref(), Some("{g}pu:timeout"));
+        let names = SyncNames::new(SyncKind::Latch, "", "batch:42");
+        assert_eq!(
+            &*names.channel,
+            "redisson_countdownlatch__channel__{batch:42}"
+        );
+    }
+
+    #[test]
+    fn synchronizer_names_share_the_key_slot_unless_braces_split_them() {
+        for kind in [
+            SyncKind::Semaphore,
+            SyncKind::ExpirableSemaphore,
+            SyncKind::Latch,
+        ] {
+            let names = SyncNames::new(kind, "", "batch:42").on_cluster(ChannelKind::Sharded);
+            assert_eq!(names.split(), None, "{kind:?}");
+            assert_eq!(names.publish_command(), "spublish");
+            let names = SyncNames::new(kind, "", "a{b").on_cluster(ChannelKind::Classic);
+            // A latch's channel wraps the whole name in braces, whose slot is the name's.
+            assert_eq!(names.split().is_some(), kind != SyncKind::Latch, "{kind:?}");
+        }
+        // Redisson adds braces around a latch's name whatever it holds, so a name with a
+        // tag of its own puts the channel in another slot.
+        let names = SyncNames::new(SyncKind::Latch, "", "{user}:batch");
+        assert!(names.on_cluster(ChannelKind::Classic).split().is_some());
+        let names = SyncNames::new(SyncKind::Semaphore, "", "{user}:pool");
+        assert!(names.on_cluster(ChannelKind::Classic).split().is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use crate::error::{
     channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message, Error,
 };
-use crate::protocol::names::LockNames;
+use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
 use crate::transport::connection::Connections;
 
@@ -69,6 +69,26 @@ pub(crate) fn lock_checks(names: &LockNames) -> Vec<Check> {
     // A fair lock publishes to its waiters' own channels, `<channel>:<owner>`.
     let channel = names.wait_channel("<owner>");
     checks.push(publish_check(names.publish_command(), &channel));
+    checks
+}
+
+/// Every permission an operation on the semaphore or latch `names` may need: its keys and
+/// its channel.
+pub(crate) fn sync_checks(names: &SyncNames) -> Vec<Check> {
+    let key = &*names.key;
+    let mut checks = vec![Check::key(
+        &["set", key, "1"],
+        key,
+        "a `~` pattern that matches your semaphore and latch names",
+    )];
+    if let Some(timeouts) = &names.timeouts {
+        checks.push(Check::key(
+            &["zadd", timeouts, "1", "x"],
+            timeouts,
+            "a `~` pattern that matches `{<name>}:timeout`",
+        ));
+    }
+    checks.push(publish_check(names.publish_command(), &names.channel));
     checks
 }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::protocol::channels::ChannelKind;
-use crate::protocol::names::LockNames;
+use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
 use crate::transport::connection::Connections;
 
@@ -27,12 +27,16 @@ enum Group {
     Every,
     Fair,
     Fenced,
+    /// What the semaphores and the latch run on their count.
+    Count,
+    /// What an expirable semaphore runs on its permits besides.
+    Permits,
 }
 
 /// Whether each group of commands was found allowed.
 #[derive(Debug, Default)]
 pub(crate) struct CommandCheck {
-    checked: [AtomicBool; 3],
+    checked: [AtomicBool; 5],
     /// One check at a time: the many calls of a client's first moments wait for one
     /// check rather than each sending its own.
     checking: tokio::sync::Mutex<()>,
@@ -84,6 +88,99 @@ impl CommandCheck {
             .flatten()
             .flat_map(|group| self.commands(group, names))
             .collect();
+        self.probe(connections, &names.key, &groups, commands).await
+    }
+
+    /// [`ensure`](CommandCheck::ensure) for a semaphore, an expirable semaphore or a latch:
+    /// their scripts write more than once (an expirable permit's count and its id), and a
+    /// command refused between two writes would leave the first done.
+    ///
+    /// # Errors
+    /// As [`ensure`](CommandCheck::ensure).
+    pub(crate) async fn ensure_sync(
+        &self,
+        connections: &Connections,
+        names: &SyncNames,
+    ) -> Result<()> {
+        let groups = [
+            Some(Group::Count),
+            names.timeouts.as_ref().map(|_| Group::Permits),
+            None,
+        ];
+        let checked = |groups: &[Option<Group>; 3]| {
+            groups
+                .iter()
+                .flatten()
+                .all(|group| self.checked[*group as usize].load(Ordering::Acquire))
+        };
+        if checked(&groups) {
+            return Ok(());
+        }
+        Box::pin(async {
+            let _one_at_a_time = self.checking.lock().await;
+            if checked(&groups) {
+                return Ok(());
+            }
+            let commands = groups
+                .iter()
+                .flatten()
+                .flat_map(|group| self.sync_commands(*group, names))
+                .collect();
+            self.probe(connections, &names.key, &groups, commands).await
+        })
+        .await
+    }
+
+    /// The commands of the synchronizers' `group`, with the arguments their scripts give
+    /// them for `names`.
+    fn sync_commands(&self, group: Group, names: &SyncNames) -> Vec<Vec<String>> {
+        let key = &*names.key;
+        let channel = &*names.channel;
+        let mut commands: Vec<Vec<&str>> = match (group, names.timeouts.as_deref()) {
+            (Group::Count, _) => vec![
+                vec!["type", key],
+                vec!["get", key],
+                vec!["set", key, "1"],
+                vec!["incrby", key, "1"],
+                vec!["decrby", key, "1"],
+                vec!["decr", key],
+                vec!["del", key],
+            ],
+            (Group::Permits, Some(timeouts)) => vec![
+                vec!["type", timeouts],
+                vec!["zadd", timeouts, "1", "f"],
+                vec!["zrem", timeouts, "f"],
+                vec!["zscore", timeouts, "f"],
+                vec!["zrange", timeouts, "0", "0", "withscores"],
+                vec!["zrangebyscore", timeouts, "0", "1", "limit", "0", "1"],
+                vec!["zcard", timeouts],
+                vec!["pttl", key],
+                vec!["pexpire", timeouts, "1"],
+                vec!["del", timeouts],
+                vec!["time"],
+            ],
+            _ => Vec::new(),
+        };
+        if self.channel_kind == ChannelKind::Sharded && matches!(group, Group::Count) {
+            commands.push(vec!["spublish", channel, "0"]);
+            commands.push(vec!["ssubscribe", channel]);
+            commands.push(vec!["sunsubscribe", channel]);
+        }
+        commands
+            .into_iter()
+            .map(|words| words.into_iter().map(str::to_string).collect())
+            .collect()
+    }
+
+    /// Asks Redis whether the user may run `commands`; on success, `groups` count as
+    /// checked.
+    async fn probe(
+        &self,
+        connections: &Connections,
+        target: &str,
+        groups: &[Option<Group>; 3],
+        commands: Vec<Vec<String>>,
+    ) -> Result<()> {
         let commands = &commands;
         let refused = connections
             .with_retries(
@@ -91,8 +188,8 @@ impl CommandCheck {
             )
             .await?;
         if refused.is_empty() {
-            for group in groups.into_iter().flatten() {
-                self.checked[group as usize].store(true, Ordering::Release);
+            for group in groups.iter().flatten() {
+                self.checked[*group as usize].store(true, Ordering::Release);
             }
             return Ok(());
         }
@@ -102,7 +199,7 @@ impl CommandCheck {
             .collect();
         Err(Error::PermissionDenied {
             operation: "using",
-            target: names.key.to_string(),
+            target: target.to_string(),
             missing: format!("permission to run {}", missing.join(", ")),
         })
     }
@@ -156,6 +253,7 @@ impl CommandCheck {
                 Some(token) => vec![vec!["incr", token]],
                 None => Vec::new(),
             },
+            Group::Count | Group::Permits => Vec::new(),
         };
         // Sharded pub/sub has commands of its own, which a user granted the classic ones
         // may lack. Asked about with the lock's channel (Redis checks the channel's
@@ -200,7 +298,8 @@ fn describe(command: &[String]) -> String {
         )
     }) {
         Some(channel) if matches!(full.as_str(), "spublish" | "ssubscribe" | "sunsubscribe") => {
-            format!("`+{full}` on channel `{channel}` (`&redisson_lock__channel:*`)")
+            let rule = crate::error::channel_rule(channel);
+            format!("`+{full}` on channel `{channel}` (`{rule}`)")
         }
         Some(key) if !matches!(full.as_str(), "wait" | "info") => {
             format!("`+{full}` on key `{key}`")
@@ -229,8 +328,21 @@ mod tests {
             "`+pubsub|shardnumsub`"
         );
         assert_eq!(
-            describe(&words(&["spublish", "c", "0"])),
-            "`+spublish` on channel `c` (`&redisson_lock__channel:*`)"
+            describe(&words(&["spublish", "redisson_lock__channel:{a}", "0"])),
+            "`+spublish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)"
+        );
+        assert_eq!(
+            describe(&words(&["ssubscribe", "redisson_sc:{a}"])),
+            "`+ssubscribe` on channel `redisson_sc:{a}` (`&redisson_sc:*`)"
+        );
+        assert_eq!(
+            describe(&words(&[
+                "spublish",
+                "redisson_countdownlatch__channel__{a}",
+                "0"
+            ])),
+            "`+spublish` on channel `redisson_countdownlatch__channel__{a}` \
+             (`&redisson_countdownlatch__channel__*`)"
         );
         assert_eq!(describe(&words(&["time"])), "`+time`");
         assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");

@@ -56,6 +56,14 @@ macro_rules! fair_script {
     };
 }
 
+mod sync;
+
+pub(crate) use sync::{
+    change_permits, count_down, delete, drain, permit_acquire, permit_count, permit_release,
+    read_count, semaphore_acquire, try_set_count, Change, PermitAcquire, PermitRelease,
+    PERMITS_RANGE,
+};
+
 static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");
 static UNLOCK: LazyLock<LuaScript> = script!("unlock.lua");
 static FORCE_UNLOCK: LazyLock<LuaScript> = script!("force_unlock.lua", "lock_common.lua");
@@ -95,7 +103,7 @@ pub(crate) async fn load_all<C: RedisConn>(conn: &mut C) -> RedisResult<()> {
         &INSPECT,
         &STILL_HELD,
     ];
-    for script in all {
+    for script in all.into_iter().chain(sync::all()) {
         script.script().load_async(conn).await?;
     }
     Ok(())

@@ -1,9 +1,9 @@
 //! [`Channel`]: the waiters of one unlock channel on this client, their wake-up permits, and
 //! where the channel's subscription stands.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::util::metrics;
 
@@ -19,11 +19,39 @@ pub(super) enum Subscribed {
     Refused,
 }
 
+/// Which local waiters a message on a channel wakes: what its payload means depends on the
+/// kind of object whose channel it is (Redisson's `LockPubSub`, `SemaphorePubSub` and
+/// `CountDownLatchPubSub`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// A lock's unlock channel: `0` wakes one waiter (the lock is free for one), `1` (a read
+    /// unlock) every waiter.
+    Lock,
+    /// A semaphore's channel, whose payload is a number of permits (the count after a
+    /// release, or the permits added): above 0 it wakes every waiter, since each may want
+    /// a different number of permits and only its own try can tell; 0 or below wakes
+    /// nobody (no permit came free).
+    Permits,
+    /// A count-down latch's channel: every message (`0`: the count reached zero; `1`: a new
+    /// count, or the latch deleted) wakes every waiter to read the count again.
+    All,
+}
+
 /// The waiters of one channel on this client.
 #[derive(Debug)]
 pub(super) struct Channel {
-    /// Wake-up permits: one per unlock message, capped at the number of waiters.
+    /// What a message wakes.
+    pub(super) wake: Wake,
+    /// A lock's channel: wake-up permits, one per unlock message, capped at the number of
+    /// waiters.
     wakeups: Semaphore,
+    /// Other channels, whose messages are for every waiter: a count of such messages (and
+    /// resubscriptions), which each waiter compares with the one it last acted on. Permits
+    /// would not do: a waiter that tries again and still cannot go could take a second
+    /// permit meant for another, which then never tries.
+    generation: AtomicU64,
+    /// Told when `generation` moves.
+    moved: Notify,
     pub(super) waiters: AtomicUsize,
     subscribed: watch::Sender<Subscribed>,
     /// The channel lost a confirmed subscription (its connection dropped, its slot moved):
@@ -32,12 +60,36 @@ pub(super) struct Channel {
 }
 
 impl Channel {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(wake: Wake) -> Self {
         Channel {
+            wake,
             wakeups: Semaphore::new(0),
+            generation: AtomicU64::new(0),
+            moved: Notify::new(),
             waiters: AtomicUsize::new(0),
             subscribed: watch::Sender::new(Subscribed::Pending),
             gap: AtomicBool::new(false),
+        }
+    }
+
+    /// A message with `payload` arrived: wakes the waiters it is for (see [`Wake`]); how
+    /// many it woke.
+    pub(super) fn on_message(&self, payload: &[u8]) -> usize {
+        match self.wake {
+            Wake::Lock if payload == b"1" => self.wake_all(),
+            Wake::Lock => self.wake_one(),
+            Wake::Permits => {
+                let freed = std::str::from_utf8(payload)
+                    .ok()
+                    .and_then(|text| text.parse::<i64>().ok());
+                // A payload that is not a number is not Redisson's: re-check rather than miss it.
+                if freed.map_or(true, |freed| freed > 0) {
+                    self.wake_all()
+                } else {
+                    0
+                }
+            }
+            Wake::All => self.wake_all(),
         }
     }
 
@@ -52,14 +104,30 @@ impl Channel {
         0
     }
 
-    /// Wakes every waiter to re-check the lock; how many it woke.
+    /// Wakes every waiter to re-check the lock (or the semaphore, or the latch); how many it
+    /// woke.
     pub(super) fn wake_all(&self) -> usize {
+        if self.wake != Wake::Lock {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            self.moved.notify_waiters();
+            return self.waiters.load(Ordering::Acquire);
+        }
         let missing = self
             .waiters
             .load(Ordering::Acquire)
             .saturating_sub(self.wakeups.available_permits());
         self.wakeups.add_permits(missing);
         missing
+    }
+
+    /// How many times every waiter was woken (channels other than a lock's).
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Told when [`generation`](Channel::generation) moves.
+    pub(super) fn moved(&self) -> &Notify {
+        &self.moved
     }
 
     /// Adds one permit whatever the count: a waiter leaving with a wake-up it did not use
@@ -101,5 +169,65 @@ impl Channel {
     /// Redis refused the subscription (ACL).
     pub(super) fn refuse(&self) {
         self.subscribed.send_replace(Subscribed::Refused);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_waiters(wake: Wake, waiters: usize) -> Channel {
+        let channel = Channel::new(wake);
+        channel.waiters.store(waiters, Ordering::Release);
+        channel
+    }
+
+    #[test]
+    fn a_lock_message_wakes_one_waiter_and_a_read_unlock_all() {
+        let channel = with_waiters(Wake::Lock, 3);
+        channel.on_message(b"0");
+        assert_eq!(channel.wakeups.available_permits(), 1);
+        channel.on_message(b"1");
+        assert_eq!(channel.wakeups.available_permits(), 3);
+        channel.on_message(b"0");
+        assert_eq!(
+            channel.wakeups.available_permits(),
+            3,
+            "at most one per waiter"
+        );
+        assert_eq!(channel.generation(), 0);
+    }
+
+    #[test]
+    fn a_semaphore_message_wakes_every_waiter_when_permits_came_free() {
+        let channel = with_waiters(Wake::Permits, 3);
+        channel.on_message(b"0");
+        channel.on_message(b"-2");
+        assert_eq!(channel.generation(), 0, "no permit came free");
+        channel.on_message(b"2");
+        assert_eq!(channel.generation(), 1);
+        channel.on_message(b"not a number");
+        assert_eq!(channel.generation(), 2, "re-checked rather than missed");
+        assert_eq!(channel.wakeups.available_permits(), 0);
+    }
+
+    #[test]
+    fn a_latch_message_wakes_every_waiter() {
+        let channel = with_waiters(Wake::All, 2);
+        channel.on_message(b"0");
+        channel.on_message(b"1");
+        assert_eq!(channel.generation(), 2);
+    }
+
+    #[test]
+    fn a_resubscription_wakes_every_waiter() {
+        for wake in [Wake::Lock, Wake::Permits, Wake::All] {
+            let channel = with_waiters(wake, 2);
+            channel.confirm();
+            channel.unconfirm();
+            channel.confirm();
+            let woken = channel.wakeups.available_permits() == 2 || channel.generation() == 1;
+            assert!(woken, "{wake:?}");
+        }
     }
 }

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::protocol::channels::ChannelKind;
 use crate::transport::connection::Reconnects;
-use crate::transport::pubsub::channel::{Channel, Subscribed};
+use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
 use crate::transport::pubsub::slot_map::{NodeId, SlotMap};
 use crate::transport::pubsub::topology::Topology;
 use crate::transport::pubsub::{node, watcher};
@@ -107,15 +107,17 @@ impl Hub {
         }
     }
 
-    /// Adds a waiter on `name`; the channel's first waiter has its node told to subscribe.
-    pub(super) fn register(self: &Arc<Self>, name: &Arc<str>) -> Arc<Channel> {
+    /// Adds a waiter on `name`; the channel's first waiter has its node told to subscribe,
+    /// and sets what its messages wake (every waiter of one channel waits on one kind of
+    /// object: the channels of different kinds have different prefixes).
+    pub(super) fn register(self: &Arc<Self>, name: &Arc<str>, wake: Wake) -> Arc<Channel> {
         let mut state = sync::locked(&self.state);
         let state = &mut *state;
         let wanted = state
             .channels
             .entry(name.clone())
             .or_insert_with(|| Wanted {
-                channel: Arc::new(Channel::new()),
+                channel: Arc::new(Channel::new(wake)),
                 node: None,
             });
         let channel = wanted.channel.clone();

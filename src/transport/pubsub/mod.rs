@@ -3,8 +3,9 @@
 //! Waiters register interest in a channel ([`UnlockListener::subscribe`]) and get a
 //! [`Subscription`] once Redis confirmed the subscription, so that an unlock published after
 //! that point is never missed; they then retry the acquire script, and only then wait.
-//! Each `0` message adds one wake-up permit to the channel (wakes one waiter), `1` one per
-//! waiter. A channel that loses its subscription (its connection dropped, its slot moved)
+//! On a lock's channel each `0` message adds one wake-up permit to the channel (wakes one
+//! waiter), `1` one per waiter; a semaphore's or a count-down latch's channel wakes every
+//! waiter (see [`Wake`]). A channel that loses its subscription (its connection dropped, its slot moved)
 //! wakes every waiter once it is subscribed again, because messages published in the gap
 //! are gone; the waiters re-check the lock at once.
 //!
@@ -63,6 +64,7 @@ use crate::transport::connection::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::util::metrics;
 
+pub(crate) use channel::Wake;
 pub(crate) use subscription::Subscription;
 
 use channel::Subscribed;
@@ -118,13 +120,32 @@ impl UnlockListener {
         channel: &Arc<str>,
         timeout: Duration,
     ) -> Result<Subscription> {
-        let entry = self.hub.register(channel);
+        self.subscribe_as(channel, Wake::Lock, timeout).await
+    }
+
+    /// [`subscribe`](UnlockListener::subscribe) to a channel whose messages wake as `wake`
+    /// says: a semaphore's or a count-down latch's.
+    ///
+    /// # Errors
+    /// As [`subscribe`](UnlockListener::subscribe).
+    ///
+    /// # Cancel safety
+    /// As [`subscribe`](UnlockListener::subscribe).
+    pub(crate) async fn subscribe_as(
+        &self,
+        channel: &Arc<str>,
+        wake: Wake,
+        timeout: Duration,
+    ) -> Result<Subscription> {
+        let entry = self.hub.register(channel, wake);
+        let entry_generation = entry.generation();
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             hub: self.hub.clone(),
             name: channel.clone(),
             channel: entry,
             holds_wakeup: false,
+            seen: entry_generation,
         };
         let mut subscribed = subscription.channel.watch();
         let settled =

@@ -320,10 +320,9 @@ impl Session {
                     return Ok(());
                 };
                 if let Some(channel) = hub.channel(name) {
-                    // "0" is an unlock (wake one); "1" a read unlock (wake all).
                     let woken = match payload {
-                        Value::BulkString(bytes) if bytes == b"1" => channel.wake_all(),
-                        _ => channel.wake_one(),
+                        Value::BulkString(bytes) => channel.on_message(bytes),
+                        _ => channel.on_message(b""),
                     };
                     metrics::woken("message", woken as u64);
                 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::pubsub::channel::Channel;
+use crate::transport::pubsub::channel::{Channel, Wake};
 use crate::transport::pubsub::hub::Hub;
 use crate::util::metrics;
 
@@ -15,6 +15,9 @@ pub(crate) struct Subscription {
     pub(super) channel: Arc<Channel>,
     /// Took a wake-up it has not acted on yet: if dropped now, it passes it on.
     pub(super) holds_wakeup: bool,
+    /// On a channel whose messages wake every waiter: the channel's generation when this
+    /// waiter last tried (see [`Subscription::trying`]).
+    pub(super) seen: u64,
 }
 
 impl Subscription {
@@ -23,6 +26,16 @@ impl Subscription {
     /// # Cancel safety
     /// Cancel safe: a wake-up taken by a cancelled wait is passed on by `Drop`.
     pub(crate) async fn wait(&mut self, limit: Duration) -> bool {
+        if self.channel.wake != Wake::Lock {
+            // Listening before looking, so that a message in between is not missed.
+            let moved = self.channel.moved().notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if self.channel.generation() != self.seen {
+                return true;
+            }
+            return tokio::time::timeout(limit, moved).await.is_ok();
+        }
         match tokio::time::timeout(limit, self.channel.wakeups().acquire()).await {
             Ok(Ok(permit)) => {
                 permit.forget();
@@ -40,6 +53,13 @@ impl Subscription {
     /// The waiter acted on its wake-up (it retried the acquire).
     pub(crate) fn wakeup_used(&mut self) {
         self.holds_wakeup = false;
+    }
+
+    /// The waiter is about to try (on a channel whose messages wake every waiter): a message
+    /// from now on wakes its next [`wait`](Subscription::wait), and those before do not,
+    /// since this try sees what they announced.
+    pub(crate) fn trying(&mut self) {
+        self.seen = self.channel.generation();
     }
 }
 

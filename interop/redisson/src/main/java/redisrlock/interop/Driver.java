@@ -78,10 +78,13 @@ public final class Driver {
     private final PrintStream out;
     /** One single-thread executor per logical thread name. */
     private final Map<String, ExecutorService> threads = new ConcurrentHashMap<>();
+    /** The semaphores and the latch (kinds {@code semaphore}, {@code pes}, {@code latch}). */
+    private final Synchronizers synchronizers;
 
     private Driver(RedissonClient redisson, PrintStream out) {
         this.redisson = redisson;
         this.out = out;
+        this.synchronizers = new Synchronizers(redisson);
     }
 
     public static void main(String[] args) throws Exception {
@@ -204,6 +207,9 @@ public final class Driver {
         String op = request[1];
         String name = request[2];
         String[] args = Arrays.copyOfRange(request, 3, request.length);
+        if (Synchronizers.handles(request[0])) {
+            return synchronizers.execute(request[0], op, name, args);
+        }
         RLock lock = kind(request[0], name);
         return lockOp(lock, op, args);
     }

@@ -1,0 +1,14 @@
+-- Take permits of a semaphore if enough are free (Redisson RSemaphore.tryAcquire).
+-- KEYS[1] the count
+-- ARGV[1] permits, at least 1
+-- Returns 1 when taken (DECRBY), 0 when fewer are free (or the semaphore has no count yet);
+-- NOTALOCK (nothing written) when the key holds something else.
+local value = count_at(KEYS[1])
+if value == false then
+    return not_a_count(KEYS[1])
+end
+if value ~= nil and value >= tonumber(ARGV[1]) then
+    redis.call('decrby', KEYS[1], ARGV[1])
+    return 1
+end
+return 0

@@ -1,0 +1,254 @@
+//! Typed calls to the scripts of the semaphores and the count-down latch (`count_*.lua`,
+//! `semaphore_*.lua`, `permit_*.lua`, `latch_*.lua`), each prefixed at build time with
+//! `sync_common.lua` (the count's shape check), and the expirable semaphore's with
+//! `permit_common.lua` too (server clock, reclaiming expired permits).
+
+use std::sync::LazyLock;
+
+use redis::{ErrorKind, RedisError, RedisResult};
+
+use super::assemble;
+use crate::protocol::conn::RedisConn;
+use crate::protocol::evalsha::{EvalSha, LuaScript};
+use crate::protocol::names::{SyncKind, SyncNames};
+
+/// A script of the synchronizers: `sync_common.lua` prepended.
+macro_rules! sync_script {
+    ($file:literal $(, $shared:literal)*) => {
+        script!($file, "sync_common.lua" $(, $shared)*)
+    };
+}
+
+static COUNT_TRY_SET: LazyLock<LuaScript> = sync_script!("count_try_set.lua");
+static COUNT_READ: LazyLock<LuaScript> = sync_script!("count_read.lua");
+static COUNT_DELETE: LazyLock<LuaScript> = sync_script!("count_delete.lua");
+static SEMAPHORE_ACQUIRE: LazyLock<LuaScript> = sync_script!("semaphore_acquire.lua");
+static SEMAPHORE_CHANGE: LazyLock<LuaScript> = sync_script!("semaphore_change.lua");
+static SEMAPHORE_DRAIN: LazyLock<LuaScript> = sync_script!("semaphore_drain.lua");
+static LATCH_COUNT_DOWN: LazyLock<LuaScript> = sync_script!("latch_count_down.lua");
+static PERMIT_ACQUIRE: LazyLock<LuaScript> =
+    sync_script!("permit_acquire.lua", "permit_common.lua");
+static PERMIT_RELEASE: LazyLock<LuaScript> =
+    sync_script!("permit_release.lua", "permit_common.lua");
+static PERMIT_COUNT: LazyLock<LuaScript> = sync_script!("permit_count.lua", "permit_common.lua");
+
+/// Every script of this file, for loading at connect.
+pub(super) fn all() -> [&'static LazyLock<LuaScript>; 10] {
+    [
+        &COUNT_TRY_SET,
+        &COUNT_READ,
+        &COUNT_DELETE,
+        &SEMAPHORE_ACQUIRE,
+        &SEMAPHORE_CHANGE,
+        &SEMAPHORE_DRAIN,
+        &LATCH_COUNT_DOWN,
+        &PERMIT_ACQUIRE,
+        &PERMIT_RELEASE,
+        &PERMIT_COUNT,
+    ]
+}
+
+/// A latch's message for a new count, or a deleted latch (Redisson's
+/// `CountDownLatchPubSub.NEW_COUNT_MESSAGE`); its count reaching zero is `0`.
+const NEW_COUNT_MESSAGE: &str = "1";
+
+/// The expiry score of a permit taken without a lease (Redisson's `nonExpirableTimeout`);
+/// this crate never writes it, and waits for no such permit to expire.
+const NO_EXPIRY: u64 = 922_337_203_685_477;
+
+/// The counts a semaphore may take, both kinds: Redisson reads them as a Java `int`.
+pub(crate) const PERMITS_RANGE: std::ops::RangeInclusive<i64> = i32::MIN as i64..=i32::MAX as i64;
+
+/// The most bytes a number argument takes.
+const NUMBER_BYTES: usize = 20;
+
+fn call<'s>(script: &'s LuaScript, names: &SyncNames, keys: usize, args: usize) -> EvalSha<'s> {
+    let bytes = names.key.len() * 3 + names.channel.len() + args * NUMBER_BYTES + 32;
+    let mut call = EvalSha::new(script, keys, keys + args, bytes);
+    call.arg(&*names.key);
+    if keys == 2 {
+        call.arg(names.timeouts.as_deref().unwrap_or_default());
+    }
+    call
+}
+
+/// A decimal count as the scripts answer it.
+fn parse_count(text: &str) -> RedisResult<i64> {
+    text.parse().map_err(|_| {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "a count script answered a malformed number",
+            text.to_string(),
+        ))
+    })
+}
+
+/// `count_try_set.lua`: sets the count to `count` if there is none, telling the waiters.
+/// True when set.
+pub(crate) async fn try_set_count<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    count: u64,
+) -> RedisResult<bool> {
+    let mut call = call(&COUNT_TRY_SET, names, 1, 4);
+    call.arg(count)
+        .arg(&*names.channel)
+        .arg(names.publish_command());
+    match names.kind {
+        SyncKind::Latch => call.arg(NEW_COUNT_MESSAGE),
+        SyncKind::Semaphore | SyncKind::ExpirableSemaphore => call.arg(count),
+    };
+    call.query(&mut conn).await
+}
+
+/// `count_read.lua`: the count (0 when there is none).
+pub(crate) async fn read_count<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<i64> {
+    let text: String = call(&COUNT_READ, names, 1, 0).query(&mut conn).await?;
+    parse_count(&text)
+}
+
+/// `count_delete.lua`: deletes the count (and an expirable semaphore's permits); a latch's
+/// waiters are told. True when something was there.
+pub(crate) async fn delete<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<bool> {
+    let keys = if names.timeouts.is_some() { 2 } else { 1 };
+    let mut call = call(&COUNT_DELETE, names, keys, 3);
+    call.arg(&*names.channel).arg(names.publish_command());
+    match names.kind {
+        SyncKind::Latch => call.arg(NEW_COUNT_MESSAGE),
+        SyncKind::Semaphore | SyncKind::ExpirableSemaphore => call.arg(""),
+    };
+    call.query(&mut conn).await
+}
+
+/// `semaphore_acquire.lua`: takes `permits` if that many are free. True when taken.
+pub(crate) async fn semaphore_acquire<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    permits: u64,
+) -> RedisResult<bool> {
+    let mut call = call(&SEMAPHORE_ACQUIRE, names, 1, 1);
+    call.arg(permits);
+    call.query(&mut conn).await
+}
+
+/// How `semaphore_change.lua` changes a count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// `RSemaphore.release`: INCRBY, the new count told.
+    Release,
+    /// `RSemaphore.addPermits`: SET to the new count, which is told.
+    Add,
+    /// `RPermitExpirableSemaphore.addPermits`: SET, the permits added told.
+    AddExpirable,
+}
+
+/// `semaphore_change.lua`: adds `permits` (negative: takes them away) as `change` says,
+/// keeping the count in [`PERMITS_RANGE`]. The new count.
+pub(crate) async fn change_permits<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    permits: i64,
+    change: Change,
+) -> RedisResult<i64> {
+    let mut call = call(&SEMAPHORE_CHANGE, names, 1, 6);
+    call.arg(permits)
+        .arg(&*names.channel)
+        .arg(names.publish_command())
+        .arg(match change {
+            Change::Release => "release",
+            Change::Add => "add",
+            Change::AddExpirable => "add-expirable",
+        })
+        .arg(*PERMITS_RANGE.start())
+        .arg(*PERMITS_RANGE.end());
+    call.query(&mut conn).await
+}
+
+/// `semaphore_drain.lua`: takes every free permit; the count there was.
+pub(crate) async fn drain<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<i64> {
+    call(&SEMAPHORE_DRAIN, names, 1, 0).query(&mut conn).await
+}
+
+/// `latch_count_down.lua`: counts the latch down by one, opening it at zero. The count left.
+pub(crate) async fn count_down<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<i64> {
+    let mut call = call(&LATCH_COUNT_DOWN, names, 1, 2);
+    call.arg(&*names.channel).arg(names.publish_command());
+    call.query(&mut conn).await
+}
+
+/// What `permit_acquire.lua` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PermitAcquire {
+    /// Taken, with the ids asked for.
+    Acquired,
+    /// Not enough permits free; the nearest expiry of a taken one is this many ms away
+    /// (`None`: no taken permit expires).
+    Busy(Option<u64>),
+}
+
+/// `permit_acquire.lua`: takes one permit per id in `ids`, each expiring `lease_ms` after
+/// the script ran (on the server's clock).
+pub(crate) async fn permit_acquire<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    lease_ms: u64,
+    ids: &[[u8; 16]],
+) -> RedisResult<PermitAcquire> {
+    let mut call = call(&PERMIT_ACQUIRE, names, 2, 4 + ids.len());
+    call.arg(&*names.channel)
+        .arg(names.publish_command())
+        .arg(lease_ms)
+        .arg(NO_EXPIRY);
+    for id in ids {
+        call.arg(&id[..]);
+    }
+    let (taken, nearest_ms): (i64, i64) = call.query(&mut conn).await?;
+    Ok(if taken == 1 {
+        PermitAcquire::Acquired
+    } else {
+        PermitAcquire::Busy(u64::try_from(nearest_ms).ok())
+    })
+}
+
+/// What `permit_release.lua` found of a permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PermitRelease {
+    /// Released before its expiry.
+    Released,
+    /// Its expiry had passed and nobody had given it back yet: given back now.
+    Expired,
+    /// Not there: released, or given back after its expiry, or never taken.
+    NotFound,
+}
+
+/// `permit_release.lua`: releases the permit `id`.
+pub(crate) async fn permit_release<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    id: &[u8; 16],
+) -> RedisResult<PermitRelease> {
+    let mut call = call(&PERMIT_RELEASE, names, 2, 3);
+    call.arg(&*names.channel)
+        .arg(names.publish_command())
+        .arg(&id[..]);
+    let found: i64 = call.query(&mut conn).await?;
+    Ok(match found {
+        1 => PermitRelease::Released,
+        2 => PermitRelease::Expired,
+        _ => PermitRelease::NotFound,
+    })
+}
+
+/// `permit_count.lua`: the free permits, or with `acquired` the permits taken, after
+/// the expired ones were given back.
+pub(crate) async fn permit_count<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    acquired: bool,
+) -> RedisResult<i64> {
+    let mut call = call(&PERMIT_COUNT, names, 2, 3);
+    call.arg(&*names.channel)
+        .arg(names.publish_command())
+        .arg(if acquired { "acquired" } else { "available" });
+    call.query(&mut conn).await
+}

@@ -1,0 +1,40 @@
+-- Shared by the semaphore and count-down latch scripts (prepended at build time, after the
+-- script's flags line). Redisson's layouts (RSemaphore, RPermitExpirableSemaphore,
+-- RCountDownLatch): the count is a string holding a decimal integer at the name.
+
+-- What a key holds, for the shape checks: 'none' when absent.
+local function type_of(key)
+    return redis.call('type', key)['ok']
+end
+
+-- The error a script answers when `key` holds something this kind does not keep there;
+-- nothing was written. The client names the key and what it holds (`Error::NotALock`).
+local function not_a_count(key)
+    return redis.error_reply('NOTALOCK ' .. key)
+end
+
+-- The count at `key` as a number, and as Redis keeps it: nil when the key is absent, false
+-- when it holds something else (another type, or a string that is no decimal integer of at
+-- most 19 digits, which INCRBY and DECR would refuse).
+local function count_at(key)
+    local kind = type_of(key)
+    if kind == 'none' then
+        return nil
+    end
+    if kind ~= 'string' then
+        return false
+    end
+    local text = redis.call('get', key)
+    local digits = string.match(text, '^%-?(%d+)$')
+    if digits == nil or #digits > 19 then
+        return false
+    end
+    return tonumber(text), text
+end
+
+-- The error a script answers when a change would take a count out of `low..high` (what
+-- Redisson reads it as: a Java `int` for a semaphore); nothing was written.
+local function out_of_range(key, value, low, high)
+    return redis.error_reply(string.format(
+        'OVERFLOW the count of %s would become %.0f, outside %s..%s', key, value, low, high))
+end

@@ -1,0 +1,133 @@
+//! [`SemaphoreGuard`]: permits taken from a [`Semaphore`](crate::Semaphore), given back by
+//! [`SemaphoreGuard::release`] or on drop.
+
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::error::Result;
+use crate::protocol::names::SyncNames;
+use crate::protocol::scripts::{self, Change};
+use crate::sync::call::{self, Retry};
+use crate::util::detach::FinishOnDrop;
+
+/// Permits taken from a [`Semaphore`](crate::Semaphore).
+///
+/// Give them back with [`release`](SemaphoreGuard::release); dropping the guard gives them
+/// back too, in the background on the client's runtime (`Drop` cannot wait for Redis),
+/// wherever it is dropped. [`forget`](SemaphoreGuard::forget) keeps them taken.
+///
+/// The guard may be moved to, and released from, any task: a plain semaphore has no owner.
+#[must_use = "if unused the permits are given back immediately"]
+#[clippy::has_significant_drop]
+pub struct SemaphoreGuard {
+    /// `None` once released or forgotten.
+    state: Option<GuardState>,
+}
+
+struct GuardState {
+    core: Arc<Core>,
+    names: Arc<SyncNames>,
+    permits: u64,
+}
+
+impl std::fmt::Debug for SemaphoreGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut debug = f.debug_struct("SemaphoreGuard");
+        if let Some(state) = &self.state {
+            debug
+                .field("semaphore", &state.names.key)
+                .field("permits", &state.permits);
+        }
+        debug.finish()
+    }
+}
+
+impl SemaphoreGuard {
+    pub(crate) fn new(core: Arc<Core>, names: Arc<SyncNames>, permits: u64) -> Self {
+        SemaphoreGuard {
+            state: Some(GuardState {
+                core,
+                names,
+                permits,
+            }),
+        }
+    }
+
+    fn state(&self) -> &GuardState {
+        self.state
+            .as_ref()
+            .expect("a SemaphoreGuard holds its state until it is consumed")
+    }
+
+    /// How many permits the guard holds.
+    pub fn permits(&self) -> u64 {
+        self.state().permits
+    }
+
+    /// The semaphore's Redis key: the client's key prefix followed by its name.
+    pub fn semaphore(&self) -> &str {
+        &self.state().names.key
+    }
+
+    /// Gives the permits back and tells the waiters.
+    ///
+    /// # Errors
+    /// [`Error::Rejected`](crate::Error::Rejected) when the count would pass a Java
+    /// `int`'s range (permits were added meanwhile; nothing written);
+    /// [`Error::NotALock`](crate::Error::NotALock) when the key now holds other data; a
+    /// connection error when Redis could not be reached. A try whose reply was lost is
+    /// not sent again (it may have run, and the count has no owner to check): the
+    /// permits are then given back or lost, and an error says which cannot be known.
+    ///
+    /// # Cancel safety
+    /// The release runs to completion in the background if this future is dropped.
+    pub async fn release(mut self) -> Result<()> {
+        let state = self.state.take().expect("a guard is released once");
+        let runtime = state.core.runtime().clone();
+        FinishOnDrop::new(give_back(state.core, state.names, state.permits), |_| {})
+            .on(&runtime)
+            .await
+    }
+
+    /// Keeps the permits taken: nothing is given back, now or on drop. Returns how many
+    /// they are; [`Semaphore::release`](crate::Semaphore::release) gives them back later,
+    /// from anywhere.
+    pub fn forget(mut self) -> u64 {
+        let state = self.state.take().expect("a guard is consumed once");
+        tracing::debug!(semaphore = %state.names.key, permits = state.permits, "permits forgotten");
+        state.permits
+    }
+}
+
+/// Gives `permits` back to the semaphore `names` (Redisson's `release(n)`): sent again only
+/// after failures that certainly did not reach Redis, since a count change that ran twice
+/// would give them back twice.
+pub(crate) async fn give_back(core: Arc<Core>, names: Arc<SyncNames>, permits: u64) -> Result<()> {
+    let names: &SyncNames = &names;
+    let added = i64::try_from(permits).expect("permits are checked to fit an int");
+    call::answer(
+        &core,
+        names,
+        "releasing permits of",
+        Retry::IfUnsent,
+        |conn| scripts::change_permits(conn, names, added, Change::Release),
+    )
+    .await
+    .map(|_| tracing::debug!(semaphore = %names.key, permits, "released"))
+}
+
+impl Drop for SemaphoreGuard {
+    fn drop(&mut self) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let core = state.core.clone();
+        let key = state.names.key.clone();
+        let releasing = give_back(state.core, state.names, state.permits);
+        core.spawn(async move {
+            if let Err(e) = releasing.await {
+                tracing::warn!(semaphore = %key, error = %e, "background release of permits failed");
+            }
+        });
+    }
+}

@@ -1,0 +1,120 @@
+//! Waiting for permits or for a latch to open, on the crate's one waiting loop
+//! ([`wait_for`](crate::locks::wait::wait_for)): try, subscribe to the channel, try again,
+//! then wait for a message or the re-check bound, whichever comes first.
+//!
+//! A try that finds nothing to take answers how long to wait at most before the next one:
+//! [`RECHECK`], or sooner for an expirable semaphore whose nearest permit expires sooner
+//! (no message announces an expiry). Messages wake every local waiter of the channel (see
+//! [`Wake`]); a resubscription after a lost connection or a moved slot does too, since
+//! messages of the gap are gone.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::Core;
+use crate::error::{Error, Result};
+use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
+use crate::protocol::names::SyncNames;
+use crate::transport::connection::Connections;
+use crate::transport::pubsub::{Subscription, Wake};
+
+/// The longest a waiter waits without a message before it tries again: the safety net
+/// for a message lost in a way the listener cannot see (Redisson's semaphore and latch
+/// waits have none, and wait until the next message). A lost connection or a moved slot
+/// is seen, and wakes the waiters at once.
+pub const RECHECK: Duration = Duration::from_secs(5);
+
+/// One try of a waiting call: taking permits, or reading a latch's count.
+pub(crate) trait Try: Send {
+    /// What a try that got through returns.
+    type Output: Send;
+
+    /// One try: `Busy` with the longest wait before the next.
+    fn try_once(&mut self) -> impl Future<Output = Result<Tried<Self::Output>>> + Send;
+
+    /// Whether a try that failed with `error` may be sent again.
+    fn may_retry(&self, _error: &Error) -> bool {
+        true
+    }
+}
+
+/// Tries `tried` until it gets through, waiting up to `wait` (`None`: as long as it takes)
+/// for messages on `names`' channel; `Ok(None)` when the wait ran out.
+pub(crate) async fn wait_until<T: Try>(
+    core: &Arc<Core>,
+    names: &Arc<SyncNames>,
+    wake: Wake,
+    tried: T,
+    wait: Option<Duration>,
+) -> Result<Option<T::Output>> {
+    let mut waiter = Waiter {
+        core,
+        channel: names.channel.clone(),
+        wake,
+        tried,
+        subscription: None,
+    };
+    wait_for(&mut waiter, deadline_after(wait)).await
+}
+
+/// A waiting call, as the waiting loop drives it; its subscription ends with it.
+struct Waiter<'a, T> {
+    core: &'a Arc<Core>,
+    channel: Arc<str>,
+    wake: Wake,
+    tried: T,
+    subscription: Option<Subscription>,
+}
+
+impl<T: Try> Contender for Waiter<'_, T> {
+    type Guard = T::Output;
+
+    async fn attempt(&mut self) -> Result<Tried<T::Output>> {
+        // Before the try: a message that comes while it runs makes the next wait return
+        // at once, whether or not the try saw what the message announced.
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.trying();
+        }
+        self.tried.try_once().await
+    }
+
+    fn may_retry(&self, error: &Error) -> bool {
+        self.tried.may_retry(error)
+    }
+
+    async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
+        if self.subscription.is_some() {
+            return Ok(Listening::Already);
+        }
+        let limit = self.core.settings.subscribe_timeout;
+        match self
+            .core
+            .listener
+            .subscribe_as(&self.channel, self.wake, limit.min(remaining))
+            .await
+        {
+            Ok(subscribed) => self.subscription = Some(subscribed),
+            // The caller's own wait ran out while subscribing: a plain "not yet".
+            Err(e) if e.is_timeout() && remaining <= limit => return Ok(Listening::GaveUp),
+            Err(e) => return Err(e),
+        }
+        Ok(Listening::Started)
+    }
+
+    async fn wait(&mut self, bound: Duration) {
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.wait(bound).await;
+        }
+    }
+
+    fn wakeups_used(&mut self) {
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.wakeup_used();
+        }
+    }
+
+    fn pacing(&self) -> &Connections {
+        &self.core.connections
+    }
+}
