@@ -58,7 +58,19 @@ pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
 /// How a refused PUBLISH or SUBSCRIBE (`verb`) to an unlock channel is named in
 /// [`Error::PermissionDenied`](crate::Error::PermissionDenied), with the ACL rule that grants it.
 pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
-    format!("{verb} to channel `{channel}` (`&redisson_lock__channel:*`)")
+    format!(
+        "{verb} to channel `{channel}` (`{}`)",
+        channel_rule(channel)
+    )
+}
+
+/// The ACL rule that grants the unlock channel `channel`: `&<its prefix>:*`, such as
+/// `&redisson_lock__channel:*` or a read-write lock's `&redisson_rwlock:*`.
+pub(crate) fn channel_rule(channel: &str) -> String {
+    let prefix = channel
+        .split_once(':')
+        .map_or(channel, |(prefix, _)| prefix);
+    format!("&{prefix}:*")
 }
 
 /// A server's error, without the hash and line of the script it came from: Redis 7 appends

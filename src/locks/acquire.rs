@@ -28,10 +28,13 @@ pub(crate) async fn acquire(
     request: Request,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
+    let task = current_owner_field(&core.id_text);
+    let owner = names.owner_field(&task);
+    crate::locks::read_write::refuse_upgrade(core, names, &task, &owner)?;
     let mut contender = OneLock {
         core,
         names,
-        owner: current_owner_field(&core.id_text),
+        owner,
         request,
         subscription: None,
         turn: None,

@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::error::{Error, Result};
+use crate::error::{channel_rule, Error, Result};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts;
@@ -27,12 +27,13 @@ enum Group {
     Every,
     Fair,
     Fenced,
+    ReadWrite,
 }
 
 /// Whether each group of commands was found allowed.
 #[derive(Debug, Default)]
 pub(crate) struct CommandCheck {
-    checked: [AtomicBool; 3],
+    checked: [AtomicBool; 4],
     /// One check at a time: the many calls of a client's first moments wait for one
     /// check rather than each sending its own.
     checking: tokio::sync::Mutex<()>,
@@ -156,6 +157,28 @@ impl CommandCheck {
                 Some(token) => vec![vec!["incr", token]],
                 None => Vec::new(),
             },
+            Group::ReadWrite => {
+                // A read hold's timeout key, as the scripts name one (any owner: the rule
+                // that grants it matches them all).
+                let Some((_, rw)) = names.read_write() else {
+                    return Vec::new();
+                };
+                let timeout = format!("{}:<owner>:rwlock_timeout:1", rw.timeouts);
+                let words: Vec<Vec<String>> = [
+                    vec!["hset", key, "f", "1"],
+                    vec!["hdel", key, "f"],
+                    vec!["hgetall", key],
+                    vec!["hlen", key],
+                    vec!["set", &timeout, "1", "px", "1"],
+                    vec!["pexpire", &timeout, "1"],
+                    vec!["pttl", &timeout],
+                    vec!["del", &timeout],
+                ]
+                .into_iter()
+                .map(|words| words.into_iter().map(str::to_string).collect())
+                .collect();
+                return words;
+            }
         };
         // Sharded pub/sub has commands of its own, which a user granted the classic ones
         // may lack. Asked about with the lock's channel (Redis checks the channel's
@@ -178,11 +201,12 @@ impl CommandCheck {
 }
 
 /// The groups of commands a lock of `names`' kind runs.
-fn groups_of(names: &LockNames) -> [Option<Group>; 3] {
+fn groups_of(names: &LockNames) -> [Option<Group>; 4] {
     [
         Some(Group::Every),
         names.queue().map(|_| Group::Fair),
         names.token_counter().map(|_| Group::Fenced),
+        names.read_write().map(|_| Group::ReadWrite),
     ]
 }
 
@@ -200,7 +224,10 @@ fn describe(command: &[String]) -> String {
         )
     }) {
         Some(channel) if matches!(full.as_str(), "spublish" | "ssubscribe" | "sunsubscribe") => {
-            format!("`+{full}` on channel `{channel}` (`&redisson_lock__channel:*`)")
+            format!(
+                "`+{full}` on channel `{channel}` (`{}`)",
+                channel_rule(channel)
+            )
         }
         Some(key) if !matches!(full.as_str(), "wait" | "info") => {
             format!("`+{full}` on key `{key}`")
@@ -229,8 +256,12 @@ mod tests {
             "`+pubsub|shardnumsub`"
         );
         assert_eq!(
-            describe(&words(&["spublish", "c", "0"])),
-            "`+spublish` on channel `c` (`&redisson_lock__channel:*`)"
+            describe(&words(&["spublish", "redisson_lock__channel:{a}", "0"])),
+            "`+spublish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)"
+        );
+        assert_eq!(
+            describe(&words(&["ssubscribe", "redisson_rwlock:{a}"])),
+            "`+ssubscribe` on channel `redisson_rwlock:{a}` (`&redisson_rwlock:*`)"
         );
         assert_eq!(describe(&words(&["time"])), "`+time`");
         assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");
