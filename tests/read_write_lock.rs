@@ -613,3 +613,17 @@ async fn bad_names_and_keys_that_hold_other_data_are_refused_with_nothing_writte
 async fn dump(raw: &mut MultiplexedConnection, key: &str) -> Option<Vec<u8>> {
     redis::cmd("DUMP").arg(key).query_async(raw).await.unwrap()
 }
+
+/// Compile-time: the handles and their futures move between tasks.
+#[allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+fn handles_and_futures_are_send(rw: redis_rlock::ReadWriteLock) {
+    fn is_send_sync<T: Send + Sync>(_: &T) {}
+    fn is_send<T: Send>(_: &T) {}
+    is_send_sync(&rw);
+    let (read, write): (redis_rlock::ReadLock, redis_rlock::WriteLock) =
+        (rw.read_lock(), rw.write_lock());
+    is_send(&read.lock());
+    is_send(&write.try_lock_for(Duration::from_secs(1)));
+    is_send(&read.force_unlock());
+    is_send(&write.hold_count());
+}

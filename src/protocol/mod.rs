@@ -29,6 +29,11 @@
 //! [`Client::fenced_set`](crate::Client::fenced_set) keeps the highest token it accepted for a
 //! resource key in `redis_rlock_fence:{<key>}`.
 //!
+//! A [`ReadWriteLock`](crate::ReadWriteLock) keeps Redisson's `RReadWriteLock` layout: one
+//! hash with a `mode`, a timeout key per read hold and the channel `redisson_rwlock:{<key>}`,
+//! set out with its scripts in the [`read_write`](crate::locks::read_write#layout-redissons)
+//! docs.
+//!
 //! The owner field is described in [who owns a lock](crate::locks#who-owns-a-lock). Every key
 //! and channel of one lock shares the lock key's hash slot.
 //!
@@ -76,6 +81,9 @@
 //!   deadline), `fair_unlock.lua` (as `unlock.lua`, telling the head), `fair_leave.lua`,
 //!   `fair_force_unlock.lua`, and `fair_heartbeat.lua` (refreshes a batch of waiters'
 //!   deadlines, purges their queues, and tells a head nobody told).
+//! - `read_*.lua`, `write_*.lua` and `rw_*.lua`, each prefixed at build time with
+//!   `rw_common.lua`: the read-write lock's acquire, unlock, force-unlock, inspect and
+//!   renewal (see [`read_write`](crate::locks::read_write)).
 //! - `acl_probe.lua`: which of the commands a lock kind's scripts run the connected user may
 //!   run (`redis.acl_check_cmd`), so that a missing ACL rule is named before anything is
 //!   written.
