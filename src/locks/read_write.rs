@@ -117,9 +117,10 @@ use std::sync::Arc;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::holds::Renewal;
 use crate::locks::kind::{sealed, Kind, LockKind};
 use crate::locks::lock::Lock;
-use crate::protocol::names::LockNames;
+use crate::protocol::names::{LockNames, Side};
 
 /// The read side of a [`ReadWriteLock`]: shared by any number of tasks while nobody
 /// writes, with every method of [`Lock`] and the same [`LockGuard`](crate::LockGuard)
@@ -245,14 +246,20 @@ pub(crate) fn refuse_upgrade(
     task: &Arc<str>,
     owner: &Arc<str>,
 ) -> Result<()> {
-    if !matches!(
-        names.read_write(),
-        Some((crate::protocol::names::Side::Write, _))
-    ) {
+    if !matches!(names.read_write(), Some((Side::Write, _))) {
         return Ok(());
     }
     let holds = &core.holds;
-    let reads = holds.is_held(&holds.id(&names.key, task));
+    // The task's live hold under its reader field, if it is a read lock's (a plain lock's
+    // has the same field, and its key is refused as no read-write lock anyway).
+    let reads = holds.live(&holds.id(&names.key, task)).is_some_and(|hold| {
+        matches!(
+            hold.renewal,
+            Renewal::ReadWrite {
+                read_timeouts: Some(_)
+            }
+        )
+    });
     if reads && !holds.is_held(&holds.id(&names.key, owner)) {
         return Err(Error::UpgradeRefused {
             name: names.key.to_string(),
