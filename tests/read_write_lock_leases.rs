@@ -1,6 +1,6 @@
 //! The read-write lock's leases: the watchdog renewing read holds (their timeout keys and
-//! the hash, never shortening another holder's lease) and write holds, read raw past the
-//! lease; a dead reader that stops counting once its lease runs out; a killed writer's lock
+//! the hash, never shortening another holder's lease) and write holds, beside a plain
+//! lock's renewals, read raw past the lease; a dead reader that stops counting once its lease runs out; a killed writer's lock
 //! expiring and a frozen writer's lost, with a waiter getting the lock either way; waits
 //! cancelled at any point leaving nothing behind; a restarted server reported lost for
 //! both sides; and a Redis Cluster in both pub/sub modes.
@@ -86,14 +86,22 @@ async fn the_watchdog_renews_read_holds_with_their_timeout_keys_past_the_lease()
             .await
             .unwrap()
     };
+    // A plain lock of the same client: its renewals go in the same rounds, by their own
+    // script.
+    let plain = client.lock("plain:beside").lock().await.unwrap();
     let owner = outer.owner().to_string();
     // The hash's own TTL does not go up: the fixed lease keeps it above the watchdog's.
-    let keys = [timeout_key(name, &owner, 1), timeout_key(name, &owner, 2)];
+    let keys = [
+        timeout_key(name, &owner, 1),
+        timeout_key(name, &owner, 2),
+        "plain:beside".to_string(),
+    ];
     // Three leases: without renewals the keys would be gone twice over.
     let renewals = renewals_of(&raw, &keys, SHORT_WATCHDOG * 3).await;
     for (key, count) in keys.iter().zip(&renewals) {
         assert!(*count >= 4, "{key}: {count} renewals in three leases");
     }
+    assert!(!plain.is_lost());
     let mut conn = raw.clone();
     let hash_ttl = pttl(&mut conn, name).await;
     let fixed_ttl = pttl(&mut conn, &timeout_key(name, fixed.owner(), 1)).await;
@@ -113,6 +121,7 @@ async fn the_watchdog_renews_read_holds_with_their_timeout_keys_past_the_lease()
     inner.unlock().await.unwrap();
     outer.unlock().await.unwrap();
     fixed.unlock().await.unwrap();
+    plain.unlock().await.unwrap();
     nothing_left(&raw).await;
 }
 

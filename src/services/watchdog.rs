@@ -256,6 +256,14 @@ async fn renew_per_slot(
 /// `due`, split by the script that renews each hold: plain holds, then a read-write
 /// lock's; no empty group.
 fn by_script(due: Vec<Arc<Hold>>) -> Vec<Vec<Arc<Hold>>> {
+    // The common case, a client of plain locks only: the batch as it is.
+    if due.iter().all(|hold| hold.renewal == Renewal::Key) {
+        return if due.is_empty() {
+            Vec::new()
+        } else {
+            vec![due]
+        };
+    }
     let (plain, read_write): (Vec<_>, Vec<_>) = due
         .into_iter()
         .partition(|hold| hold.renewal == Renewal::Key);
