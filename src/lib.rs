@@ -16,7 +16,8 @@
 //! - `services`: a client's background tasks: watchdog, fair-queue heartbeat, latch
 //!   reaper, lease check.
 //! - `core`: one client's connections, holds and services, which every lock of it shares.
-//! - [`locks`]: the lock kinds, the acquire, wait and release engine, and guards.
+//! - [`locks`]: the lock kinds (the read-write lock's in [`locks::read_write`]), the
+//!   acquire, wait and release engine, and guards.
 //! - [`groups`]: [`RedLock`] and [`MultiLock`].
 //! - [`sync`]: [`Semaphore`], [`PermitExpirableSemaphore`] and [`CountDownLatch`], on the
 //!   same waiting loop.
@@ -50,7 +51,7 @@ pub use groups::guard::GroupGuard;
 pub use groups::{MultiLock, RedLock};
 pub use locks::{
     DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, Lock, LockGuard,
-    LockKind, RLock, Reentrant,
+    LockKind, RLock, Read, ReadLock, ReadWriteLock, Reentrant, Write, WriteLock,
 };
 pub use sync::{
     CountDownLatch, ExpirablePermit, PermitExpirableSemaphore, Semaphore, SemaphoreGuard,

@@ -72,6 +72,10 @@ pub enum Kind {
     Fair,
     /// `RFencedLock` (`getFencedLock`): this crate's `FencedLock`.
     Fenced,
+    /// `getReadWriteLock(name).readLock()`: this crate's `ReadLock`.
+    Read,
+    /// `getReadWriteLock(name).writeLock()`: this crate's `WriteLock`.
+    Write,
 }
 
 impl Kind {
@@ -81,6 +85,8 @@ impl Kind {
             Kind::Lock => "lock",
             Kind::Fair => "fair",
             Kind::Fenced => "fenced",
+            Kind::Read => "read",
+            Kind::Write => "write",
         }
     }
 }

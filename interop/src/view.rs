@@ -9,6 +9,29 @@ pub fn lock_channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
+/// `redisson_rwlock:{name}`: where a read-write lock's unlocks are announced.
+pub fn rwlock_channel(name: &str) -> String {
+    format!("redisson_rwlock:{{{name}}}")
+}
+
+/// A read-write lock's hash as raw Redis sees it: field -> value (`mode` is no count).
+pub async fn rwlock_hash(
+    conn: &mut MultiplexedConnection,
+    name: &str,
+) -> std::collections::HashMap<String, String> {
+    redis::cmd("HGETALL")
+        .arg(name)
+        .query_async(conn)
+        .await
+        .expect("HGETALL")
+}
+
+/// `{name}:<owner>:rwlock_timeout:<n>`: the key that carries read hold `n`'s lease of
+/// reader `owner` on the read-write lock `name`.
+pub fn rwlock_timeout(name: &str, owner: &str, n: u32) -> String {
+    format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
+}
+
 /// `redisson_lock__channel:{name}:<owner>`: where a fair lock tells waiter `owner` its turn.
 pub fn fair_channel(name: &str, owner: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}:{owner}")

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::config::settings::{Endpoints, Settings};
 use crate::core::Core;
 use crate::error::Result;
-use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock};
+use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock, ReadWriteLock};
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 
 pub(crate) mod builder;
@@ -239,6 +239,26 @@ impl Client {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn fenced_lock(&self, name: impl AsRef<str>) -> FencedLock {
         Lock::new(self.core.clone(), name.as_ref())
+    }
+
+    /// A handle on the read-write lock `name`: many readers at once or one writer, each
+    /// side a reentrant lock of its own (see [`ReadWriteLock`]), with Redisson's
+    /// `RReadWriteLock` layout. Cheap; nothing is sent until a method is called.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// let doc = client.read_write_lock("doc:7");
+    /// let reading = doc.read_lock().lock().await?;
+    /// reading.unlock().await?;
+    /// let writing = doc.write_lock().lock().await?;
+    /// writing.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// An empty name is reported by the first call on either side, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn read_write_lock(&self, name: impl AsRef<str>) -> ReadWriteLock {
+        ReadWriteLock::new(self.core.clone(), name.as_ref())
     }
 
     /// Sets the Redis key `key` to `value` for the holder of fencing token `token`, unless

@@ -185,6 +185,20 @@ pub enum Error {
         other_slot: u16,
     },
 
+    /// The calling task holds the read lock of a [`ReadWriteLock`](crate::ReadWriteLock)
+    /// and asked for its write lock: the write lock waits until no one reads, this task
+    /// included, so the call would wait for itself forever (Redisson's does). Refused at
+    /// once, with nothing sent. A reader cannot upgrade: release its read guards first. (A
+    /// writer may take the read lock: see [`ReadWriteLock`](crate::ReadWriteLock).)
+    #[error(
+        "the task holds a read lock on `{name}` and asked for its write lock, which would \
+         wait for the task itself forever; release the read lock first"
+    )]
+    UpgradeRefused {
+        /// The lock's key.
+        name: String,
+    },
+
     /// The tokio runtime the client was built on has shut down, and with it the client's
     /// connections and background tasks: build the client on a runtime that outlives its
     /// use.
@@ -259,6 +273,12 @@ impl Error {
     /// ([`Error::CrossSlotName`](crate::Error::CrossSlotName)).
     pub fn is_cross_slot_name(&self) -> bool {
         matches!(self, Error::CrossSlotName { .. })
+    }
+
+    /// True when a task holding a read lock asked for the write lock of the same
+    /// read-write lock ([`Error::UpgradeRefused`](crate::Error::UpgradeRefused)).
+    pub fn is_upgrade_refused(&self) -> bool {
+        matches!(self, Error::UpgradeRefused { .. })
     }
 
     /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost) (and an

@@ -18,11 +18,27 @@ use crate::error::LostReason;
 use crate::util::metrics;
 use crate::util::time::{from_nanos, to_nanos};
 
+/// How the watchdog renews a hold: which script, with which keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// The lock's key, if the owner's field is still there (`renew.lua`).
+    Key,
+    /// A read-write lock's hold: the hash, never shortening the lease other holders gave
+    /// it, and for a read hold also its timeout keys, whose common prefix this is
+    /// (`rw_renew.lua`).
+    ReadWrite {
+        /// `{<key>}:<owner>:rwlock_timeout` for a read hold; `None` for a write hold.
+        read_timeouts: Option<Arc<str>>,
+    },
+}
+
 /// One owner's holds on one lock, shared by all of that owner's live guards.
 #[derive(Debug)]
 pub(crate) struct Hold {
     pub(crate) key: Arc<str>,
     pub(crate) owner: Arc<str>,
+    /// How the watchdog renews it.
+    pub(crate) renewal: Renewal,
     /// The [`HoldId`] hash of `key` and `owner`.
     pub(super) hash: u64,
     /// Live guards; the hold leaves the registry when this reaches zero.
@@ -65,10 +81,17 @@ impl Drop for Hold {
 }
 
 impl Hold {
-    pub(super) fn new(id: &HoldId, terms: Terms, started: Instant, applied: Applied) -> Self {
+    pub(super) fn new(
+        id: &HoldId,
+        renewal: Renewal,
+        terms: Terms,
+        started: Instant,
+        applied: Applied,
+    ) -> Self {
         let hold = Hold {
             key: id.key.clone(),
             owner: id.owner.clone(),
+            renewal,
             hash: id.hash,
             guards: AtomicU32::new(1),
             lease_ms: AtomicU64::new(terms.lease.millis()),

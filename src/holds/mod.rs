@@ -13,6 +13,6 @@ mod lease;
 mod registry;
 mod watch_list;
 
-pub(crate) use hold::Hold;
+pub(crate) use hold::{Hold, Renewal};
 pub(crate) use lease::{drift, Applied, Lease, Terms};
 pub(crate) use registry::{HoldId, Holds};

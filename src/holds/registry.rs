@@ -9,7 +9,7 @@ use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use tokio::time::Instant;
 
-use super::hold::Hold;
+use super::hold::{Hold, Renewal};
 use super::lease::{Applied, Lease, Terms};
 use super::watch_list::WatchList;
 
@@ -140,15 +140,17 @@ impl Holds {
     }
 
     /// Records one more guard after a successful acquire sent at `started`: joins the
-    /// owner's live hold (re-entry), or starts a new one in place of a lost one.
+    /// owner's live hold (re-entry), or starts a new one in place of a lost one, renewed
+    /// as `renewal` says.
     pub(crate) fn add(
         &self,
         id: &HoldId,
+        renewal: Renewal,
         terms: Terms,
         started: Instant,
         applied: Applied,
     ) -> Arc<Hold> {
-        let fresh = || Arc::new(Hold::new(id, terms, started, applied));
+        let fresh = || Arc::new(Hold::new(id, renewal, terms, started, applied));
         // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
         // one lists it before any release of its guard can delist it.
         let listed = |hold: Arc<Hold>| {
@@ -292,7 +294,13 @@ mod tests {
         };
         let now = Instant::now();
         let id = Holds::default().id(&"k".into(), &"o".into());
-        Hold::new(&id, terms, now, Applied::within(lease_ms, None, now))
+        Hold::new(
+            &id,
+            Renewal::Key,
+            terms,
+            now,
+            Applied::within(lease_ms, None, now),
+        )
     }
 
     #[tokio::test]
@@ -325,7 +333,13 @@ mod tests {
         };
         let now = Instant::now();
         let id = holds.id(&key.into(), &"o".into());
-        holds.add(&id, terms, now, Applied::within(lease.millis(), None, now))
+        holds.add(
+            &id,
+            Renewal::Key,
+            terms,
+            now,
+            Applied::within(lease.millis(), None, now),
+        )
     }
 
     fn due_keys(holds: &Holds) -> Vec<String> {

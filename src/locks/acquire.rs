@@ -30,10 +30,17 @@ pub(crate) async fn acquire(
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let mut timed = Timed::start(names.kind.label());
+    let task = current_owner_field(&core.id_text);
+    let owner = names.owner_field(&task);
+    if let Err(refused) = crate::locks::read_write::refuse_upgrade(core, names, &task, &owner) {
+        let outcome = Err(refused);
+        timed.ended::<LockGuard>(&outcome);
+        return outcome;
+    }
     let mut contender = OneLock {
         core,
         names,
-        owner: current_owner_field(&core.id_text),
+        owner,
         request,
         subscription: None,
         turn: None,

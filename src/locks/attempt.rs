@@ -250,7 +250,10 @@ impl Sent {
                 Err(unreplicated)
             }
             Ok((AcquireReply::Acquired { token }, None)) => {
-                let hold = core.holds.add(&self.id, terms, self.started, self.applied);
+                let renewal = crate::locks::kind::renewal(&self.names, &self.owner);
+                let hold = core
+                    .holds
+                    .add(&self.id, renewal, terms, self.started, self.applied);
                 if hold.is_watchdog() {
                     core.watchdog.ensure_running();
                 }

@@ -1,6 +1,7 @@
-//! The lock kinds as types ([`Reentrant`], [`Fair`](crate::Fair), [`Fenced`](crate::Fenced))
-//! and the one place that says what each kind changes: its Redis names, and how its
-//! waiters wait ([`Turn`]).
+//! The lock kinds as types ([`Reentrant`], [`Fair`](crate::Fair), [`Fenced`](crate::Fenced),
+//! [`Read`](crate::Read), [`Write`](crate::Write)) and the one place that says what each
+//! kind changes: its Redis names, how its holds are renewed, and how its waiters wait
+//! ([`Turn`]).
 //!
 //! A kind is chosen by type (`Lock<Fair>`), turned into its names once per handle, and from
 //! then on the engine asks the kind's strategy, never which names are set.
@@ -8,12 +9,13 @@
 use std::sync::Arc;
 
 use crate::core::Core;
+use crate::holds::Renewal;
 use crate::locks::fair::QueuePlace;
-use crate::protocol::names::{KindNames, LockNames};
+use crate::protocol::names::{KindNames, LockNames, Side};
 
-/// The kind of a [`Lock`](crate::Lock): [`Reentrant`], [`Fair`](crate::Fair) or
-/// [`Fenced`](crate::Fenced). Sealed: the kinds are this crate's, each with its own
-/// scripts.
+/// The kind of a [`Lock`](crate::Lock): [`Reentrant`], [`Fair`](crate::Fair),
+/// [`Fenced`](crate::Fenced), or a read-write lock's [`Read`](crate::Read) or
+/// [`Write`](crate::Write). Sealed: the kinds are this crate's, each with its own scripts.
 pub trait LockKind: sealed::Sealed + Send + Sync + 'static {}
 
 pub(crate) mod sealed {
@@ -36,6 +38,10 @@ pub enum Kind {
     Fair,
     /// Redisson's `RFencedLock`.
     Fenced,
+    /// The read lock of Redisson's `RReadWriteLock`.
+    Read,
+    /// The write lock of Redisson's `RReadWriteLock`.
+    Write,
 }
 
 impl Kind {
@@ -45,6 +51,8 @@ impl Kind {
             Kind::Reentrant => "reentrant",
             Kind::Fair => "fair",
             Kind::Fenced => "fenced",
+            Kind::Read => "read",
+            Kind::Write => "write",
         }
     }
 
@@ -54,7 +62,19 @@ impl Kind {
             Kind::Reentrant => LockNames::new(key_prefix, name),
             Kind::Fair => LockNames::fair(key_prefix, name),
             Kind::Fenced => LockNames::fenced(key_prefix, name),
+            Kind::Read => LockNames::read_or_write(key_prefix, name, Side::Read),
+            Kind::Write => LockNames::read_or_write(key_prefix, name, Side::Write),
         }
+    }
+}
+
+/// How the watchdog renews `owner`'s hold on the lock of `names`.
+pub(crate) fn renewal(names: &LockNames, owner: &str) -> Renewal {
+    match names.read_write() {
+        None => Renewal::Key,
+        Some(_) => Renewal::ReadWrite {
+            read_timeouts: names.read_timeouts(owner),
+        },
     }
 }
 
@@ -85,7 +105,10 @@ impl Turn {
     pub(crate) fn start(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) -> Turn {
         match names.kind {
             KindNames::Fair(_) => Turn::Queued(QueuePlace::claim(core, names, owner)),
-            KindNames::Reentrant | KindNames::Fenced { .. } => Turn::Race,
+            KindNames::Reentrant
+            | KindNames::Fenced { .. }
+            | KindNames::Read(_)
+            | KindNames::Write(_) => Turn::Race,
         }
     }
 

@@ -46,7 +46,9 @@ use crate::util::validate;
 /// ```
 pub type RLock = Lock<Reentrant>;
 
-/// A distributed lock of kind `K`; use it as [`RLock`] or [`FairLock`](crate::FairLock).
+/// A distributed lock of kind `K`; use it as [`RLock`], [`FairLock`](crate::FairLock),
+/// [`FencedLock`](crate::FencedLock), or a [`ReadWriteLock`](crate::ReadWriteLock)'s
+/// [`ReadLock`](crate::ReadLock) and [`WriteLock`](crate::WriteLock).
 ///
 /// Every kind has the same methods and the same [`LockGuard`]; they differ in who gets the
 /// lock when it frees. To write code for any kind, take a `Lock<K>` with `K: LockKind`, or
@@ -141,8 +143,8 @@ impl<K: LockKind> Lock<K> {
         self.max_hold
     }
 
-    /// The lock's name, as given to [`Client::lock`](crate::Client::lock) or [`Client::fair_lock`](crate::Client::fair_lock) (without the
-    /// key prefix).
+    /// The lock's name, as given to [`Client::lock`](crate::Client::lock) or the other
+    /// factory methods (without the key prefix).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -196,7 +198,10 @@ impl<K: LockKind> Lock<K> {
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; a connection error when Redis cannot
     /// be reached after the configured retries; [`Error::Timeout`](crate::Error::Timeout) when the unlock
-    /// subscription cannot be made.
+    /// subscription cannot be made; [`Error::NotALock`](crate::Error::NotALock) when the
+    /// key holds something other than a lock of this kind (nothing is written); for a
+    /// [`WriteLock`](crate::WriteLock), [`Error::UpgradeRefused`](crate::Error::UpgradeRefused)
+    /// when the calling task holds the read lock (nothing is sent).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves no subscription behind, a lock it took in its
@@ -265,7 +270,9 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// Deletes the lock whoever holds it and wakes one waiter (for a fair lock, the head of
-    /// the queue; the queue itself stays). Returns whether it was held.
+    /// the queue; the queue itself stays; for a read-write lock's side, only a lock held in
+    /// that side's mode, see [`ReadWriteLock`](crate::ReadWriteLock)). Returns whether it
+    /// was deleted.
     /// Guards of this client on the lock report it lost at once ([`LostReason::Released`]);
     /// other clients' guards when their watchdog next renews.
     ///
@@ -295,7 +302,8 @@ impl<K: LockKind> Lock<K> {
         Ok(deleted)
     }
 
-    /// Whether anyone holds the lock.
+    /// Whether anyone holds the lock (for a read-write lock's side, whether anyone holds
+    /// that side: see [`ReadWriteLock`](crate::ReadWriteLock)).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name;
@@ -305,7 +313,7 @@ impl<K: LockKind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn is_locked(&self) -> Result<bool> {
-        Ok(self.state().await?.pttl_ms != -2)
+        Ok(self.state().await?.locked)
     }
 
     /// Whether the calling task holds the lock.
@@ -346,10 +354,10 @@ impl<K: LockKind> Lock<K> {
     /// The lock as Redis has it, seen by the calling task; one read-only script call.
     async fn state(&self) -> Result<scripts::LockState> {
         let names = self.checked_names().await?;
-        let owner = current_owner_field(&self.core.id_text);
+        let owner = names.owner_field(&current_owner_field(&self.core.id_text));
         let connections = &self.core.connections;
         let state = connections
-            .with_retries(|conn| scripts::inspect(conn, &names.key, &owner))
+            .with_retries(|conn| scripts::inspect(conn, names, &owner))
             .await;
         explain::explained(connections, "reading", names, state).await
     }

@@ -1,6 +1,7 @@
 //! The locks: the kinds (`kind`), the handle every kind shares ([`Lock`]), the engine
 //! that takes and releases them (`attempt`, `wait`, `acquire`, `release`) and the
-//! guard a hold gives ([`LockGuard`]).
+//! guard a hold gives ([`LockGuard`]); the read-write lock's two sides are kinds too
+//! ([`read_write`]).
 //!
 //! Everything here reaches the client's connections and services through its
 //! `Core`; nothing imports the public [`Client`](crate::Client).
@@ -242,6 +243,7 @@ pub(crate) mod fenced;
 pub(crate) mod guard;
 pub(crate) mod kind;
 pub(crate) mod lock;
+pub mod read_write;
 pub(crate) mod release;
 pub(crate) mod wait;
 
@@ -251,3 +253,4 @@ pub use fenced::{Fenced, FencedLock};
 pub use guard::LockGuard;
 pub use kind::{LockKind, Reentrant};
 pub use lock::{Lock, RLock};
+pub use read_write::{Read, ReadLock, ReadWriteLock, Write, WriteLock};

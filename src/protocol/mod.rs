@@ -33,6 +33,11 @@
 //! `RPermitExpirableSemaphore` and `RCountDownLatch`) have their layout and messages in the
 //! [`sync`](crate::sync#layout-redisson-compatible) docs.
 //!
+//! A [`ReadWriteLock`](crate::ReadWriteLock) keeps Redisson's `RReadWriteLock` layout: one
+//! hash with a `mode`, a timeout key per read hold and the channel `redisson_rwlock:{<key>}`,
+//! set out with its scripts in the [`read_write`](crate::locks::read_write#layout-redissons)
+//! docs.
+//!
 //! The owner field is described in [who owns a lock](crate::locks#who-owns-a-lock). Every key
 //! and channel of one lock shares the lock key's hash slot.
 //!
@@ -88,6 +93,9 @@
 //!   `semaphore_drain.lua`, `permit_acquire.lua`, `permit_release.lua`, `permit_count.lua`,
 //!   `latch_count_down.lua`; what each does is in the [`sync`](crate::sync#what-the-scripts-do)
 //!   docs.
+//! - `read_*.lua`, `write_*.lua` and `rw_*.lua`, each prefixed at build time with
+//!   `rw_common.lua`: the read-write lock's acquire, unlock, force-unlock, inspect and
+//!   renewal (see [`read_write`](crate::locks::read_write)).
 //! - `acl_probe.lua`: which of the commands a lock kind's scripts run the connected user may
 //!   run (`redis.acl_check_cmd`), so that a missing ACL rule is named before anything is
 //!   written.

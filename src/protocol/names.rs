@@ -9,6 +9,15 @@ use crate::protocol::slot::key_slot;
 /// `LockPubSub.UNLOCK_MESSAGE`): wakes one waiter.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
+/// Payload a read-write lock's write unlock publishes (Redisson's
+/// `LockPubSub.READ_UNLOCK_MESSAGE`): wakes every waiter, so that all the readers waiting
+/// behind the writer come in together.
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+/// The suffix of a write lock's owner field, `<client-uuid>:<task-id>:write` (Redisson's
+/// `RedissonWriteLock.getLockName`).
+const WRITE_SUFFIX: &str = ":write";
+
 /// Redisson's `RedissonObject.prefixName`: `prefix:{name}`, or `prefix:name` when the name
 /// already carries a hash tag, so every derived key stays in the lock key's cluster slot.
 fn prefixed(prefix: &str, name: &str) -> String {
@@ -42,13 +51,24 @@ fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<Spl
     })
 }
 
+/// Redisson's `RedissonObject.suffixName` without the suffix: `{name}`, or `name` when it
+/// already carries a brace, so that `<this>:<suffix>` stays in the key's cluster slot.
+fn tagged(name: &str) -> String {
+    if name.contains('{') {
+        name.to_string()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
 /// Every name one lock uses in Redis, computed once per lock handle.
 #[derive(Debug)]
 pub(crate) struct LockNames {
     /// The lock hash: the configured key prefix followed by the lock name.
     pub(crate) key: Arc<str>,
     /// `redisson_lock__channel:{key}`: where unlocks are announced. A fair lock announces
-    /// on one channel per waiter instead, this followed by `:<owner>`.
+    /// on one channel per waiter instead, this followed by `:<owner>`; a read-write lock
+    /// on `redisson_rwlock:{key}`.
     pub(crate) channel: Arc<str>,
     /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per unlock request.
     latch_prefix: String,
@@ -85,6 +105,47 @@ pub(crate) enum KindNames {
         /// The counter every acquire increments.
         counter: Arc<str>,
     },
+    /// The read lock of Redisson's `RReadWriteLock`: the hash has a `mode`, and each read
+    /// hold a timeout key of its own.
+    Read(ReadWriteNames),
+    /// The write lock of Redisson's `RReadWriteLock`: owner fields end in `:write`.
+    Write(ReadWriteNames),
+}
+
+/// The side of a read-write lock a handle takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// The read lock: shared.
+    Read,
+    /// The write lock: exclusive.
+    Write,
+}
+
+impl Side {
+    /// The `mode` field of a hash held on this side.
+    pub(crate) fn mode(self) -> &'static str {
+        match self {
+            Side::Read => "read",
+            Side::Write => "write",
+        }
+    }
+}
+
+/// The names a read-write lock adds to the hash (Redisson's `RReadWriteLock`).
+#[derive(Debug)]
+pub(crate) struct ReadWriteNames {
+    /// `{<key>}` (the key as it is when it has a brace already): read hold `n` of owner
+    /// `o` has the timeout key `<this>:<o>:rwlock_timeout:<n>`.
+    pub(crate) timeouts: Arc<str>,
+}
+
+impl ReadWriteNames {
+    /// The prefix of `owner`'s timeout keys, `<timeouts>:<owner>:rwlock_timeout`
+    /// (Redisson's `RedissonReadLock.getReadWriteTimeoutNamePrefix`); read hold `n` adds
+    /// `:<n>`.
+    fn hold_timeouts(timeouts: &str, owner: &str) -> String {
+        format!("{timeouts}:{owner}:rwlock_timeout")
+    }
 }
 
 impl KindNames {
@@ -94,6 +155,8 @@ impl KindNames {
             KindNames::Reentrant => "reentrant",
             KindNames::Fair(_) => "fair",
             KindNames::Fenced { .. } => "fenced",
+            KindNames::Read(_) => "read",
+            KindNames::Write(_) => "write",
         }
     }
 }
@@ -141,6 +204,21 @@ impl LockNames {
         names
     }
 
+    /// The names of the read or write lock (`side`) of the read-write lock `name`: the
+    /// hash, the channel `redisson_rwlock:{key}`, and the timeout keys of read holds.
+    pub(crate) fn read_or_write(key_prefix: &str, name: &str, side: Side) -> Self {
+        let mut names = Self::new(key_prefix, name);
+        names.channel = prefixed("redisson_rwlock", &names.key).into();
+        let rw = ReadWriteNames {
+            timeouts: tagged(&names.key).into(),
+        };
+        names.kind = match side {
+            Side::Read => KindNames::Read(rw),
+            Side::Write => KindNames::Write(rw),
+        };
+        names
+    }
+
     /// These names, for a client of a Redis Cluster whose unlock messages travel as
     /// `channel_kind` says; checks that every derived name shares the key's slot.
     pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
@@ -177,6 +255,9 @@ impl LockNames {
                 names.push(queue.deadlines.to_string());
             }
             KindNames::Fenced { counter } => names.push(counter.to_string()),
+            KindNames::Read(rw) | KindNames::Write(rw) => {
+                names.push(ReadWriteNames::hold_timeouts(&rw.timeouts, "0:0") + ":1");
+            }
         }
         first_split(&self.key, names)
     }
@@ -193,7 +274,34 @@ impl LockNames {
     pub(crate) fn wait_channel(&self, owner: &str) -> Arc<str> {
         match self.kind {
             KindNames::Fair(_) => format!("{}:{owner}", self.channel).into(),
-            KindNames::Reentrant | KindNames::Fenced { .. } => self.channel.clone(),
+            _ => self.channel.clone(),
+        }
+    }
+
+    /// The hash field of the task whose field is `task` (`<client-uuid>:<task-id>`): that
+    /// field, or for a write lock the field followed by `:write`.
+    pub(crate) fn owner_field(&self, task: &Arc<str>) -> Arc<str> {
+        match self.kind {
+            KindNames::Write(_) => format!("{task}{WRITE_SUFFIX}").into(),
+            _ => task.clone(),
+        }
+    }
+
+    /// A read-write lock's side and names; `None` for other kinds.
+    pub(crate) fn read_write(&self) -> Option<(Side, &ReadWriteNames)> {
+        match &self.kind {
+            KindNames::Read(rw) => Some((Side::Read, rw)),
+            KindNames::Write(rw) => Some((Side::Write, rw)),
+            _ => None,
+        }
+    }
+
+    /// For a read lock, the prefix of `owner`'s timeout keys,
+    /// `{<key>}:<owner>:rwlock_timeout`; `None` for other kinds.
+    pub(crate) fn read_timeouts(&self, owner: &str) -> Option<Arc<str>> {
+        match &self.kind {
+            KindNames::Read(rw) => Some(ReadWriteNames::hold_timeouts(&rw.timeouts, owner).into()),
+            _ => None,
         }
     }
 
@@ -341,18 +449,44 @@ mod tests {
     }
 
     #[test]
+    fn read_write_names_follow_redisson() {
+        let read = LockNames::read_or_write("", "doc:7", Side::Read);
+        assert_eq!(&*read.key, "doc:7");
+        assert_eq!(&*read.channel, "redisson_rwlock:{doc:7}");
+        assert_eq!(
+            read.read_timeouts("u:7").as_deref(),
+            Some("{doc:7}:u:7:rwlock_timeout")
+        );
+        assert_eq!(&*read.owner_field(&"u:7".into()), "u:7");
+        let write = LockNames::read_or_write("app:", "{doc}:7", Side::Write);
+        assert_eq!(&*write.channel, "redisson_rwlock:app:{doc}:7");
+        assert_eq!(&*write.owner_field(&"u:7".into()), "u:7:write");
+        assert_eq!(write.read_timeouts("u:7"), None);
+        let (side, rw) = write.read_write().unwrap();
+        assert_eq!((side, &*rw.timeouts), (Side::Write, "app:{doc}:7"));
+        assert_eq!(
+            &*write.unlock_latch(1),
+            "redisson_unlock_latch:app:{doc}:7:00000000000000000000000000000001"
+        );
+    }
+
+    #[test]
     fn derived_names_share_the_key_slot_unless_braces_split_them() {
         for name in ["order:1001", "{user42}:cart", "x{y}z"] {
             for names in [
                 LockNames::new("", name),
                 LockNames::fair("app:", name),
                 LockNames::fenced("", name),
+                LockNames::read_or_write("", name, Side::Read),
+                LockNames::read_or_write("app:", name, Side::Write),
             ] {
                 assert_eq!(names.split_name(), None, "{name}");
             }
         }
         for name in ["a{b", "{}x", "}{", "a}b"] {
             assert!(LockNames::new("", name).split_name().is_some(), "{name}");
+            let read = LockNames::read_or_write("", name, Side::Read);
+            assert!(read.split_name().is_some(), "{name}");
         }
     }
 

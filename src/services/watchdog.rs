@@ -1,6 +1,9 @@
 //! The watchdog: one background task per client that renews every watchdog lock the client
 //! holds, a batch of keys per script call, every third of the watchdog timeout.
 //!
+//! Holds are renewed by the script of their kind (see [`Renewal`]): a batch of one call
+//! holds one kind only, as Redisson's `LockTask` and `ReadLockTask` renew apart.
+//!
 //! Unlike Redisson's watchdog it tells the holder: a renewal that finds the owner gone marks
 //! the hold lost at once, and a hold whose renewals cannot reach Redis is lost when its
 //! local validity deadline passes (see [`crate::holds`]).
@@ -12,7 +15,7 @@ use futures_util::stream::{self, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::holds::{Applied, Hold, Holds};
+use crate::holds::{Applied, Hold, Holds, Renewal};
 use crate::protocol::key_slot;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
@@ -221,7 +224,7 @@ async fn renew_in_order(
         })
     }));
     gathered
-        .filter(|due| std::future::ready(!due.is_empty()))
+        .flat_map(|due| stream::iter(by_script(due)))
         .map(|due| renew_and_settle(conn.clone(), lease_ms, due, settle_now))
         .buffer_unordered(BATCHES_IN_FLIGHT)
         .collect()
@@ -246,6 +249,7 @@ async fn renew_per_slot(
     let groups = group_by_slot(due, |hold| hold.key.as_bytes());
     let calls: Vec<Vec<Arc<Hold>>> = groups
         .into_iter()
+        .flat_map(by_script)
         .flat_map(|group| {
             if group.len() <= size {
                 vec![group]
@@ -259,6 +263,26 @@ async fn renew_per_slot(
         .buffer_unordered(SLOT_CALLS_IN_FLIGHT)
         .collect()
         .await
+}
+
+/// `due`, split by the script that renews each hold: plain holds, then a read-write
+/// lock's; no empty group.
+fn by_script(due: Vec<Arc<Hold>>) -> Vec<Vec<Arc<Hold>>> {
+    // The common case, a client of plain locks only: the batch as it is.
+    if due.iter().all(|hold| hold.renewal == Renewal::Key) {
+        return if due.is_empty() {
+            Vec::new()
+        } else {
+            vec![due]
+        };
+    }
+    let (plain, read_write): (Vec<_>, Vec<_>) = due
+        .into_iter()
+        .partition(|hold| hold.renewal == Renewal::Key);
+    [plain, read_write]
+        .into_iter()
+        .filter(|group| !group.is_empty())
+        .collect()
 }
 
 /// What became of one renewal batch.
@@ -339,10 +363,23 @@ async fn renew_batch(mut conn: Conn, lease_ms: u64, due: Vec<Arc<Hold>>) -> Opti
             started,
         });
     }
-    let keys = holds
-        .iter()
-        .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
-    match scripts::renew(&mut conn, lease_ms, keys).await {
+    // A batch is of one kind (see `by_script`): its first hold tells which.
+    let found = if holds[0].0.renewal == Renewal::Key {
+        let keys = holds
+            .iter()
+            .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
+        scripts::renew(&mut conn, lease_ms, keys).await
+    } else {
+        let keys = holds.iter().map(|(hold, applied)| {
+            let timeouts = match &hold.renewal {
+                Renewal::ReadWrite { read_timeouts } => read_timeouts.as_deref(),
+                Renewal::Key => None,
+            };
+            (&*hold.key, &*hold.owner, timeouts, applied.ms)
+        });
+        scripts::renew_read_write(&mut conn, keys).await
+    };
+    match found {
         Ok(found) => {
             let renewed = found.iter().filter(|&&renewed| renewed).count() as u64;
             metrics::renewals(renewed, found.len() as u64 - renewed);

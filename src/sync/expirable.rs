@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::core::Core;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::{Applied, Lease, Terms};
+use crate::holds::{Applied, Lease, Renewal, Terms};
 use crate::locks::attempt::error_may_have_run;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
@@ -368,7 +368,13 @@ impl Try for TakePermit {
                     max_until: None,
                 };
                 let applied = Applied::within(lease_ms, None, started);
-                let hold = holds.add(&holds.id(&timeouts, &hex.into()), terms, started, applied);
+                let hold = holds.add(
+                    &holds.id(&timeouts, &hex.into()),
+                    Renewal::Key,
+                    terms,
+                    started,
+                    applied,
+                );
                 // After a reconnection, a permit that Redis forgot is reported lost.
                 core.lease_check.ensure_running();
                 tracing::debug!(semaphore = %names.key, permit = %hold.owner, "acquired");

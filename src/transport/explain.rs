@@ -66,6 +66,14 @@ pub(crate) fn lock_checks(names: &LockNames) -> Vec<Check> {
             "`~redisson_lock_token:*`",
         ));
     }
+    if let Some((_, rw)) = names.read_write() {
+        let timeout = format!("{}:<owner>:rwlock_timeout:1", rw.timeouts);
+        checks.push(Check::key(
+            &["set", &timeout, "1"],
+            &timeout,
+            "a `~` pattern that matches `{<lock name>}:*`, the read holds' timeout keys",
+        ));
+    }
     // A fair lock publishes to its waiters' own channels, `<channel>:<owner>`.
     let channel = names.wait_channel("<owner>");
     checks.push(publish_check(names.publish_command(), &channel));
@@ -200,8 +208,15 @@ async fn describe(connections: &Connections, key: &str) -> Option<String> {
                 .query_async(&mut conn)
                 .await
                 .ok()?;
+            let field: Option<String> = redis::cmd("HRANDFIELD")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .ok()?;
             if read_write {
                 "a read-write lock (Redisson's RReadWriteLock)".to_string()
+            } else if field.as_deref().is_some_and(is_owner_field) {
+                "a lock of another kind (Redisson's RLock layout, no read-write `mode`)".to_string()
             } else {
                 "a hash that is not a lock".to_string()
             }
@@ -209,6 +224,16 @@ async fn describe(connections: &Connections, key: &str) -> Option<String> {
         "none" => "gone (it changed while the call ran)".to_string(),
         "zset" => "a sorted set".to_string(),
         other => format!("a {other}"),
+    })
+}
+
+/// Whether `field` has the shape of a lock's owner field, `<client-uuid>:<decimal id>`.
+fn is_owner_field(field: &str) -> bool {
+    field.rsplit_once(':').is_some_and(|(client, id)| {
+        !client.is_empty()
+            && client.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+            && !id.is_empty()
+            && id.bytes().all(|b| b.is_ascii_digit())
     })
 }
 

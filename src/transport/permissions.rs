@@ -31,12 +31,14 @@ enum Group {
     Count,
     /// What an expirable semaphore runs on its permits besides.
     Permits,
+    /// What a read-write lock runs besides the plain lock's commands.
+    ReadWrite,
 }
 
 /// Whether each group of commands was found allowed.
 #[derive(Debug, Default)]
 pub(crate) struct CommandCheck {
-    checked: [AtomicBool; 5],
+    checked: [AtomicBool; 6],
     /// One check at a time: the many calls of a client's first moments wait for one
     /// check rather than each sending its own.
     checking: tokio::sync::Mutex<()>,
@@ -178,7 +180,7 @@ impl CommandCheck {
         &self,
         connections: &Connections,
         target: &str,
-        groups: &[Option<Group>; 3],
+        groups: &[Option<Group>],
         commands: Vec<Vec<String>>,
     ) -> Result<()> {
         let commands = &commands;
@@ -254,6 +256,28 @@ impl CommandCheck {
                 None => Vec::new(),
             },
             Group::Count | Group::Permits => Vec::new(),
+            Group::ReadWrite => {
+                // A read hold's timeout key, as the scripts name one (any owner: the rule
+                // that grants it matches them all).
+                let Some((_, rw)) = names.read_write() else {
+                    return Vec::new();
+                };
+                let timeout = format!("{}:<owner>:rwlock_timeout:1", rw.timeouts);
+                let words: Vec<Vec<String>> = [
+                    vec!["hset", key, "f", "1"],
+                    vec!["hdel", key, "f"],
+                    vec!["hgetall", key],
+                    vec!["hlen", key],
+                    vec!["set", &timeout, "1", "px", "1"],
+                    vec!["pexpire", &timeout, "1"],
+                    vec!["pttl", &timeout],
+                    vec!["del", &timeout],
+                ]
+                .into_iter()
+                .map(|words| words.into_iter().map(str::to_string).collect())
+                .collect();
+                return words;
+            }
         };
         // Sharded pub/sub has commands of its own, which a user granted the classic ones
         // may lack. Asked about with the lock's channel (Redis checks the channel's
@@ -276,11 +300,12 @@ impl CommandCheck {
 }
 
 /// The groups of commands a lock of `names`' kind runs.
-fn groups_of(names: &LockNames) -> [Option<Group>; 3] {
+fn groups_of(names: &LockNames) -> [Option<Group>; 4] {
     [
         Some(Group::Every),
         names.queue().map(|_| Group::Fair),
         names.token_counter().map(|_| Group::Fenced),
+        names.read_write().map(|_| Group::ReadWrite),
     ]
 }
 
@@ -343,6 +368,10 @@ mod tests {
             ])),
             "`+spublish` on channel `redisson_countdownlatch__channel__{a}` \
              (`&redisson_countdownlatch__channel__*`)"
+        );
+        assert_eq!(
+            describe(&words(&["ssubscribe", "redisson_rwlock:{a}"])),
+            "`+ssubscribe` on channel `redisson_rwlock:{a}` (`&redisson_rwlock:*`)"
         );
         assert_eq!(describe(&words(&["time"])), "`+time`");
         assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");

@@ -15,6 +15,11 @@ for i = 1, #KEYS do
     local key, lease, owner = KEYS[i], ARGV[2 * i - 1], ARGV[2 * i]
     -- pcall: a key of another type must fail its own item, not every caller's in the batch.
     local mine = redis.call('exists', key) == 0 or redis.pcall('hexists', key, owner)
+    -- A read-write lock's reader field has the same shape as an owner field: the task
+    -- holding the read lock must not re-enter it as a reentrant lock.
+    if mine == 1 and redis.call('hexists', key, 'mode') == 1 then
+        mine = 0
+    end
     if mine == true or mine == 1 then
         redis.call('hincrby', key, owner, 1)
         redis.call('pexpire', key, lease)

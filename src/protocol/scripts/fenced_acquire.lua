@@ -10,6 +10,10 @@
 -- key is not what a fenced lock keeps there, and with Redis' own error when the counter
 -- cannot grow; nothing is written then.
 local mine = redis.call('exists', KEYS[1]) == 0 or redis.pcall('hexists', KEYS[1], ARGV[2])
+-- A read-write lock's reader field has the same shape as an owner field (see acquire.lua).
+if mine == 1 and redis.call('hexists', KEYS[1], 'mode') == 1 then
+    mine = 0
+end
 if mine == true or mine == 1 then
     local kind = type_of(KEYS[2])
     if kind ~= 'none' and kind ~= 'string' then

@@ -6,7 +6,8 @@
 //!
 //! A plain lock and a fair lock share the hash, the lease and the renewal script; a fair
 //! lock's acquire, unlock and force-unlock scripts also keep its waiting queue, and share
-//! the helpers of `fair_common.lua`, prepended at build time.
+//! the helpers of `fair_common.lua`, prepended at build time. A read-write lock has scripts
+//! of its own (`read_write`).
 
 use std::sync::{Arc, LazyLock};
 
@@ -17,6 +18,8 @@ use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::RedisConn;
 use crate::protocol::evalsha::{EvalSha, LuaScript};
 use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
+
+pub(crate) use read_write::renew as renew_read_write;
 
 /// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
 /// then the helpers it shares with other scripts, then its body.
@@ -48,6 +51,9 @@ macro_rules! script {
         })
     };
 }
+
+// After the macros, which it uses.
+mod read_write;
 
 /// A fair-lock script: the lock helpers and `fair_common.lua` prepended.
 macro_rules! fair_script {
@@ -103,7 +109,7 @@ pub(crate) async fn load_all<C: RedisConn>(conn: &mut C) -> RedisResult<()> {
         &INSPECT,
         &STILL_HELD,
     ];
-    for script in all.into_iter().chain(sync::all()) {
+    for script in all.into_iter().chain(sync::all()).chain(read_write::all()) {
         script.script().load_async(conn).await?;
     }
     Ok(())
@@ -261,8 +267,13 @@ impl Batched for AcquireItem {
 }
 
 impl<C: RedisConn> AcquireCall<'_, C> {
-    /// `acquire.lua`, `fenced_acquire.lua` or `fair_acquire.lua`.
+    /// `acquire.lua`, `fenced_acquire.lua`, `fair_acquire.lua`, or a read-write lock's
+    /// `read_acquire.lua` or `write_acquire.lua`.
     pub(crate) async fn run(&self, mut conn: C) -> RedisResult<AcquireReply> {
+        if let Some((side, _)) = self.names.read_write() {
+            return read_write::acquire(&mut conn, self.names, side, self.lease_ms, self.owner)
+                .await;
+        }
         if let Some(token) = self.names.token_counter() {
             let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
             let mut call = EvalSha::new(&FENCED_ACQUIRE, 2, 4, bytes);
@@ -343,7 +354,8 @@ impl From<Option<i64>> for UnlockOutcome {
     }
 }
 
-/// One call of `unlock.lua` or `fair_unlock.lua`, on connections of type `C`.
+/// One call of `unlock.lua`, `fair_unlock.lua` or a read-write lock's unlock script, on
+/// connections of type `C`.
 pub(crate) struct UnlockCall<'a, C> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) latch: &'a Arc<str>,
@@ -430,6 +442,9 @@ impl Batched for UnlockItem {
 impl<C: RedisConn> UnlockCall<'_, C> {
     /// `retry`: an earlier try of this request may have run.
     pub(crate) async fn run(&self, mut conn: C, retry: bool) -> RedisResult<UnlockOutcome> {
+        if let Some((side, rw)) = self.names.read_write() {
+            return read_write::unlock(conn, self, side, rw, retry).await;
+        }
         let Some(queue) = self.names.queue() else {
             let item = UnlockItem {
                 names: self.names.clone(),
@@ -477,6 +492,14 @@ pub(crate) async fn force_unlock<C: RedisConn>(
     mut conn: C,
     names: &LockNames,
 ) -> RedisResult<ForceUnlocked> {
+    if let Some((side, rw)) = names.read_write() {
+        let deleted = read_write::force_unlock(conn, names, side, rw).await?;
+        return Ok(if deleted {
+            ForceUnlocked::Deleted
+        } else {
+            ForceUnlocked::Nothing
+        });
+    }
     let call = match names.queue() {
         None => {
             let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 4, 2 * names.key.len() + 64);
@@ -670,19 +693,29 @@ pub(crate) struct LockState {
     pub(crate) pttl_ms: i64,
     /// How many holds the asked owner has.
     pub(crate) count: u32,
+    /// Whether the lock is held: for a read-write lock, on the asked side.
+    pub(crate) locked: bool,
 }
 
-/// `inspect.lua`: the state of the lock `key` as seen by `owner`, or a NOTALOCK error
-/// when the key is not a lock.
+/// `inspect.lua` (or for a read-write lock `rw_inspect.lua`): the state of the lock of
+/// `names` as seen by `owner`, or a NOTALOCK error when the key is not a lock.
 pub(crate) async fn inspect<C: RedisConn>(
     mut conn: C,
-    key: &str,
+    names: &LockNames,
     owner: &str,
 ) -> RedisResult<LockState> {
+    if let Some((side, _)) = names.read_write() {
+        return read_write::inspect(conn, names, side, owner).await;
+    }
+    let key = &*names.key;
     let mut call = EvalSha::new(&INSPECT, 1, 2, key.len() + owner.len());
     call.arg(key).arg(owner);
     let (pttl_ms, count): (i64, u32) = call.query(&mut conn).await?;
-    Ok(LockState { pttl_ms, count })
+    Ok(LockState {
+        pttl_ms,
+        count,
+        locked: pttl_ms != -2,
+    })
 }
 
 /// `still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still

@@ -39,7 +39,9 @@ for i = 1, #KEYS / 2 do
         local count = tonumber(found)
         if found == false then
             replies[i] = -1
-        elseif count == nil then
+        elseif count == nil or redis.call('hexists', lock, 'mode') == 1 then
+            -- Not a hash, or a read-write lock whose reader field has an owner field's
+            -- shape: never released as a reentrant lock.
             replies[i] = -4
         elseif count > 1 then
             redis.call('hincrby', lock, owner, -1)

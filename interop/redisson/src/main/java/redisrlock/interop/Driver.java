@@ -220,6 +220,8 @@ public final class Driver {
             case "lock" -> redisson.getLock(name);
             case "fair" -> redisson.getFairLock(name);
             case "fenced" -> redisson.getFencedLock(name);
+            case "read" -> redisson.getReadWriteLock(name).readLock();
+            case "write" -> redisson.getReadWriteLock(name).writeLock();
             default -> throw new IllegalArgumentException("unknown kind " + kind);
         };
     }
