@@ -311,7 +311,10 @@ fn headings_slug_as_on_github() {
     assert_eq!(slug("The torture run"), "the-torture-run");
     assert_eq!(slug("W1: one task, one key"), "w1-one-task-one-key");
     assert_eq!(slug("`RedLock` and `MultiLock`"), "redlock-and-multilock");
-    assert_eq!(slug("Which primitive should I use?"), "which-primitive-should-i-use");
+    assert_eq!(
+        slug("Which primitive should I use?"),
+        "which-primitive-should-i-use"
+    );
     assert_eq!(slug("[Unreleased]"), "unreleased");
     assert_eq!(slug("[0.1.0]"), "010");
     assert_eq!(

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use redis_rlock::{DistributedLock, GroupGuard, LockGuard, RedLock};
+use redis_rlock::{DistributedLock, GroupGuard, LockGuard, RedLock, SemaphoreGuard};
 use rslock::LockManager;
 
 use crate::common::report::{Json, Table};
@@ -19,6 +19,8 @@ pub enum Held {
     One(LockGuard),
     Group(GroupGuard),
     Rslock(rslock::Lock),
+    /// W7: permits of a semaphore.
+    Permits(SemaphoreGuard),
 }
 
 impl Held {
@@ -28,6 +30,7 @@ impl Held {
             Held::Group(guard) => guard.unlock().await.unwrap(),
             // Through the manager that took it.
             Held::Rslock(lock) => lock.lock_manager.unlock(&lock).await,
+            Held::Permits(guard) => guard.release().await.unwrap(),
         }
     }
 }
@@ -116,6 +119,36 @@ pub async fn contend(lock: impl Taker, run: Duration, figures: &mut Contention) 
     figures.elapsed_s += started.elapsed().as_secs_f64();
 }
 
+/// W7: tasks in roles (a read-write lock's readers and writers) contend for one lock for
+/// `run`: each task takes with its own taker; adds what the tasks of role `r` measured to
+/// `figures[r]` (per-task counts in the order the roles' tasks were given).
+pub async fn contend_roles<T: Taker>(
+    takers: Vec<(usize, T)>,
+    run: Duration,
+    figures: &mut [Contention],
+) {
+    let started = Instant::now();
+    let deadline = started + run;
+    let tasks: Vec<_> = takers
+        .into_iter()
+        .map(|(role, lock)| (role, tokio::spawn(contending_task(lock, deadline))))
+        .collect();
+    let mut counts = vec![Vec::new(); figures.len()];
+    for (role, task) in tasks {
+        let task_waits = task.await.unwrap();
+        counts[role].push(task_waits.len());
+        figures[role].waits.extend(task_waits);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    for (figures, counts) in figures.iter_mut().zip(counts) {
+        figures.per_task.resize(counts.len(), 0);
+        for (total, n) in figures.per_task.iter_mut().zip(counts) {
+            *total += n;
+        }
+        figures.elapsed_s += elapsed;
+    }
+}
+
 /// One contender's summary, for the JSON line and the table.
 pub struct ContentionRow {
     pub contender: String,
@@ -150,7 +183,12 @@ impl Contention {
 impl ContentionRow {
     /// The W3 JSON line; `extra` adds fields (flavour, ratio).
     pub fn json(&self, extra: impl FnOnce(Json) -> Json) {
-        let json = Json::new("W3")
+        self.json_of("W3", extra);
+    }
+
+    /// The JSON line of `workload` (W3, or W7).
+    pub fn json_of(&self, workload: &str, extra: impl FnOnce(Json) -> Json) {
+        let json = Json::new(workload)
             .str("contender", &self.contender)
             .raw("tasks", self.tasks)
             .num("run_s", self.run_s, 1)

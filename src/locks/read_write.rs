@@ -41,6 +41,11 @@
 //!   and a read hold whose owner died stops counting when its lease runs out, so the
 //!   writer waiting behind it gets the lock when the last live reader leaves, or the lock's
 //!   TTL passes, whichever comes first.
+//! - **No writer preference**, as in Redisson: a reader gets in whenever the lock is in read
+//!   mode, so readers that keep overlapping keep a waiting writer out (BENCHMARKS.md, W7:
+//!   6 readers holding 1 ms each left 2 writers one acquisition per second). Where writers
+//!   must get in under a steady read load, keep reads short and spaced, or have readers and
+//!   writers pass through a [`FairLock`](crate::FairLock) for the moment of acquiring.
 //! - **Queries speak of one side**, as Redisson's do: a read lock's
 //!   [`is_locked`](crate::Lock::is_locked) is true while anyone reads (the writer's own
 //!   reads included), a write lock's while anyone writes;
