@@ -45,7 +45,8 @@
 //!   (`force_unlock` of the kind found: reentrant, fair or fenced), so that the kind's
 //!   script publishes the unlock message and a waiter is woken. On a terminal it asks
 //!   first; with stdin not a terminal it refuses unless `--yes` is given. A key that is not
-//!   a lock is left alone. Redisson read-write locks are listed but not unlocked.
+//!   a lock is left alone. A read-write lock is unlocked through the side of the mode it is
+//!   held in (the read holds' timeout keys go too), and every waiter wakes.
 //! - `rlock leaks`: locks without a TTL (`PTTL` -1: never expire), fair queues whose
 //!   waiters are all past their deadline, unlock latches without a TTL or with one longer
 //!   than any retry; for each, what is wrong and the command that fixes it (`rlock … unlock
@@ -87,7 +88,7 @@
 //! | 1 | `leaks` found something; `show`/`unlock`: no such lock, or not a lock; `unlock`: not held, or the confirmation was declined |
 //! | 2 | usage error: bad flags, unreadable TLS files, `unlock` without `--yes` and without a terminal |
 //! | 3 | cannot connect: unreachable, timeout, credentials or TLS refused, unknown Sentinel master, not a cluster |
-//! | 4 | Redis answered with an error (such as a missing ACL permission), or a read-write lock given to `unlock` |
+//! | 4 | Redis answered with an error (such as a missing ACL permission) |
 //!
 //! # Layout of this crate
 //!

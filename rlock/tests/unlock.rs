@@ -126,18 +126,61 @@ async fn unlock_leaves_what_is_not_a_held_lock_alone() {
     let again = rlock(&["--url", &url, "unlock", "java:held", "--yes"]).await;
     assert_eq!(again.code, 1, "{again:?}");
 
-    // A Redisson read-write lock is listed, and refused by unlock (exit code 4).
-    server.cli(&[
-        "HSET",
-        "rw",
-        "mode",
-        "read",
-        &format!("{}:3", support::JAVA_CLIENT),
-        "1",
-    ]);
+    // A read-write lock as a Java reader leaves it: listed, and unlocked through the read
+    // side's script, which takes its timeout key too.
+    let reader = format!("{}:3", support::JAVA_CLIENT);
+    let timeout = format!("{{rw}}:{reader}:rwlock_timeout:1");
+    server.cli(&["HSET", "rw", "mode", "read", &reader, "1"]);
+    server.cli(&["PEXPIRE", "rw", "60000"]);
+    server.cli(&["SET", &timeout, "1", "PX", "60000"]);
     let listing = rlock(&["--url", &url, "list", "--json"]).await.json();
     assert_eq!(support::lock(&listing, "rw")["kind"], "read_write");
     let run = rlock(&["--url", &url, "unlock", "rw", "--yes"]).await;
-    assert_eq!(run.code, 4, "{run:?}");
-    assert_eq!(server.cli(&["EXISTS", "rw"]), "1");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.cli(&["EXISTS", "rw", &timeout]), "0");
+}
+
+/// A read-write lock held for writing by the library, with readers waiting: `unlock`
+/// frees it through the write side's script, and every waiting reader gets in at once.
+#[tokio::test]
+async fn unlock_frees_a_write_lock_and_wakes_every_reader() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = testkit::client(&server).await;
+    let readers = testkit::client(&server).await;
+    let doc = holder.read_write_lock("doc");
+    let writing = doc.write_lock().lock().await.unwrap();
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = readers.read_write_lock("doc").read_lock();
+            tokio::spawn(async move { lock.lock().await.unwrap() })
+        })
+        .collect();
+    let subscribed = testkit::settles_to(true, Duration::from_secs(5), || {
+        let mut raw = raw.clone();
+        async move {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redisson_rwlock:{doc}")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            counts[0].1 >= 1
+        }
+    })
+    .await;
+    assert!(subscribed);
+
+    let run = rlock(&["--url", &url, "unlock", "doc", "--yes", "--json"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()["kind"], "read_write");
+    for reader in waiting {
+        let guard = tokio::time::timeout(WOKEN_WITHIN, reader)
+            .await
+            .expect("a reader was not woken")
+            .unwrap();
+        drop(guard);
+    }
+    drop(writing);
 }

@@ -5,7 +5,7 @@
 use crate::args::ScanArgs;
 use crate::connect::{quote, Node, Nodes, Target};
 use crate::exit::{Exit, Failure, Outcome};
-use crate::model::{Kind, Leak, LeakReport, LockView};
+use crate::model::{Leak, LeakReport, LockView};
 use crate::render;
 use crate::{inspect, layout};
 
@@ -105,16 +105,12 @@ fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
     );
     let mut leaks = Vec::new();
     if lock.held && lock.pttl_ms == Some(-1) {
-        let (fix, alternative) = if lock.kind == Kind::ReadWrite {
-            (pexpire, None)
-        } else {
-            (
-                unlock.clone(),
-                Some(format!(
-                    "{pexpire}   # lets a live holder finish; a watchdog keeps renewing it"
-                )),
-            )
-        };
+        let (fix, alternative) = (
+            unlock.clone(),
+            Some(format!(
+                "{pexpire}   # lets a live holder finish; a watchdog keeps renewing it"
+            )),
+        );
         leaks.push(Leak {
             problem: "no_ttl",
             name: lock.name.clone(),

@@ -34,7 +34,7 @@ struct Unlocked<'a> {
 ///
 /// # Errors
 /// A usage failure without `--yes` when stdin is not a terminal (before anything is sent);
-/// a Redis failure for a read-write lock (not supported) or an error reply; a connect
+/// a Redis failure for an error reply; a connect
 /// failure when Redis cannot be reached.
 pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
     let interactive = std::io::stdin().is_terminal();
@@ -48,13 +48,6 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
         return Ok(Exit::Found);
     };
     let lock = detail.lock;
-    if lock.kind == Kind::ReadWrite {
-        return Err(Failure::redis(format!(
-            "`{}` is a Redisson read-write lock, which this tool cannot force-unlock: use \
-             Redisson's RReadWriteLock.forceUnlock()",
-            lock.name
-        )));
-    }
     // A free fair lock with a queue still gets its script: it drops dead waiters and tells
     // the head, which is what unsticks a stalled queue.
     if !lock.held && lock.kind != Kind::Fair {
@@ -70,7 +63,23 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
     let result = match lock.kind {
         Kind::Fair => client.fair_lock(name).force_unlock().await,
         Kind::Fenced => client.fenced_lock(name).force_unlock().await,
-        Kind::Reentrant | Kind::ReadWrite => client.lock(name).force_unlock().await,
+        Kind::Reentrant => client.lock(name).force_unlock().await,
+        // The side of the mode it is held in: that side's script deletes it (the read
+        // holds' timeout keys too) and wakes every waiter.
+        Kind::ReadWrite if lock.mode.as_deref() == Some("write") => {
+            client
+                .read_write_lock(name)
+                .write_lock()
+                .force_unlock()
+                .await
+        }
+        Kind::ReadWrite => {
+            client
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .await
+        }
     };
     let was_held = result.map_err(|e| {
         let message = format!("force-unlocking `{name}`: {e}");
@@ -94,6 +103,7 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
     } else if was_held {
         let woken = match lock.kind {
             Kind::Fair => "the head of its queue, if any, was told",
+            Kind::ReadWrite => "the unlock message went out, and every waiter wakes",
             _ => "the unlock message went out, and one waiter, if any, wakes",
         };
         println!("force-unlocked `{name}` ({}): {woken}", lock.kind.label());
