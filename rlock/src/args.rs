@@ -146,7 +146,9 @@ pub enum Command {
 
     /// One lock in full: holders and counts, PTTL, the fair queue in order with each
     /// waiter's deadline against the server clock, the fencing counter, and how many
-    /// clients are subscribed to its channels. Exit code 1 when there is no such lock.
+    /// clients are subscribed to its channels. A semaphore or a count-down latch: its
+    /// number, an expirable semaphore's taken permits with their ids and expiries, and who
+    /// waits. Exit code 1 when there is no such lock or synchronizer.
     Show(ShowArgs),
 
     /// Force-unlock a lock whoever holds it, through its kind's own script, so that a

@@ -12,7 +12,10 @@ use redis::{Cmd, Value};
 use crate::connect::{as_int, as_text, Nodes};
 use crate::exit::Failure;
 use crate::layout::{self, parse_owner};
-use crate::model::{ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, Waiter};
+use crate::model::{
+    ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, PermitView, SyncDetail,
+    Waiter,
+};
 
 /// How many fields one read of a hash asks for.
 const HASH_FIELDS: u64 = 256;
@@ -360,6 +363,81 @@ pub async fn read_detail(
         subscribers,
         subscribers_note,
     }))
+}
+
+/// The semaphore or latch `name` (see [`SyncDetail`]); `None` when its key holds no
+/// number and it has no expirable permits.
+///
+/// # Errors
+/// When Redis cannot be reached or refuses a read.
+pub async fn read_synchronizer(
+    nodes: &Nodes,
+    key_prefix: &str,
+    name: &str,
+) -> Result<Option<SyncDetail>, Failure> {
+    let key = format!("{key_prefix}{name}");
+    // Redisson's `suffixName(name, "timeout")`, and its channels: in the key's slot.
+    let timeouts = if key.contains('{') {
+        format!("{key}:timeout")
+    } else {
+        format!("{{{key}}}:timeout")
+    };
+    let mut batch = Batch::default();
+    let value = batch.push(nodes, &key, redis::cmd("GET").arg(&key).clone());
+    let pttl = batch.push(nodes, &key, redis::cmd("PTTL").arg(&key).clone());
+    let permits = batch.push(
+        nodes,
+        &timeouts,
+        redis::cmd("ZRANGE")
+            .arg(&timeouts)
+            .arg(0)
+            .arg(99)
+            .arg("WITHSCORES")
+            .clone(),
+    );
+    let replies = batch.run(nodes).await?;
+    let number = as_text(&replies[value]).and_then(|text| text.parse::<i64>().ok());
+    let taken: Vec<(String, i64)> = match &replies[permits] {
+        Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [Value::BulkString(id), expiry] => Some((hex(id), score(expiry)?)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if number.is_none() && taken.is_empty() {
+        return Ok(None);
+    }
+    let node = nodes.of_key(&key);
+    let now = nodes.server_times().await?[node];
+    let channels = [
+        layout::derived("redisson_sc", &key),
+        format!("redisson_countdownlatch__channel__{{{key}}}"),
+    ];
+    Ok(Some(SyncDetail {
+        name: name.to_string(),
+        key: key.clone(),
+        node: nodes.nodes[node].addr.clone(),
+        value: number,
+        pttl_ms: as_int(&replies[pttl]).filter(|&ms| ms != -2),
+        permits: taken
+            .into_iter()
+            .map(|(id, expires_ms)| PermitView {
+                id,
+                expires_ms,
+                remaining_ms: expires_ms - now,
+            })
+            .collect(),
+        server_time_ms: now,
+        subscribers: subscribers(nodes, &channels).await?,
+    }))
+}
+
+/// Bytes as lowercase hex: an expirable permit's id, as Redisson shows it.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The PTTL of each key (-2 when absent, -1 without TTL), one pipeline per node.

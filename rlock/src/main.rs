@@ -40,7 +40,11 @@
 //!   first with each waiter's deadline against the server's clock (`TIME`) and whether its
 //!   process still listens on its channel, the fencing counter, and the subscribers of the
 //!   lock's channels (`PUBSUB NUMSUB`; on a cluster also `SHARDNUMSUB`, every master is
-//!   asked and the counts are added, since each node counts only its own).
+//!   asked and the counts are added, since each node counts only its own). Given a
+//!   semaphore or a count-down latch (Redisson's layout for both is a string holding a
+//!   number, which `list` cannot tell from other data, so they are shown by name only): the
+//!   number, an expirable semaphore's taken permits (`{NAME}:timeout`) with their ids and
+//!   expiries, and the subscribers of the semaphore and latch channels.
 //! - `rlock unlock NAME [--yes]`: force-unlocks through the library's client
 //!   (`force_unlock` of the kind found: reentrant, fair or fenced), so that the kind's
 //!   script publishes the unlock message and a waiter is woken. On a terminal it asks

@@ -180,3 +180,40 @@ pub struct LeakReport {
     /// How far the scan got.
     pub scan: ScanReport,
 }
+
+/// A semaphore or a count-down latch (Redisson's `RSemaphore`, `RPermitExpirableSemaphore`,
+/// `RCountDownLatch`), as `show` gives it: their layout is a string holding a number, the
+/// same for all three, so the channels that have listeners and an expirable semaphore's
+/// permits tell them apart, when anything does.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncDetail {
+    /// The name, without the key prefix.
+    pub name: String,
+    /// The key holding the number.
+    pub key: String,
+    /// The node serving the key.
+    pub node: String,
+    /// The number: free permits of a semaphore, or a latch's count; `None` when the key is
+    /// absent (an expirable semaphore's taken permits may still be there).
+    pub value: Option<i64>,
+    /// The key's PTTL in ms: -1 without TTL (Redisson sets none), `None` when absent.
+    pub pttl_ms: Option<i64>,
+    /// An expirable semaphore's taken permits (`{name}:timeout`), soonest to expire first,
+    /// at most 100.
+    pub permits: Vec<PermitView>,
+    /// The server's clock, in ms, that the permits' expiries are read against.
+    pub server_time_ms: i64,
+    /// Who listens on the semaphore channel and on the latch channel.
+    pub subscribers: Vec<ChannelSubscribers>,
+}
+
+/// One taken permit of an expirable semaphore.
+#[derive(Debug, Clone, Serialize)]
+pub struct PermitView {
+    /// The permit's id: the hex of the 16 bytes stored, as Redisson shows it.
+    pub id: String,
+    /// When its lease ends, in ms on the server clock.
+    pub expires_ms: i64,
+    /// How long until then (negative: past; given back by the next call on it).
+    pub remaining_ms: i64,
+}

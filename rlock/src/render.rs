@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{Holder, LeakReport, Listing, LockDetail, LockView};
+use crate::model::{Holder, LeakReport, Listing, LockDetail, LockView, SyncDetail};
 use crate::scan::ScanReport;
 
 /// `value` as pretty JSON, one document.
@@ -253,6 +253,71 @@ pub fn detail(detail: &LockDetail) -> String {
     }
     out.push_str(&table.render("  "));
     let _ = writeln!(out, "  ({})", detail.subscribers_note);
+    out
+}
+
+/// `show`'s text for a semaphore or a latch.
+pub fn sync_detail(detail: &SyncDetail) -> String {
+    let mut out = String::new();
+    let mut facts = Table::new(&["synchronizer", &detail.name]);
+    facts.row(vec!["key".into(), detail.key.clone()]);
+    let kind = if detail.permits.is_empty() {
+        "semaphore or count-down latch (one layout: a number)"
+    } else {
+        "permit-expirable semaphore"
+    };
+    facts.row(vec!["kind".into(), kind.to_string()]);
+    facts.row(vec!["node".into(), detail.node.clone()]);
+    facts.row(vec![
+        "value".into(),
+        match detail.value {
+            Some(value) => format!("{value} (free permits, or the latch's count)"),
+            None => "- (no key)".to_string(),
+        },
+    ]);
+    let ttl = match detail.pttl_ms {
+        Some(-1) => "none (as Redisson sets it)".to_string(),
+        Some(ms) => format!("{} ({ms} ms)", millis(ms)),
+        None => "-".to_string(),
+    };
+    facts.row(vec!["ttl".into(), ttl]);
+    facts.row(vec![
+        "server time".into(),
+        format!("{} ms", detail.server_time_ms),
+    ]);
+    out.push_str(&facts.render(""));
+    if !detail.permits.is_empty() {
+        let _ = writeln!(
+            out,
+            "\npermits taken ({}{}, soonest to expire first)",
+            detail.permits.len(),
+            if detail.permits.len() == 100 {
+                " or more"
+            } else {
+                ""
+            }
+        );
+        let mut table = Table::new(&["ID", "EXPIRES (ms)", "IN"]);
+        for permit in &detail.permits {
+            let remaining = if permit.remaining_ms < 0 {
+                format!("past by {}", millis(-permit.remaining_ms))
+            } else {
+                millis(permit.remaining_ms)
+            };
+            table.row(vec![
+                permit.id.clone(),
+                permit.expires_ms.to_string(),
+                remaining,
+            ]);
+        }
+        out.push_str(&table.render("  "));
+    }
+    out.push_str("\nsubscribers (waiters)\n");
+    let mut table = Table::new(&["CHANNEL", "CLIENTS"]);
+    for channel in &detail.subscribers {
+        table.row(vec![channel.channel.clone(), channel.total.to_string()]);
+    }
+    out.push_str(&table.render("  "));
     out
 }
 

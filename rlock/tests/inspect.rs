@@ -389,3 +389,75 @@ async fn watch_refreshes_until_its_iterations_and_scans_stop_at_their_bound() {
     .await;
     assert!(text.stdout.contains("may be incomplete"), "{}", text.stdout);
 }
+
+/// `show` on a semaphore, an expirable semaphore and a latch made by the library: the
+/// number in Redis, the taken permits with the ids their holders see, and who waits.
+#[tokio::test]
+async fn show_gives_semaphores_and_latches() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = testkit::client(&server).await;
+
+    let pool = client.semaphore("db:pool");
+    assert!(pool.try_set_permits(3).await.unwrap());
+    let taken = pool.acquire(1).await.unwrap();
+    let shown = rlock(&["--url", &url, "show", "db:pool", "--json"]).await;
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let shown = shown.json();
+    assert_eq!(shown["value"], 2, "{shown}");
+    assert_eq!(shown["pttl_ms"], -1);
+    assert_eq!(shown["permits"].as_array().unwrap().len(), 0);
+    taken.release().await.unwrap();
+
+    let gpu = client.permit_expirable_semaphore("gpu");
+    assert!(gpu.try_set_permits(2).await.unwrap());
+    let permit = gpu.acquire(Duration::from_secs(60)).await.unwrap();
+    let shown = rlock(&["--url", &url, "show", "gpu", "--json"])
+        .await
+        .json();
+    assert_eq!(shown["value"], 1, "{shown}");
+    assert_eq!(shown["permits"][0]["id"], permit.id(), "{shown}");
+    let remaining = shown["permits"][0]["remaining_ms"].as_i64().unwrap();
+    assert!((50_000..=60_000).contains(&remaining), "{remaining}");
+    let text = rlock(&["--url", &url, "show", "gpu"]).await;
+    assert!(
+        text.stdout.contains("permit-expirable semaphore"),
+        "{text:?}"
+    );
+    assert!(text.stdout.contains(permit.id()), "{text:?}");
+    permit.release().await.unwrap();
+
+    // A latch with a waiter: the latch channel has a listener.
+    let batch = client.count_down_latch("batch:42");
+    assert!(batch.try_set_count(2).await.unwrap());
+    let waiter = {
+        let latch = client.count_down_latch("batch:42");
+        tokio::spawn(async move { latch.wait().await })
+    };
+    let channel = "redisson_countdownlatch__channel__{batch:42}";
+    let listened = testkit::settles_to(1, Duration::from_secs(5), || async {
+        let shown = rlock(&["--url", &url, "show", "batch:42", "--json"])
+            .await
+            .json();
+        shown["subscribers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["channel"] == channel)
+            .map_or(0, |c| c["total"].as_i64().unwrap())
+    })
+    .await;
+    assert_eq!(listened, 1);
+    batch.count_down().await.unwrap();
+    batch.count_down().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+
+    // Not a number: still not a lock nor a synchronizer.
+    server.cli(&["SET", "note", "hello"]);
+    let run = rlock(&["--url", &url, "show", "note"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+}

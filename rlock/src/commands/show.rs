@@ -1,4 +1,4 @@
-//! `rlock show NAME`: one lock in full.
+//! `rlock show NAME`: one lock in full, or a semaphore or latch.
 
 use crate::connect::{Nodes, Target};
 use crate::exit::{Exit, Failure, Outcome};
@@ -12,16 +12,32 @@ use crate::render;
 /// When Redis cannot be reached or refuses a read.
 pub async fn run(target: &Target, name: &str, json: bool) -> Outcome {
     let nodes = target.connect().await?;
-    match detail(&nodes, &target.key_prefix, name).await? {
-        Some(detail) => {
+    let read = match inspect::read_detail(&nodes, &target.key_prefix, name).await? {
+        Ok(detail) => {
             if json {
                 println!("{}", render::json(&detail));
             } else {
                 print!("{}", render::detail(&detail));
             }
+            return Ok(Exit::Ok);
+        }
+        Err(read) => read,
+    };
+    // Not a lock: a semaphore or a latch, whose layout is a number (or an expirable
+    // semaphore's permits).
+    match inspect::read_synchronizer(&nodes, &target.key_prefix, name).await? {
+        Some(detail) => {
+            if json {
+                println!("{}", render::json(&detail));
+            } else {
+                print!("{}", render::sync_detail(&detail));
+            }
             Ok(Exit::Ok)
         }
-        None => Ok(Exit::Found),
+        None => {
+            eprintln!("rlock: {}", not_found(&target.key_prefix, name, &read));
+            Ok(Exit::Found)
+        }
     }
 }
 
