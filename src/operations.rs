@@ -15,7 +15,9 @@
 //! ```
 //!
 //! Labels are bounded: never a lock name or an owner. `kind` is `reentrant`, `fair`,
-//! `fenced`, `redlock` or `multilock`. Gauges count for the whole process.
+//! `fenced`, `read`, `write`, `redlock`, `multilock`, or, for the acquire metrics only,
+//! `semaphore`, `expirable_semaphore` and `latch` (a wait for it to open). Gauges count for
+//! the whole process.
 //!
 //! | metric | type | labels | what it counts |
 //! |---|---|---|---|

@@ -238,6 +238,16 @@ async fn the_metrics_follow_what_the_locks_do() {
         seen.value("rlock_acquires_total", &["kind=fair", "outcome=acquired"]),
         1.0
     );
+    let pool = a.semaphore("m:pool");
+    assert!(pool.try_set_permits(1).await.unwrap());
+    pool.acquire(1).await.unwrap().release().await.unwrap();
+    assert_eq!(
+        seen.value(
+            "rlock_acquires_total",
+            &["kind=semaphore", "outcome=acquired"]
+        ),
+        1.0
+    );
     let group = RedisGroup::start(3);
     let mut clients = Vec::new();
     for url in group.urls() {

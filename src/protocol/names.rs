@@ -353,6 +353,17 @@ pub(crate) enum SyncKind {
     Latch,
 }
 
+impl SyncKind {
+    /// The kind as a metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            SyncKind::Semaphore => "semaphore",
+            SyncKind::ExpirableSemaphore => "expirable_semaphore",
+            SyncKind::Latch => "latch",
+        }
+    }
+}
+
 /// Every name one semaphore, expirable semaphore or count-down latch uses in Redis (see the
 /// [`sync`](crate::sync) docs), computed once per handle.
 #[derive(Debug)]

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::locks::acquire::Timed;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
 use crate::protocol::names::SyncNames;
 use crate::transport::connection::Connections;
@@ -48,6 +49,7 @@ pub(crate) async fn wait_until<T: Try>(
     tried: T,
     wait: Option<Duration>,
 ) -> Result<Option<T::Output>> {
+    let mut timed = Timed::start(names.kind.label());
     let mut waiter = Waiter {
         core,
         channel: names.channel.clone(),
@@ -55,7 +57,9 @@ pub(crate) async fn wait_until<T: Try>(
         tried,
         subscription: None,
     };
-    wait_for(&mut waiter, deadline_after(wait)).await
+    let outcome = wait_for(&mut waiter, deadline_after(wait)).await;
+    timed.ended(&outcome);
+    outcome
 }
 
 /// A waiting call, as the waiting loop drives it; its subscription ends with it.

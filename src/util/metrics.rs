@@ -12,7 +12,8 @@
 
 use std::time::Duration;
 
-/// Counter: acquire calls ended, by `kind` and `outcome` (see [`AcquireOutcome`]).
+/// Counter: acquire calls ended, by `kind` and `outcome` (see [`AcquireOutcome`]); for a
+/// semaphore, its permits; for a latch, a wait for it to open.
 pub(crate) const ACQUIRES: &str = "rlock_acquires_total";
 /// Histogram, seconds: from the call to its end (the wait), by `kind` and `outcome`.
 pub(crate) const ACQUIRE_WAIT: &str = "rlock_acquire_wait_seconds";
