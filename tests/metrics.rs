@@ -193,10 +193,8 @@ async fn the_metrics_follow_what_the_locks_do() {
     assert!(a.lock("m:busy").force_unlock().await.unwrap());
     let reason = tokio::time::timeout(GENEROUS, got.lost()).await.unwrap();
     assert_eq!(reason, LostReason::Released);
-    assert_eq!(
-        seen.value("rlock_locks_lost_total", &["reason=released"]),
-        1.0
-    );
+    seen.becomes("rlock_locks_lost_total", &["reason=released"], 1.0)
+        .await;
     assert!(seen.value("rlock_renewals_total", &["outcome=not_held"]) >= 1.0);
     assert_eq!(
         seen.value("rlock_held_locks", &[]),

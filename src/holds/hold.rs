@@ -260,9 +260,10 @@ impl Hold {
         if marked {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
-            self.lost_set.notify_waiters();
+            // Counted before anyone awaiting `lost()` is told, who may read the metrics.
             metrics::lost(reason.label());
             self.uncount();
+            self.lost_set.notify_waiters();
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
         }
         marked
