@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod check;
 pub mod driver;
 pub mod figures;
 pub mod synchronizers;

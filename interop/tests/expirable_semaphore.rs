@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use redis_rlock::{Error, ExpirablePermit, LostReason};
+use redis_rlock_interop::check::{report_wake_ups, WAKE_BOUND};
 use redis_rlock_interop::synchronizers::{
     call, call_waiting, raw_count, semaphore_channel, start, taken_permits, SyncKind,
 };
@@ -14,7 +15,6 @@ use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{figure, now_us, Redisson};
 use testkit::RedisServer;
 
-const WAKE_BOUND: Duration = Duration::from_millis(500);
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 5;
 const PES: SyncKind = SyncKind::Expirable;
@@ -23,17 +23,6 @@ const LEASE_MS: &str = "30000";
 
 fn ms(micros: i64) -> f64 {
     micros as f64 / 1000.0
-}
-
-fn report_wake_ups(name: &str, latencies: &[f64]) {
-    for &latency in latencies {
-        figure(name, latency);
-    }
-    let worst = latencies.iter().copied().fold(0.0, f64::max);
-    assert!(
-        worst < WAKE_BOUND.as_secs_f64() * 1000.0,
-        "{name}: a wake-up took {worst:.1} ms (all: {latencies:?})"
-    );
 }
 
 fn java_id(reply: redis_rlock_interop::Reply) -> String {

@@ -10,13 +10,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Lock, LockGuard, LockKind};
+use redis_rlock_interop::check::{report_wake_ups, within};
 use redis_rlock_interop::view::{rwlock_channel, rwlock_hash, rwlock_timeout, subscribers_become};
-use redis_rlock_interop::{figure, now_us, Kind, Redisson};
+use redis_rlock_interop::{now_us, Kind, Redisson};
 use testkit::{key_exists, pttl, RedisServer};
 
-/// The contract: a waiter on one side holds the lock within this long after the other side
-/// began its unlock.
-const WAKE_BOUND: Duration = Duration::from_millis(500);
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 3;
@@ -34,17 +32,6 @@ fn hash_of(fields: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
-fn report_wake_ups(name: &str, latencies: &[f64]) {
-    for &latency in latencies {
-        figure(name, latency);
-    }
-    let worst = latencies.iter().copied().fold(0.0, f64::max);
-    assert!(
-        worst < WAKE_BOUND.as_secs_f64() * 1000.0,
-        "{name}: a wake-up took {worst:.1} ms (all: {latencies:?})"
-    );
-}
-
 /// Gives Java threads that wait in `lock()` time to park on Redisson's latch. Redisson
 /// wakes the threads parked when a `1` (wake every waiter) arrives, and no other: a thread
 /// between its retry and its wait misses the message and waits out its TTL bound (the
@@ -52,12 +39,6 @@ fn report_wake_ups(name: &str, latencies: &[f64]) {
 /// publish `1` to Java readers pause here after they subscribed.
 async fn java_threads_park() {
     tokio::time::sleep(Duration::from_millis(300)).await;
-}
-
-async fn within<T>(what: &str, limit: Duration, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
 }
 
 /// A Rust task of its own takes `lock` and hands back the guard (the task ends, the guard

@@ -9,13 +9,11 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Lock, LockGuard, LockKind, LostReason};
+use redis_rlock_interop::check::{report_wake_ups, within};
 use redis_rlock_interop::view::{rwlock_channel, rwlock_hash, rwlock_timeout, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, pttl, RedisServer};
 
-/// The contract: a waiter on one side holds the lock within this long after the other side
-/// began its unlock.
-const WAKE_BOUND: Duration = Duration::from_millis(500);
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 /// A short watchdog lease, so that renewals show within seconds: renewed every 500 ms.
@@ -32,23 +30,6 @@ fn hash_of(fields: &[(&str, &str)]) -> HashMap<String, String> {
         .iter()
         .map(|(f, v)| (f.to_string(), v.to_string()))
         .collect()
-}
-
-fn report_wake_ups(name: &str, latencies: &[f64]) {
-    for &latency in latencies {
-        figure(name, latency);
-    }
-    let worst = latencies.iter().copied().fold(0.0, f64::max);
-    assert!(
-        worst < WAKE_BOUND.as_secs_f64() * 1000.0,
-        "{name}: a wake-up took {worst:.1} ms (all: {latencies:?})"
-    );
-}
-
-async fn within<T>(what: &str, limit: Duration, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
 }
 
 /// A Rust task of its own takes `lock` and hands back the guard (the task ends, the guard

@@ -9,13 +9,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis_rlock::{LockGuard, LostReason};
+use redis_rlock_interop::check::{count_renewals, exclusive_rounds, report_wake_ups, within};
 use redis_rlock_interop::view::{is_owner_field, lock_channel, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, lock_hash, pttl, RedisServer};
 
-/// The contract: a waiter on one side holds the lock within this long after the
-/// other side began its unlock.
-const WAKE_BOUND: Duration = Duration::from_millis(500);
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 5;
@@ -29,18 +27,6 @@ fn ms(micros: i64) -> f64 {
 
 fn hash_of(owner: &str, count: i64) -> HashMap<String, i64> {
     HashMap::from([(owner.to_owned(), count)])
-}
-
-/// Reports the figures of one series and checks them against the wake-up bound.
-fn report_wake_ups(name: &str, latencies: &[f64]) {
-    for &latency in latencies {
-        figure(name, latency);
-    }
-    let worst = latencies.iter().copied().fold(0.0, f64::max);
-    assert!(
-        worst < WAKE_BOUND.as_secs_f64() * 1000.0,
-        "{name}: a wake-up took {worst:.1} ms (all: {latencies:?})"
-    );
 }
 
 /// Spawns a Rust task that takes `name` with `lock()`; it returns the wall-clock time it
@@ -62,12 +48,6 @@ async fn rust_holds(client: &redis_rlock::Client, name: &str) -> LockGuard {
     tokio::spawn(async move { lock.lock().await.expect("Rust lock()") })
         .await
         .expect("the locking task")
-}
-
-async fn within<T>(what: &str, limit: Duration, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -357,28 +337,6 @@ async fn a_rust_lease_running_out_lets_a_java_waiter_in_without_a_message() {
     t1.unlock(Kind::Lock, name).await.ok();
 }
 
-/// Samples `read` every 50 ms for `span` and returns how many times the value went up (a
-/// renewal), failing if it ever reads 0 or less (the lock gone or without a lease).
-async fn count_renewals<F, Fut>(span: Duration, mut read: F) -> usize
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = i64>,
-{
-    let end = Instant::now() + span;
-    let mut last = read().await;
-    let mut renewals = 0;
-    while Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = read().await;
-        assert!(now > 0, "the lock lost its lease: TTL {now}");
-        if now > last {
-            renewals += 1;
-        }
-        last = now;
-    }
-    renewals
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_sees_the_redisson_watchdog_renew_a_java_lock() {
     let server = RedisServer::start();
@@ -521,40 +479,15 @@ async fn java_threads_and_rust_tasks_exclude_each_other_on_one_counter() {
         );
     }
     // Rust: the same workload with raw commands.
-    let inside = format!("{counter}:inside");
     let mut rust_runs = Vec::new();
     for _ in 0..RUST_TASKS {
-        let (lock, mut conn, inside) = (rust.lock(name), raw.clone(), inside.clone());
-        rust_runs.push(tokio::spawn(async move {
-            let mut overlaps = 0;
-            for _ in 0..ROUNDS_EACH {
-                let guard = lock.lock().await.unwrap();
-                let n: i64 = redis::cmd("INCR")
-                    .arg(&inside)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                overlaps += i64::from(n != 1);
-                let value: Option<i64> = redis::cmd("GET")
-                    .arg(counter)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                let _: () = redis::cmd("SET")
-                    .arg(counter)
-                    .arg(value.unwrap_or(0) + 1)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                let _: i64 = redis::cmd("DECR")
-                    .arg(&inside)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                guard.unlock().await.unwrap();
-            }
-            overlaps
-        }));
+        let (lock, conn) = (rust.lock(name), raw.clone());
+        rust_runs.push(tokio::spawn(exclusive_rounds(
+            lock,
+            conn,
+            counter,
+            ROUNDS_EACH,
+        )));
     }
 
     let limit = Duration::from_secs(120);

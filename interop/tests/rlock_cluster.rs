@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, LockGuard, LostReason, PubSubMode};
+use redis_rlock_interop::check::{count_renewals, exclusive_rounds, report_wake_ups, within};
 use redis_rlock_interop::view::{lock_channel, subscribers_become_in};
-use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
+use redis_rlock_interop::{now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, lock_hash, pttl, RedisCluster};
 
-const WAKE_BOUND: Duration = Duration::from_millis(500);
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 3;
 /// Renewed every 500 ms on both sides.
@@ -80,28 +80,11 @@ fn hash_of(owner: &str, count: i64) -> HashMap<String, i64> {
     HashMap::from([(owner.to_owned(), count)])
 }
 
-fn report_wake_ups(name: &str, latencies: &[f64]) {
-    for &latency in latencies {
-        figure(name, latency);
-    }
-    let worst = latencies.iter().copied().fold(0.0, f64::max);
-    assert!(
-        worst < WAKE_BOUND.as_secs_f64() * 1000.0,
-        "{name}: a wake-up took {worst:.1} ms (all: {latencies:?})"
-    );
-}
-
 async fn rust_holds(client: &Client, name: &str) -> LockGuard {
     let lock = client.lock(name);
     tokio::spawn(async move { lock.lock().await.expect("Rust lock()") })
         .await
         .expect("the locking task")
-}
-
-async fn within<T>(what: &str, limit: Duration, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
 }
 
 async fn java_unlock_wakes_a_rust_waiter(sharded: bool) {
@@ -204,25 +187,6 @@ async fn reentry_and_busy_both_ways(sharded: bool) {
     t1.unlock(Kind::Lock, name).await.ok();
 }
 
-/// Samples `read` every 50 ms for `span`; how many times the TTL went up (a renewal).
-async fn count_renewals<F, Fut>(span: Duration, mut read: F) -> usize
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = i64>,
-{
-    let end = Instant::now() + span;
-    let mut last = read().await;
-    let mut renewals = 0;
-    while Instant::now() < end {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = read().await;
-        assert!(now > 0, "the lock lost its lease: TTL {now}");
-        renewals += usize::from(now > last);
-        last = now;
-    }
-    renewals
-}
-
 /// Each side's watchdog, seen renewing by the other (three leases: without renewals the
 /// key would be gone twice over).
 async fn watchdogs_seen_from_the_other_side(sharded: bool) {
@@ -310,40 +274,15 @@ async fn java_threads_and_rust_tasks_exclude_each_other(sharded: bool) {
                 .await,
         );
     }
-    let inside = format!("{counter}:inside");
     let mut rust_runs = Vec::new();
     for _ in 0..EACH_SIDE {
-        let (lock, mut conn, inside) = (shared.rust.lock(name), raw.clone(), inside.clone());
-        rust_runs.push(tokio::spawn(async move {
-            let mut overlaps = 0;
-            for _ in 0..ROUNDS_EACH {
-                let guard = lock.lock().await.unwrap();
-                let n: i64 = redis::cmd("INCR")
-                    .arg(&inside)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                overlaps += i64::from(n != 1);
-                let value: Option<i64> = redis::cmd("GET")
-                    .arg(counter)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                let _: () = redis::cmd("SET")
-                    .arg(counter)
-                    .arg(value.unwrap_or(0) + 1)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                let _: i64 = redis::cmd("DECR")
-                    .arg(&inside)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-                guard.unlock().await.unwrap();
-            }
-            overlaps
-        }));
+        let (lock, conn) = (shared.rust.lock(name), raw.clone());
+        rust_runs.push(tokio::spawn(exclusive_rounds(
+            lock,
+            conn,
+            counter,
+            ROUNDS_EACH,
+        )));
     }
     let limit = Duration::from_secs(120);
     let mut overlaps = 0;
