@@ -5,6 +5,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+
 use support::{java_lock, rlock};
 use testkit::fair::queue_up;
 use testkit::RedisServer;
@@ -183,4 +185,56 @@ async fn unlock_frees_a_write_lock_and_wakes_every_reader() {
         drop(guard);
     }
     drop(writing);
+}
+
+/// A fair lock whose queue head died (queued, nobody listening on its channel) with a
+/// Redisson-style waiter behind it, which only a message moves: after `unlock`, the head
+/// keeps its turn for its 100 ms grace, and the inspector stays until the library has
+/// looked again and told the waiter behind.
+#[tokio::test]
+async fn unlock_of_a_fair_lock_moves_a_queue_behind_a_dead_head() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut raw = server.raw().await;
+    let holder = testkit::client(&server).await;
+    let held = holder.fair_lock("jobs").lock().await.unwrap();
+    let (dead, live) = (
+        format!("{}:1", support::JAVA_CLIENT),
+        format!("{}:2", support::JAVA_CLIENT),
+    );
+    let now: i64 = testkit::server_millis(&mut raw).await;
+    for (waiter, ahead) in [(&dead, 1), (&live, 2)] {
+        let _: () = redis::pipe()
+            .cmd("RPUSH")
+            .arg("redisson_lock_queue:{jobs}")
+            .arg(waiter)
+            .ignore()
+            .cmd("ZADD")
+            .arg("redisson_lock_timeout:{jobs}")
+            .arg(now + 300_000 * ahead)
+            .arg(waiter)
+            .ignore()
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let mut listener = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    listener
+        .subscribe(format!("redisson_lock__channel:{{jobs}}:{live}"))
+        .await
+        .unwrap();
+
+    let run = rlock(&["--url", &url, "unlock", "jobs", "--yes"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let told = tokio::time::timeout(WOKEN_WITHIN, listener.on_message().next())
+        .await
+        .expect("the live waiter behind the dead head was never told");
+    assert!(told.is_some());
+    let queue = testkit::fair_queue(&mut raw, "jobs").await;
+    assert_eq!(queue.first(), Some(&live), "{queue:?}");
+    drop(held);
 }

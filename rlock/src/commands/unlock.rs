@@ -81,6 +81,13 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
                 .await
         }
     };
+    if lock.kind == Kind::Fair {
+        // A queue head that nobody hears keeps its turn for 100 ms (it may be a Redisson
+        // waiter still subscribing); the library looks at the queue again after that, in
+        // the background: stay until it has, or a queue of Java waiters behind a dead head
+        // would wait for a Java retry.
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
     let was_held = result.map_err(|e| {
         let message = format!("force-unlocking `{name}`: {e}");
         if e.is_connection_error() || e.is_timeout() {
