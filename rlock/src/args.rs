@@ -141,7 +141,9 @@ pub enum Command {
     ///
     /// Found with SCAN (never KEYS), a bounded number of keys per node; the output says
     /// when that bound stopped the scan. A fair lock with nobody queued has the layout of a
-    /// reentrant lock, and is listed as one.
+    /// reentrant lock, and is listed as one. Semaphores and latches follow: expirable
+    /// semaphores, and any with waiters (a plain one nobody waits on is a bare number: see
+    /// `show`).
     List(ListArgs),
 
     /// One lock in full: holders and counts, PTTL, the fair queue in order with each

@@ -21,9 +21,11 @@
 //! printed: URLs show `***` in their place, in output and in errors alike.
 //!
 //! A read-only ACL user needs `+scan +type +pttl +hscan +llen +zcard +zcount +zmscore
-//! +lrange +get +time +pubsub|numsub +info` with key patterns for the lock names and
-//! `~redisson_*` (`rlock/tests/secrets.rs` checks these rules); on a cluster also
-//! `+cluster|slots` (and `+pubsub|shardnumsub` to count sharded subscribers), on Sentinel `+sentinel|get-master-addr-by-name` on the sentinels. A
+//! +lrange +get +time +pubsub|numsub +pubsub|channels +zrange +info` with key patterns for
+//! the lock names and `~redisson_*` (and `~{*` for expirable semaphores' permits;
+//! `rlock/tests/secrets.rs` checks these rules); on a cluster also `+cluster|slots` (and
+//! `+pubsub|shardnumsub +pubsub|shardchannels` for sharded subscribers), on Sentinel
+//! `+sentinel|get-master-addr-by-name` on the sentinels. A
 //! missing rule is named (`NOPERM`, exit code 4), never read as "no lock". `unlock` needs
 //! the rules the library's README lists for a lock user.
 //!
@@ -35,7 +37,10 @@
 //!   `SCAN` on every master, never `KEYS`: hashes matching the pattern (`SCAN … TYPE
 //!   hash`) and the `redisson_*` keys (queues, deadlines, counters, latches). Each pass
 //!   walks at most `--scan-limit` keys per node, `--scan-count` per call; the output says
-//!   when a scan stopped short.
+//!   when a scan stopped short. Then the semaphores and latches it can tell from other
+//!   data: expirable semaphores (by their `{name}:timeout` sorted sets, `SCAN … TYPE zset`)
+//!   and any with waiters (by their channels, `PUBSUB CHANNELS`); a plain semaphore or latch
+//!   nobody waits on is a bare number, which `show NAME` gives by name.
 //! - `rlock show NAME`: one lock in full: holders and counts, PTTL, the fair queue head
 //!   first with each waiter's deadline against the server's clock (`TIME`) and whether its
 //!   process still listens on its channel, the fencing counter, and the subscribers of the

@@ -88,6 +88,10 @@ pub struct Listing {
     pub total: usize,
     /// Whether `--limit` left some out.
     pub truncated: bool,
+    /// Semaphores and latches that show: expirable semaphores, and any with waiters (a
+    /// plain semaphore or latch is a bare number, which nothing else tells from a counter:
+    /// `show NAME` gives one by name).
+    pub synchronizers: Vec<SyncDetail>,
     /// How far the scan got.
     pub scan: ScanReport,
 }

@@ -147,6 +147,35 @@ pub fn listing(listing: &Listing) -> String {
             listing.total
         );
     }
+    if !listing.synchronizers.is_empty() {
+        out.push_str("\nsemaphores and latches (expirable ones, and any with waiters)\n");
+        let mut table = Table::new(&["NAME", "KIND", "VALUE", "PERMITS TAKEN", "WAITING ON"]);
+        for sync in &listing.synchronizers {
+            let waiting = sync
+                .subscribers
+                .iter()
+                .filter(|c| c.total > 0)
+                .map(|c| format!("{} ({})", c.channel, c.total))
+                .collect::<Vec<_>>()
+                .join(", ");
+            table.row(vec![
+                sync.name.clone(),
+                if sync.permits.is_empty() {
+                    "semaphore or latch".to_string()
+                } else {
+                    "expirable semaphore".to_string()
+                },
+                number(sync.value),
+                sync.permits.len().to_string(),
+                if waiting.is_empty() {
+                    "-".to_string()
+                } else {
+                    waiting
+                },
+            ]);
+        }
+        out.push_str(&table.render(""));
+    }
     out.push_str(&scan_note(&listing.scan));
     out
 }

@@ -26,6 +26,9 @@ pub struct Found {
     pub derived: BTreeMap<String, BTreeSet<DerivedKind>>,
     /// Unlock latches: (latch key, lock key).
     pub latches: Vec<(String, String)>,
+    /// Keys of expirable semaphores (found by their `{name}:timeout` sorted sets) and of
+    /// semaphores and latches with waiters (found by their channels).
+    pub synchronizers: BTreeSet<String>,
     /// How far each pass got on each node.
     pub report: ScanReport,
 }
@@ -100,7 +103,79 @@ pub async fn find(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result<Fo
             }
         }
     }
+    let wanted = |key: &str| {
+        key.strip_prefix(key_prefix)
+            .is_some_and(|name| glob_match(&args.pattern, name))
+    };
+    // An expirable semaphore's taken permits: `{name}:timeout` (`name:timeout` when the
+    // name has a brace), a sorted set.
+    for node in &nodes.nodes {
+        let (keys, pass) = scan(node, "*:timeout", Some("zset"), args).await?;
+        found.report.complete &= pass.complete;
+        found.report.passes.push(pass);
+        found.synchronizers.extend(
+            keys.iter()
+                .filter_map(|key| synchronizer_of_timeouts(key))
+                .filter(|key| wanted(key)),
+        );
+    }
+    // Semaphores and latches are a bare number, like any counter: those with waiters show
+    // by their channels.
+    for node in &nodes.nodes {
+        for channel in channels(node, nodes.cluster).await? {
+            if let Some(key) = synchronizer_of_channel(&channel).filter(|key| wanted(key)) {
+                found.synchronizers.insert(key);
+            }
+        }
+    }
     Ok(found)
+}
+
+/// The channels of semaphores and latches that have subscribers on `node` (`PUBSUB
+/// CHANNELS`, and `SHARDCHANNELS` on a cluster, whose refusal counts as none).
+async fn channels(node: &Node, cluster: bool) -> Result<Vec<String>, Failure> {
+    let mut conn = node.conn.clone();
+    let mut found = Vec::new();
+    for pattern in ["redisson_sc:*", "redisson_countdownlatch__channel__*"] {
+        let classic: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .arg(pattern)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Failure::from_redis(&format!("PUBSUB CHANNELS on {}", node.addr), &e))?;
+        found.extend(classic);
+        if cluster {
+            let sharded: Vec<String> = redis::cmd("PUBSUB")
+                .arg("SHARDCHANNELS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_default();
+            found.extend(sharded);
+        }
+    }
+    Ok(found)
+}
+
+/// The key of the expirable semaphore whose taken permits `key` holds, if it has that shape.
+fn synchronizer_of_timeouts(key: &str) -> Option<String> {
+    let base = key.strip_suffix(":timeout")?;
+    match base.strip_prefix('{').and_then(|b| b.strip_suffix('}')) {
+        Some(name) if !name.contains('{') => Some(name.to_string()),
+        _ if base.contains('{') => Some(base.to_string()),
+        _ => None,
+    }
+}
+
+/// The key of the semaphore or latch that `channel` belongs to, if it is one's.
+fn synchronizer_of_channel(channel: &str) -> Option<String> {
+    let tagged = channel
+        .strip_prefix("redisson_sc:")
+        .or_else(|| channel.strip_prefix("redisson_countdownlatch__channel__"))?;
+    match tagged.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+        Some(name) => Some(name.to_string()),
+        None => Some(tagged.to_string()),
+    }
 }
 
 /// One bounded scan pass of one node.

@@ -461,3 +461,54 @@ async fn show_gives_semaphores_and_latches() {
     let run = rlock(&["--url", &url, "show", "note"]).await;
     assert_eq!(run.code, 1, "{run:?}");
 }
+
+/// `list` shows the semaphores and latches it can tell from other data: an expirable
+/// semaphore by its taken permits, and a semaphore with a waiter by its channel. A plain
+/// semaphore nobody waits on is a bare number, and is not listed.
+#[tokio::test]
+async fn list_shows_expirable_semaphores_and_synchronizers_with_waiters() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = testkit::client(&server).await;
+
+    let gpu = client.permit_expirable_semaphore("gpu");
+    assert!(gpu.try_set_permits(1).await.unwrap());
+    let permit = gpu.acquire(Duration::from_secs(60)).await.unwrap();
+    let idle = client.semaphore("idle");
+    assert!(idle.try_set_permits(5).await.unwrap());
+    let busy = client.semaphore("busy");
+    assert!(busy.try_set_permits(0).await.unwrap());
+    let waiter = {
+        let busy = busy.clone();
+        tokio::spawn(async move { busy.acquire(1).await })
+    };
+    let named = |listing: &serde_json::Value| -> Vec<String> {
+        listing["synchronizers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let names = testkit::settles_to(2, Duration::from_secs(5), || async {
+        named(&rlock(&["--url", &url, "list", "--json"]).await.json()).len()
+    })
+    .await;
+    assert_eq!(names, 2);
+    let listing = rlock(&["--url", &url, "list", "--json"]).await.json();
+    assert_eq!(named(&listing), ["busy", "gpu"], "{listing}");
+    assert_eq!(listing["synchronizers"][1]["permits"][0]["id"], permit.id());
+    assert_eq!(listing["synchronizers"][0]["value"], 0);
+    let text = rlock(&["--url", &url, "list"]).await;
+    assert!(text.stdout.contains("expirable semaphore"), "{text:?}");
+    assert!(text.stdout.contains("redisson_sc:{busy} (1)"), "{text:?}");
+
+    busy.release(1).await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    guard.release().await.unwrap();
+    permit.release().await.unwrap();
+}

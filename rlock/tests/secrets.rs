@@ -178,6 +178,8 @@ const READER_RULES: &[&str] = &[
     "+get",
     "+time",
     "+pubsub|numsub",
+    "+pubsub|channels",
+    "+zrange",
     "+info",
 ];
 

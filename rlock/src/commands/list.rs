@@ -33,10 +33,18 @@ pub async fn collect(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result
     let mut locks = read_found(nodes, key_prefix, &found).await?;
     let total = locks.len();
     locks.truncate(args.limit);
+    let mut synchronizers = Vec::new();
+    for key in found.synchronizers.iter().take(args.limit) {
+        let name = key.strip_prefix(key_prefix).unwrap_or(key);
+        if let Some(detail) = inspect::read_synchronizer(nodes, key_prefix, name).await? {
+            synchronizers.push(detail);
+        }
+    }
     Ok(Listing {
         truncated: total > locks.len(),
         total,
         locks,
+        synchronizers,
         scan: found.report,
     })
 }
