@@ -8,22 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, Error, PubSubMode};
-use testkit::{client, eventually, RedisCluster, RedisServer};
+use testkit::{client, dbsize, eventually, raw_get, RedisCluster, RedisServer};
 
 /// For state that settles quickly, on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 /// What "woken by the message" means: well under the re-check bound.
 const WOKEN_WITHIN: Duration = Duration::from_millis(1_000);
-
-async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(raw).await.unwrap()
-}
-
-async fn dbsize(raw: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
-}
 
 #[tokio::test]
 async fn the_count_in_redis() {
@@ -43,16 +34,16 @@ async fn the_count_in_redis() {
 
     assert!(latch.try_set_count(3).await.unwrap());
     assert!(!latch.try_set_count(5).await.unwrap());
-    assert_eq!(get(&mut raw, "batch:42").await.as_deref(), Some("3"));
+    assert_eq!(raw_get(&mut raw, "batch:42").await.as_deref(), Some("3"));
     assert_eq!(testkit::pttl(&mut raw, "batch:42").await, -1);
     assert_eq!(latch.count().await.unwrap(), 3);
     latch.count_down().await.unwrap();
-    assert_eq!(get(&mut raw, "batch:42").await.as_deref(), Some("2"));
+    assert_eq!(raw_get(&mut raw, "batch:42").await.as_deref(), Some("2"));
     assert!(!latch.wait_for(Duration::from_millis(50)).await.unwrap());
     latch.count_down().await.unwrap();
     latch.count_down().await.unwrap();
     // At zero the key is gone, as Redisson deletes it; the latch may be set again.
-    assert_eq!(get(&mut raw, "batch:42").await, None);
+    assert_eq!(raw_get(&mut raw, "batch:42").await, None);
     assert_eq!(latch.count().await.unwrap(), 0);
     latch.wait().await.unwrap();
     latch.count_down().await.unwrap();
@@ -64,7 +55,7 @@ async fn the_count_in_redis() {
 
     // A count of 0 is written as Redisson writes it: an open latch whose key stays.
     assert!(latch.try_set_count(0).await.unwrap());
-    assert_eq!(get(&mut raw, "batch:42").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "batch:42").await.as_deref(), Some("0"));
     assert!(latch.wait_for(Duration::ZERO).await.unwrap());
     assert!(!latch.try_set_count(2).await.unwrap());
     // Counting it down deletes it without a message (Redisson: DECR to -1, DEL).
@@ -78,7 +69,7 @@ async fn the_count_in_redis() {
     latch.count_down().await.unwrap();
     assert_eq!(latch.count().await.unwrap(), big - 1);
     assert_eq!(
-        get(&mut raw, "batch:42").await.as_deref(),
+        raw_get(&mut raw, "batch:42").await.as_deref(),
         Some("9223372036854775806")
     );
     assert_eq!(client.status().subscribed_channels, 0);
@@ -205,7 +196,7 @@ async fn cancelled_and_killed_waiters_leave_the_count_alone() {
         client.status().subscribed_channels == 0
     })
     .await;
-    assert_eq!(get(&mut raw, "left").await.as_deref(), Some("2"));
+    assert_eq!(raw_get(&mut raw, "left").await.as_deref(), Some("2"));
 
     // A waiting process killed: its connections close, the count stays.
     let doomed = tokio::runtime::Builder::new_multi_thread()
@@ -234,7 +225,7 @@ async fn cancelled_and_killed_waiters_leave_the_count_alone() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(get(&mut raw, "left").await.as_deref(), Some("2"));
+    assert_eq!(raw_get(&mut raw, "left").await.as_deref(), Some("2"));
     assert_eq!(dbsize(&mut raw).await, 1);
 }
 
@@ -318,7 +309,7 @@ async fn bad_input_writes_nothing() {
         not(latch.delete().await.unwrap_err());
     }
     assert_eq!(dbsize(&mut raw).await, before);
-    assert_eq!(get(&mut raw, "text").await.as_deref(), Some("1.5"));
+    assert_eq!(raw_get(&mut raw, "text").await.as_deref(), Some("1.5"));
     assert_eq!(client.status().subscribed_channels, 0);
     lock.unlock().await.unwrap();
 }

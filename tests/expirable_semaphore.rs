@@ -13,21 +13,15 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, Error, LostReason, PubSubMode};
-use testkit::{client, eventually, server_millis, settles_to, RedisCluster, RedisServer};
+use testkit::{
+    client, count_becomes, dbsize, eventually, raw_get, server_millis, RedisCluster, RedisServer,
+};
 
 /// For state that settles quickly, on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 /// What "woken by the message" means: well under the re-check bound.
 const WOKEN_WITHIN: Duration = Duration::from_millis(1_000);
 const LEASE: Duration = Duration::from_secs(30);
-
-async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(raw).await.unwrap()
-}
-
-async fn dbsize(raw: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
-}
 
 /// The permits' sorted set: (id in hex, expiry score).
 async fn permits(raw: &mut MultiplexedConnection, timeouts: &str) -> Vec<(String, i64)> {
@@ -48,15 +42,6 @@ async fn permits(raw: &mut MultiplexedConnection, timeouts: &str) -> Vec<(String
         .collect()
 }
 
-async fn count_becomes(raw: &MultiplexedConnection, key: &str, expected: &str) {
-    let last = settles_to(Some(expected.to_string()), GENEROUS, || {
-        let mut raw = raw.clone();
-        async move { get(&mut raw, key).await }
-    })
-    .await;
-    assert_eq!(last.as_deref(), Some(expected), "count of `{key}`");
-}
-
 #[tokio::test]
 async fn the_count_and_the_permits_in_redis() {
     let server = RedisServer::start();
@@ -70,12 +55,12 @@ async fn the_count_and_the_permits_in_redis() {
     );
     assert!(gpu.try_set_permits(4).await.unwrap());
     assert!(!gpu.try_set_permits(9).await.unwrap());
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("4"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("4"));
 
     let before = server_millis(&mut raw).await;
     let permit = gpu.acquire(Duration::from_secs(10)).await.unwrap();
     let after = server_millis(&mut raw).await;
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("3"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("3"));
     let taken = permits(&mut raw, "{gpu}:timeout").await;
     assert_eq!(taken.len(), 1);
     // The member is 16 bytes; id() is their hex, as Redisson shows it.
@@ -106,25 +91,25 @@ async fn the_count_and_the_permits_in_redis() {
     );
 
     permit.release().await.unwrap();
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("4"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("4"));
     assert_eq!(dbsize(&mut raw).await, 1, "the last permit's set is gone");
     assert_eq!(client.status().held_locks, 0);
 
     // Drop releases in the background.
     let dropped = gpu.acquire(LEASE).await.unwrap();
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("3"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("3"));
     drop(dropped);
     count_becomes(&raw, "gpu", "4").await;
 
     // forget() keeps it taken; its id releases it from anywhere.
     let id = gpu.acquire(LEASE).await.unwrap().forget();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("3"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("3"));
     assert_eq!(permits(&mut raw, "{gpu}:timeout").await[0].0, id);
     let other = testkit::client(&server).await;
     let elsewhere = other.permit_expirable_semaphore("gpu");
     assert!(elsewhere.try_release(&id.to_uppercase()).await.unwrap());
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("4"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("4"));
     assert!(!elsewhere.try_release(&id).await.unwrap(), "released once");
     let again = elsewhere.release_by_id(&id).await.unwrap_err();
     assert!(matches!(
@@ -136,7 +121,7 @@ async fn the_count_and_the_permits_in_redis() {
     ));
     assert!(again.is_lock_lost());
     assert!(again.to_string().contains(&id), "{again}");
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("4"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("4"));
 
     // Four taken: a fifth is refused until one comes back.
     let all: Vec<_> = futures_util::future::join_all((0..4).map(|_| gpu.acquire(LEASE)))
@@ -145,13 +130,13 @@ async fn the_count_and_the_permits_in_redis() {
         .map(Result::unwrap)
         .collect();
     assert!(gpu.try_acquire(LEASE).await.unwrap().is_none());
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("0"));
     assert_eq!(permits(&mut raw, "{gpu}:timeout").await.len(), 4);
     for permit in all {
         permit.release().await.unwrap();
     }
     gpu.add_permits(2).await.unwrap();
-    assert_eq!(get(&mut raw, "gpu").await.as_deref(), Some("6"));
+    assert_eq!(raw_get(&mut raw, "gpu").await.as_deref(), Some("6"));
     assert!(gpu.delete().await.unwrap());
     assert_eq!(dbsize(&mut raw).await, 0);
 }
@@ -194,7 +179,7 @@ async fn never_more_holders_than_permits() {
     let most = most.load(Ordering::SeqCst);
     assert!(most <= PERMITS, "{most} permits at once, of {PERMITS}");
     assert!(most >= 2, "{most}");
-    assert_eq!(get(&mut raw, "pool").await.as_deref(), Some("3"));
+    assert_eq!(raw_get(&mut raw, "pool").await.as_deref(), Some("3"));
     assert!(permits(&mut raw, "{pool}:timeout").await.is_empty());
 }
 
@@ -284,10 +269,10 @@ async fn a_lease_that_runs_out_frees_the_permit_for_a_waiter_without_any_message
         ),
         "{err:?}"
     );
-    assert_eq!(get(&mut raw, "lease").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "lease").await.as_deref(), Some("0"));
     assert_eq!(permits(&mut raw, "{lease}:timeout").await[0].0, permit.id());
     permit.release().await.unwrap();
-    assert_eq!(get(&mut raw, "lease").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "lease").await.as_deref(), Some("1"));
 }
 
 #[tokio::test]
@@ -318,7 +303,7 @@ async fn a_killed_holders_permit_comes_back_after_its_lease() {
     });
     let taken_at = taken_rx.await.unwrap();
     doomed.shutdown_background();
-    assert_eq!(get(&mut raw, "crash").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "crash").await.as_deref(), Some("0"));
     let permit = tokio::time::timeout(GENEROUS, gpu.acquire(LEASE))
         .await
         .unwrap()
@@ -350,11 +335,11 @@ async fn a_release_by_id_reaches_the_holder() {
             .unwrap(),
         LostReason::Released
     );
-    assert_eq!(get(&mut raw, "byid").await.as_deref(), Some("2"));
+    assert_eq!(raw_get(&mut raw, "byid").await.as_deref(), Some("2"));
     let err = permit.release().await.unwrap_err();
     assert_eq!(err.lost_reason(), Some(LostReason::Released));
     assert_eq!(
-        get(&mut raw, "byid").await.as_deref(),
+        raw_get(&mut raw, "byid").await.as_deref(),
         Some("2"),
         "not twice"
     );
@@ -366,7 +351,7 @@ async fn a_release_by_id_reaches_the_holder() {
     elsewhere.release_by_id(permit.id()).await.unwrap();
     let _again = elsewhere.acquire(LEASE).await.unwrap();
     let _and_again = elsewhere.acquire(LEASE).await.unwrap();
-    assert_eq!(get(&mut raw, "byid").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "byid").await.as_deref(), Some("0"));
     let err = permit.release().await.unwrap_err();
     assert!(
         matches!(
@@ -378,7 +363,7 @@ async fn a_release_by_id_reaches_the_holder() {
         ),
         "{err:?}"
     );
-    assert_eq!(get(&mut raw, "byid").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "byid").await.as_deref(), Some("0"));
     assert_eq!(permits(&mut raw, "{byid}:timeout").await.len(), 2);
 }
 
@@ -405,7 +390,7 @@ async fn a_cancelled_wait_takes_nothing() {
     .await;
     gpu.add_permits(1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(get(&mut raw, "cancel").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "cancel").await.as_deref(), Some("1"));
     assert!(permits(&mut raw, "{cancel}:timeout").await.is_empty());
 
     for delay_us in [0, 100, 300, 600, 1_000, 2_000] {
@@ -459,7 +444,7 @@ async fn a_restarted_server_is_reported_then_works() {
     assert!(gpu.try_set_permits(1).await.unwrap());
     let permit = gpu.acquire(LEASE).await.unwrap();
     permit.release().await.unwrap();
-    assert_eq!(get(&mut raw, "restart").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "restart").await.as_deref(), Some("1"));
 }
 
 #[tokio::test]
@@ -519,7 +504,7 @@ async fn bad_input_writes_nothing() {
         .unwrap_err();
     assert!(err.to_string().contains("{plain}:timeout"), "{err}");
     assert_eq!(dbsize(&mut raw).await, before);
-    assert_eq!(get(&mut raw, "plain").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "plain").await.as_deref(), Some("1"));
     lock.unlock().await.unwrap();
 }
 
@@ -611,7 +596,7 @@ async fn a_user_without_a_command_is_refused_before_anything_is_written() {
         .unwrap_err();
     assert!(err.is_permission_denied(), "{err}");
     assert!(err.to_string().contains("+zadd"), "{err}");
-    assert_eq!(get(&mut raw, "app:gpu").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "app:gpu").await.as_deref(), Some("1"));
     assert_eq!(dbsize(&mut raw).await, 1);
 
     // Without the channel: refused, nothing written.

@@ -9,32 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, Error, PubSubMode};
-use testkit::{client, eventually, settles_to, RedisCluster, RedisServer};
+use testkit::{client, count_becomes, dbsize, eventually, raw_get, RedisCluster, RedisServer};
 
 /// For state that settles quickly, on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 /// What "woken by the message" means: well under the re-check bound.
 const WOKEN_WITHIN: Duration = Duration::from_millis(1_000);
-
-async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query_async(raw).await.unwrap()
-}
-
-async fn dbsize(raw: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
-}
-
-/// Waits until the raw count of `key` reads `expected`.
-async fn count_becomes(raw: &MultiplexedConnection, key: &str, expected: &str) {
-    let last = settles_to(Some(expected.to_string()), GENEROUS, || {
-        let mut raw = raw.clone();
-        async move { get(&mut raw, key).await }
-    })
-    .await;
-    assert_eq!(last.as_deref(), Some(expected), "count of `{key}`");
-}
 
 #[tokio::test]
 async fn every_call_shows_in_the_raw_count() {
@@ -47,9 +28,9 @@ async fn every_call_shows_in_the_raw_count() {
     assert_eq!(pool.available_permits().await.unwrap(), 0, "no count yet");
     assert!(pool.try_acquire(1).await.unwrap().is_none(), "nothing set");
     assert!(pool.try_set_permits(10).await.unwrap());
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("10"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("10"));
     assert!(!pool.try_set_permits(3).await.unwrap(), "set once");
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("10"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("10"));
     // Redisson's layout: the count alone, no expiry, nothing else.
     assert_eq!(dbsize(&mut raw).await, 1);
     assert_eq!(testkit::pttl(&mut raw, "db:pool").await, -1);
@@ -57,13 +38,13 @@ async fn every_call_shows_in_the_raw_count() {
     let two = pool.acquire(2).await.unwrap();
     assert_eq!(two.permits(), 2);
     assert_eq!(two.semaphore(), "db:pool");
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("8"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("8"));
     assert!(pool.try_acquire(9).await.unwrap().is_none());
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("8"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("8"));
     let eight = pool.try_acquire(8).await.unwrap().expect("8 free");
     assert_eq!(pool.available_permits().await.unwrap(), 0);
     two.release().await.unwrap();
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("2"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("2"));
 
     // Drop gives back in the background.
     drop(eight);
@@ -74,32 +55,32 @@ async fn every_call_shows_in_the_raw_count() {
     let kept = pool.acquire(3).await.unwrap().forget();
     assert_eq!(kept, 3);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("7"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("7"));
     pool.release(3).await.unwrap();
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("10"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("10"));
 
     // addPermits, drainPermits, delete as Redisson has them.
     pool.add_permits(5).await.unwrap();
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("15"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("15"));
     pool.add_permits(-16).await.unwrap();
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("-1"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("-1"));
     assert_eq!(
         pool.available_permits().await.unwrap(),
         0,
         "below zero reads 0"
     );
     pool.release(1).await.unwrap();
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("0"));
     pool.add_permits(4).await.unwrap();
     assert_eq!(pool.drain_permits().await.unwrap(), 4);
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("0"));
     assert!(pool.delete().await.unwrap());
     assert!(!pool.delete().await.unwrap());
     assert_eq!(dbsize(&mut raw).await, 0);
 
     // A count of 0 is a closed gate.
     assert!(pool.try_set_permits(0).await.unwrap());
-    assert_eq!(get(&mut raw, "db:pool").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "db:pool").await.as_deref(), Some("0"));
     assert!(pool.try_acquire(1).await.unwrap().is_none());
     assert_eq!(
         client.status().subscribed_channels,
@@ -158,7 +139,7 @@ async fn never_more_holders_than_permits() {
         "{most} permits in use at once, of {PERMITS}"
     );
     assert!(most >= 2, "the permits were shared ({most} at most)");
-    assert_eq!(get(&mut raw, "pool").await.as_deref(), Some("3"));
+    assert_eq!(raw_get(&mut raw, "pool").await.as_deref(), Some("3"));
     for client in &clients {
         assert_eq!(client.status().subscribed_channels, 0);
     }
@@ -257,7 +238,7 @@ async fn a_cancelled_wait_takes_nothing() {
     .await;
     pool.add_permits(1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(get(&mut raw, "cancel").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "cancel").await.as_deref(), Some("1"));
 
     // A wait that runs out takes nothing either.
     let other = client.semaphore("cancel");
@@ -271,9 +252,9 @@ async fn a_cancelled_wait_takes_nothing() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(290), "{waited:?}");
     assert!(waited < Duration::from_millis(2_000), "{waited:?}");
-    assert_eq!(get(&mut raw, "cancel").await.as_deref(), Some("0"));
+    assert_eq!(raw_get(&mut raw, "cancel").await.as_deref(), Some("0"));
     held.release().await.unwrap();
-    assert_eq!(get(&mut raw, "cancel").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "cancel").await.as_deref(), Some("1"));
 
     // Cancelled at every moment of a try that succeeds: whatever it took comes back.
     for delay_us in [0, 100, 300, 600, 1_000, 2_000] {
@@ -312,13 +293,13 @@ async fn a_killed_holder_keeps_its_permits_taken() {
         drop(permits);
     });
     taken_rx.await.unwrap();
-    assert_eq!(get(&mut raw, "crash").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "crash").await.as_deref(), Some("1"));
     doomed.shutdown_background();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // No owner, no expiry: the two permits stay taken (the documented behaviour; an
     // expirable semaphore gives them back when their lease runs out).
-    assert_eq!(get(&mut raw, "crash").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "crash").await.as_deref(), Some("1"));
     assert_eq!(testkit::pttl(&mut raw, "crash").await, -1);
     assert!(pool.try_acquire(2).await.unwrap().is_none());
     // Someone who knows gives them back.
@@ -354,7 +335,7 @@ async fn a_restarted_server_fails_calls_in_bounded_time_then_works() {
     // Back, empty: the waiter resubscribes and is woken by the new count.
     server.restart();
     let mut raw = server.raw().await;
-    assert_eq!(get(&mut raw, "restart").await, None);
+    assert_eq!(raw_get(&mut raw, "restart").await, None);
     let waiting_since = Instant::now();
     let setter = testkit::client(&server).await;
     let woken = tokio::time::timeout(GENEROUS, async {
@@ -380,14 +361,14 @@ async fn a_restarted_server_fails_calls_in_bounded_time_then_works() {
     {
         Ok(guard) => {
             assert!(waiting_since.elapsed() < GENEROUS);
-            assert_eq!(get(&mut raw, "restart").await.as_deref(), Some("0"));
+            assert_eq!(raw_get(&mut raw, "restart").await.as_deref(), Some("0"));
             guard.release().await.unwrap();
         }
         Err(e) => assert!(e.is_connection_error(), "{e}"),
     }
     let guard = pool.acquire(1).await.unwrap();
     guard.release().await.unwrap();
-    assert_eq!(get(&mut raw, "restart").await.as_deref(), Some("1"));
+    assert_eq!(raw_get(&mut raw, "restart").await.as_deref(), Some("1"));
 }
 
 #[tokio::test]
@@ -413,7 +394,7 @@ async fn bad_input_writes_nothing() {
     let over = pool.release(10).await.unwrap_err();
     assert!(matches!(over, Error::Rejected { .. }), "{over:?}");
     assert_eq!(
-        get(&mut raw, "bad").await.as_deref(),
+        raw_get(&mut raw, "bad").await.as_deref(),
         Some("2147483645"),
         "unchanged"
     );
@@ -421,7 +402,7 @@ async fn bad_input_writes_nothing() {
     assert!(under.is_ok(), "{under:?}");
     let under = pool.add_permits(-2_147_483_647).await.unwrap_err();
     assert!(matches!(under, Error::Rejected { .. }), "{under:?}");
-    assert_eq!(get(&mut raw, "bad").await.as_deref(), Some("-2"));
+    assert_eq!(raw_get(&mut raw, "bad").await.as_deref(), Some("-2"));
 
     // Keys of other kinds: a lock hash, a list, a string that is no count.
     let lock = client.lock("taken").lock().await.unwrap();
@@ -453,7 +434,7 @@ async fn bad_input_writes_nothing() {
     let err = client.semaphore("taken").acquire(1).await.unwrap_err();
     assert!(err.to_string().contains("a hash"), "{err}");
     assert_eq!(dbsize(&mut raw).await, before);
-    assert_eq!(get(&mut raw, "text").await.as_deref(), Some("ten"));
+    assert_eq!(raw_get(&mut raw, "text").await.as_deref(), Some("ten"));
     assert!(!lock.is_lost());
     lock.unlock().await.unwrap();
     assert_eq!(client.status().subscribed_channels, 0);

@@ -15,6 +15,37 @@ pub async fn lock_hash(
         .expect("HGETALL")
 }
 
+/// The string at `key` (a semaphore's or latch's count), `None` when absent.
+pub async fn raw_get(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .expect("GET")
+}
+
+/// How many keys the database holds: what bad input must leave unchanged.
+pub async fn dbsize(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
+    redis::cmd("DBSIZE")
+        .query_async(conn)
+        .await
+        .expect("DBSIZE")
+}
+
+/// Waits (up to 10 s) until the count at `key` reads `expected`; panics with the last read.
+pub async fn count_becomes(conn: &redis::aio::MultiplexedConnection, key: &str, expected: &str) {
+    let last = crate::wait::settles_to(
+        Some(expected.to_string()),
+        std::time::Duration::from_secs(10),
+        || {
+            let mut conn = conn.clone();
+            async move { raw_get(&mut conn, key).await }
+        },
+    )
+    .await;
+    assert_eq!(last.as_deref(), Some(expected), "count of `{key}`");
+}
+
 /// PTTL of `key` in milliseconds (-2 absent, -1 no expiry).
 pub async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL")
