@@ -93,16 +93,9 @@ impl PermitExpirableSemaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
         let permits = check::permits_to_set(permits)?;
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(
-            core,
-            names,
-            "setting the permits of",
-            Retry::Always,
-            |conn| scripts::try_set_count(conn, names, permits),
-        )
-        .await
+        self.handle
+            .try_set_count("setting the permits of", permits)
+            .await
     }
 
     /// Adds `permits` free permits (negative: takes that many away, as Redisson's
@@ -116,13 +109,12 @@ impl PermitExpirableSemaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let permits = check::permits_added(permits)?;
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "adding permits to", Retry::IfUnsent, |conn| {
-            scripts::change_permits(conn, names, permits, Change::AddExpirable)
-        })
-        .await
-        .map(drop)
+        self.handle
+            .answer("adding permits to", Retry::IfUnsent, |conn, names| {
+                scripts::change_permits(conn, names, permits, Change::AddExpirable)
+            })
+            .await
+            .map(drop)
     }
 
     /// Takes one permit with a `lease`, waiting as long as it takes for one to be free.
@@ -291,12 +283,12 @@ impl PermitExpirableSemaphore {
     }
 
     async fn count(&self, acquired: bool) -> Result<u64> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        let count = call::answer(core, names, "reading", Retry::Always, |conn| {
-            scripts::permit_count(conn, names, acquired)
-        })
-        .await?;
+        let count = self
+            .handle
+            .answer("reading", Retry::Always, |conn, names| {
+                scripts::permit_count(conn, names, acquired)
+            })
+            .await?;
         Ok(count.max(0).unsigned_abs())
     }
 
@@ -310,12 +302,7 @@ impl PermitExpirableSemaphore {
     /// Not cancel safe: if dropped, the semaphore may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn delete(&self) -> Result<bool> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "deleting", Retry::Always, |conn| {
-            scripts::delete(conn, names)
-        })
-        .await
+        self.handle.delete().await
     }
 }
 

@@ -3,10 +3,15 @@
 
 use std::sync::Arc;
 
+use std::future::Future;
+
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::names::{SyncKind, SyncNames};
+use crate::protocol::scripts;
+use crate::sync::call::{self, Retry};
 use crate::sync::check;
+use crate::transport::conn::Conn;
 
 /// A synchronizer's client and names.
 #[derive(Clone)]
@@ -46,6 +51,46 @@ impl Handle {
             .ensure_sync(&self.core.connections, names)
             .await?;
         Ok((&self.core, names))
+    }
+
+    /// Runs `script` on the synchronizer's names (see [`call::answer`]): `operation` names
+    /// the call in errors, `retry` says when it may be sent again.
+    pub(crate) async fn answer<'a, T, F, Fut>(
+        &'a self,
+        operation: &'static str,
+        retry: Retry,
+        mut script: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Conn, &'a SyncNames) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>> + 'a,
+    {
+        let (core, names) = self.parts().await?;
+        let names: &'a SyncNames = names;
+        call::answer(core, names, operation, retry, |conn| script(conn, names)).await
+    }
+
+    /// Sets the count (permits, or a latch's count), checked already, if none is set: true
+    /// when set. Harmless to send twice.
+    pub(crate) async fn try_set_count(&self, operation: &'static str, count: u64) -> Result<bool> {
+        self.answer(operation, Retry::Always, |conn, names| {
+            scripts::try_set_count(conn, names, count)
+        })
+        .await
+    }
+
+    /// The count at the name (free permits, or a latch's count); 0 when none is set.
+    pub(crate) async fn read_count(&self) -> Result<u64> {
+        let count = self
+            .answer("reading", Retry::Always, scripts::read_count)
+            .await?;
+        Ok(count.max(0).unsigned_abs())
+    }
+
+    /// Deletes the synchronizer's keys and tells its waiters: true when something was there.
+    pub(crate) async fn delete(&self) -> Result<bool> {
+        self.answer("deleting", Retry::Always, scripts::delete)
+            .await
     }
 
     /// The names every call uses: an invalid name, or one whose derived names a cluster

@@ -78,12 +78,9 @@ impl CountDownLatch {
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
         let count = check::count(count)?;
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "setting the count of", Retry::Always, |conn| {
-            scripts::try_set_count(conn, names, count)
-        })
-        .await
+        self.handle
+            .try_set_count("setting the count of", count)
+            .await
     }
 
     /// Counts down by one; at zero the latch opens (its key is deleted) and every waiter
@@ -99,13 +96,12 @@ impl CountDownLatch {
     /// Not cancel safe: if dropped, the count may or may not have gone down.
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn count_down(&self) -> Result<()> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "counting down", Retry::IfUnsent, |conn| {
-            scripts::count_down(conn, names)
-        })
-        .await
-        .map(drop)
+        self.handle
+            .answer("counting down", Retry::IfUnsent, |conn, names| {
+                scripts::count_down(conn, names)
+            })
+            .await
+            .map(drop)
     }
 
     /// The count: 0 when the latch is open (or was never set).
@@ -118,13 +114,7 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn count(&self) -> Result<u64> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        let count = call::answer(core, names, "reading", Retry::Always, |conn| {
-            scripts::read_count(conn, names)
-        })
-        .await?;
-        Ok(count.max(0).unsigned_abs())
+        self.handle.read_count().await
     }
 
     /// Waits as long as it takes for the count to reach zero (at once if it is zero).
@@ -185,12 +175,7 @@ impl CountDownLatch {
     /// Not cancel safe: if dropped, the count may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn delete(&self) -> Result<bool> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "deleting", Retry::Always, |conn| {
-            scripts::delete(conn, names)
-        })
-        .await
+        self.handle.delete().await
     }
 }
 

@@ -82,16 +82,9 @@ impl Semaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
         let permits = check::permits_to_set(permits)?;
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(
-            core,
-            names,
-            "setting the permits of",
-            Retry::Always,
-            |conn| scripts::try_set_count(conn, names, permits),
-        )
-        .await
+        self.handle
+            .try_set_count("setting the permits of", permits)
+            .await
     }
 
     /// Adds `permits` free permits (a negative number takes that many away, down to below
@@ -110,13 +103,12 @@ impl Semaphore {
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let permits = check::permits_added(permits)?;
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "adding permits to", Retry::IfUnsent, |conn| {
-            scripts::change_permits(conn, names, permits, Change::Add)
-        })
-        .await
-        .map(drop)
+        self.handle
+            .answer("adding permits to", Retry::IfUnsent, |conn, names| {
+                scripts::change_permits(conn, names, permits, Change::Add)
+            })
+            .await
+            .map(drop)
     }
 
     /// Takes `permits` permits, waiting as long as it takes for that many to be free. The
@@ -216,13 +208,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel safe (read only).
     pub async fn available_permits(&self) -> Result<u64> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        let count = call::answer(core, names, "reading", Retry::Always, |conn| {
-            scripts::read_count(conn, names)
-        })
-        .await?;
-        Ok(count.max(0).unsigned_abs())
+        self.handle.read_count().await
     }
 
     /// Takes every free permit at once (the count becomes 0) and returns how many there
@@ -235,12 +221,12 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been taken.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn drain_permits(&self) -> Result<u64> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        let drained = call::answer(core, names, "draining", Retry::IfUnsent, |conn| {
-            scripts::drain(conn, names)
-        })
-        .await?;
+        let drained = self
+            .handle
+            .answer("draining", Retry::IfUnsent, |conn, names| {
+                scripts::drain(conn, names)
+            })
+            .await?;
         Ok(drained.max(0).unsigned_abs())
     }
 
@@ -254,12 +240,7 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the count may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn delete(&self) -> Result<bool> {
-        let (core, names) = self.handle.parts().await?;
-        let names: &SyncNames = names;
-        call::answer(core, names, "deleting", Retry::Always, |conn| {
-            scripts::delete(conn, names)
-        })
-        .await
+        self.handle.delete().await
     }
 }
 
