@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::hold::{Hold, Renewal};
 use super::lease::{Applied, Lease, Terms};
 use super::watch_list::WatchList;
+use crate::error::LostReason;
 
 /// A (lock key, owner) pair, the key of [`Holds`], with its hash reckoned once: an acquire
 /// and its release look it up five times, and hashing the two strings each time cost
@@ -142,6 +143,15 @@ impl Holds {
     /// Records one more guard after a successful acquire sent at `started`: joins the
     /// owner's live hold (re-entry), or starts a new one in place of a lost one, renewed
     /// as `renewal` says.
+    ///
+    /// `replaces` is the hold this owner had when the acquire was sent, if Redis answered
+    /// that it made the owner's field anew: that hold's count had left Redis before the
+    /// acquire ran (a force unlock, a restart without persistence, an eviction), so it is
+    /// lost, told at once, and the acquire starts a hold of its own. Joining it instead would
+    /// let a release of the new guard free the lock under the old one's still-valid guard.
+    /// Only a hold already registered when the acquire was sent can be proven lost this
+    /// way: one registered meanwhile may be a concurrent acquire of the same owner that Redis
+    /// ran after this one.
     pub(crate) fn add(
         &self,
         id: &HoldId,
@@ -149,6 +159,7 @@ impl Holds {
         terms: Terms,
         started: Instant,
         applied: Applied,
+        replaces: Option<&Arc<Hold>>,
     ) -> Arc<Hold> {
         let fresh = || Arc::new(Hold::new(id, renewal, terms, started, applied));
         // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
@@ -162,6 +173,9 @@ impl Holds {
         match self.map.entry(id.clone()) {
             Entry::Occupied(mut entry) => {
                 let hold = entry.get();
+                if replaces.is_some_and(|lost| Arc::ptr_eq(lost, hold)) {
+                    hold.mark_lost(LostReason::Released);
+                }
                 if hold.lost_reason().is_none() && !hold.is_released() {
                     hold.add_guard(terms, started, applied);
                     listed(hold.clone())
@@ -172,6 +186,17 @@ impl Holds {
                 }
             }
             Entry::Vacant(entry) => listed(entry.insert(fresh()).clone()),
+        }
+    }
+
+    /// Marks `hold` lost as [`Hold::mark_lost`] does, under its registry entry's lock (so
+    /// that no re-entry joins it meanwhile), if it is still the owner's registered hold.
+    /// For an acquire that proved it lost (see [`add`](Holds::add)) and was then undone.
+    pub(crate) fn replaced(&self, hold: &Arc<Hold>) {
+        if let Some(current) = self.map.get(&hold.id()) {
+            if Arc::ptr_eq(&current, hold) {
+                current.mark_lost(LostReason::Released);
+            }
         }
     }
 
@@ -284,7 +309,6 @@ impl Holds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::LostReason;
     use crate::holds::hold::LostCode;
 
     fn watchdog_hold(lease_ms: u64) -> Hold {
@@ -339,6 +363,7 @@ mod tests {
             terms,
             now,
             Applied::within(lease.millis(), None, now),
+            None,
         )
     }
 

@@ -88,11 +88,15 @@ pub(crate) async fn attempt(
     let _in_flight = core.holds.attempt_started(&id);
     let started = Instant::now();
     let terms = core.holds.terms_for(&id, request.terms(started));
+    // Read before the call goes out: if Redis then answers that the owner's field is new,
+    // this hold's count had left Redis by the time the call ran.
+    let prior = core.holds.live(&id);
     let sent = Sent {
         core: core.clone(),
         names: names.clone(),
         owner: owner.clone(),
         id,
+        prior,
         pinned: route.pinned(),
         applied: Applied::within(terms.lease.millis(), terms.max_until, started),
         started,
@@ -202,6 +206,8 @@ struct Sent {
     names: Arc<LockNames>,
     owner: Arc<str>,
     id: HoldId,
+    /// The owner's live hold when the call was sent, if any.
+    prior: Option<Arc<Hold>>,
     /// The connection it went out on, if not the shared one.
     pinned: Option<Conn>,
     applied: Applied,
@@ -213,7 +219,10 @@ impl Sent {
     /// The caller left before the outcome: undo what the attempt took, or may have taken.
     fn abandoned(self, outcome: &redis::RedisResult<(AcquireReply, Option<Error>)>) {
         let (took_lock, may_be_queued) = match outcome {
-            Ok((AcquireReply::Acquired { .. }, _)) => (true, false),
+            Ok((AcquireReply::Acquired { new_hold, .. }, _)) => {
+                self.tell_prior_lost(*new_hold);
+                (true, false)
+            }
             Ok((AcquireReply::RetryWithin(_), _)) => (false, self.join_queue),
             Ok((AcquireReply::NotALock, _)) => (false, false),
             Err(e) => (
@@ -240,7 +249,8 @@ impl Sent {
     ) -> Result<Tried<LockGuard>> {
         let core = self.core.clone();
         match outcome {
-            Ok((AcquireReply::Acquired { .. }, Some(unreplicated))) => {
+            Ok((AcquireReply::Acquired { new_hold, .. }, Some(unreplicated))) => {
+                self.tell_prior_lost(new_hold);
                 // The master has it and no replica does: a failover would forget it while
                 // we counted on it. Taken back, awaited so that it reaches Redis before a
                 // retry.
@@ -249,11 +259,17 @@ impl Sent {
                     .await;
                 Err(unreplicated)
             }
-            Ok((AcquireReply::Acquired { token }, None)) => {
+            Ok((AcquireReply::Acquired { token, new_hold }, None)) => {
                 let renewal = crate::locks::kind::renewal(&self.names, &self.owner);
-                let hold = core
-                    .holds
-                    .add(&self.id, renewal, terms, self.started, self.applied);
+                let replaces = self.prior.as_ref().filter(|_| new_hold);
+                let hold = core.holds.add(
+                    &self.id,
+                    renewal,
+                    terms,
+                    self.started,
+                    self.applied,
+                    replaces,
+                );
                 if hold.is_watchdog() {
                     core.watchdog.ensure_running();
                 }
@@ -293,6 +309,15 @@ impl Sent {
                 let error = explain::explain(&core.connections, "acquiring", &self.names, e.into());
                 Err(error.await)
             }
+        }
+    }
+
+    /// An acquire that made the owner's field anew proves the hold the owner had when it
+    /// was sent lost (see [`Holds::add`](crate::holds::Holds::add)); for an acquire that is
+    /// undone rather than registered.
+    fn tell_prior_lost(&self, new_hold: bool) {
+        if let (true, Some(prior)) = (new_hold, &self.prior) {
+            self.core.holds.replaced(prior);
         }
     }
 

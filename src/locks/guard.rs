@@ -221,6 +221,12 @@ async fn release_hold(
         }
     };
     match released {
+        Released::Freed if !last => {
+            // Redis counted fewer holds than this hold has guards: some of its counts left
+            // Redis unseen. The lock is free now, so the guards left must not stay valid.
+            hold.mark_lost(LostReason::Released);
+            ("freed", Ok(()))
+        }
         Released::Freed => ("freed", Ok(())),
         Released::StillHeld if last => {
             release_leftovers(core, names, &hold.owner).await;

@@ -361,6 +361,7 @@ impl Try for TakePermit {
                     terms,
                     started,
                     applied,
+                    None,
                 );
                 // After a reconnection, a permit that Redis forgot is reported lost.
                 core.lease_check.ensure_running();

@@ -5,8 +5,10 @@
 -- ARGV[2i] owner field "<client-uuid>:<task-id>" asking for KEYS[i]
 -- ARGV[2 * #KEYS + 1] optional: present when one caller is alone in the call, whose one
 --                     reply then comes bare, sparing the client an array to parse
--- Returns one integer per key: -3 when acquired (the owner's count went up by one and the
--- lease was reset); -4 when the key is not a lock (another type, a read-write lock, a hash
+-- Returns one integer per key: -3 when acquired afresh (the owner had no count: its field
+-- is new), -6 when re-entered (the owner's count went up from 1 or more), the lease reset in
+-- both cases; the client tells the two apart so that an owner whose field vanished (a force
+-- unlock, a restart without persistence) learns it lost its earlier hold; -4 when the key is not a lock (another type, a read-write lock, a hash
 -- of other data: nothing written); otherwise the holder's PTTL in milliseconds (-1 when
 -- the holder set no expiry). Redisson answers nil for "acquired", which a Lua array cannot
 -- hold; PTTL never answers below -2.
@@ -21,9 +23,9 @@ for i = 1, #KEYS do
         mine = 0
     end
     if mine == true or mine == 1 then
-        redis.call('hincrby', key, owner, 1)
+        local count = redis.call('hincrby', key, owner, 1)
         redis.call('pexpire', key, lease)
-        replies[i] = -3
+        replies[i] = count == 1 and -3 or -6
     elseif mine == 0 and lock_shaped(key) then
         replies[i] = redis.call('pttl', key)
     else

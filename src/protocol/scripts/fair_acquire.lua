@@ -14,7 +14,7 @@
 --         `fairLockWaitTimeout` of the Redisson clients sharing the queue, which each of
 --         them subtracts from every deadline behind it when it takes the lock or gives up
 --         (RedissonFairLock.tryLockInnerAsync, acquireFailedAsync); 0 when none does
--- Returns nil when acquired (or re-entered); otherwise how long to wait at most before
+-- Returns -3 when acquired afresh (the owner had no count), -6 when re-entered; otherwise how long to wait at most before
 -- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
 -- free but another waiter heads the queue, the time until that waiter's deadline, or
 -- until its grace ends if nobody hears it (see notify_head).
@@ -28,7 +28,7 @@ purge(KEYS[2], KEYS[3], now)
 if redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
-    return nil
+    return -6
 end
 local free = redis.call('exists', KEYS[1]) == 0
 local head = redis.call('lindex', KEYS[2], 0)
@@ -46,7 +46,7 @@ if free and (head == false or head == owner) then
     end
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
-    return nil
+    return -3
 end
 if ARGV[7] == 'queue' then
     -- ZADD refreshes the deadline of a waiter already queued, and reports a new one.

@@ -181,25 +181,44 @@ pub(crate) struct AcquireCall<'a, C> {
 /// What an acquire script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
-    /// Acquired (or re-entered); a fenced lock's new fencing token.
-    Acquired { token: Option<u64> },
+    /// Acquired or re-entered; a fenced lock's new fencing token.
+    Acquired {
+        token: Option<u64>,
+        /// The owner had no count before: Redis made its field anew. Where the client
+        /// still counts a hold of that owner, Redis lost it (see `Holds::add`).
+        new_hold: bool,
+    },
     /// Not acquired: try again within this many ms at the latest (-1: no bound known).
     RetryWithin(i64),
     /// The lock key is not a lock of this kind; nothing was written.
     NotALock,
 }
 
-impl From<Option<i64>> for AcquireReply {
-    fn from(reply: Option<i64>) -> Self {
+impl AcquireReply {
+    /// An acquire script's integer answer: [`ACQUIRED`], [`REENTERED`], [`NOT_A_LOCK`],
+    /// or how long to wait.
+    fn from_code(reply: i64) -> Self {
         match reply {
-            None => AcquireReply::Acquired { token: None },
-            Some(wait_ms) => AcquireReply::RetryWithin(wait_ms),
+            ACQUIRED => AcquireReply::Acquired {
+                token: None,
+                new_hold: true,
+            },
+            REENTERED => AcquireReply::Acquired {
+                token: None,
+                new_hold: false,
+            },
+            NOT_A_LOCK => AcquireReply::NotALock,
+            wait_ms => AcquireReply::RetryWithin(wait_ms),
         }
     }
 }
 
-/// `acquire.lua`'s answer for a key that was acquired (below any PTTL).
+/// The acquire scripts' answer for a lock taken afresh: the owner had no count (below any
+/// PTTL).
 const ACQUIRED: i64 = -3;
+
+/// The acquire scripts' answer for a re-entry: the owner's count went up from 1 or more.
+const REENTERED: i64 = -6;
 
 /// The batched scripts' answer for a key that is not a lock (below any PTTL).
 const NOT_A_LOCK: i64 = -4;
@@ -238,11 +257,7 @@ impl AcquireItem {
     }
 
     fn reply(reply: i64) -> AcquireReply {
-        match reply {
-            ACQUIRED => AcquireReply::Acquired { token: None },
-            NOT_A_LOCK => AcquireReply::NotALock,
-            wait_ms => AcquireReply::RetryWithin(wait_ms),
-        }
+        AcquireReply::from_code(reply)
     }
 }
 
@@ -293,8 +308,9 @@ impl<C: RedisConn> AcquireCall<'_, C> {
                 })
             };
             return Ok(match acquired {
-                1 => AcquireReply::Acquired {
+                1 | 2 => AcquireReply::Acquired {
                     token: Some(parsed("token")?.unsigned_abs()),
+                    new_hold: acquired == 1,
                 },
                 _ => AcquireReply::RetryWithin(parsed("pttl")?),
             });
@@ -316,8 +332,8 @@ impl<C: RedisConn> AcquireCall<'_, C> {
             .arg(self.place.keep_ms)
             .arg(if self.join_queue { "queue" } else { "try" })
             .arg(self.place.per_waiter_ahead_ms);
-        let reply: Option<i64> = call.query(&mut conn).await?;
-        Ok(reply.into())
+        let reply: i64 = call.query(&mut conn).await?;
+        Ok(AcquireReply::from_code(reply))
     }
 }
 

@@ -6,7 +6,7 @@
 --         that ACL key patterns are checked before anything runs)
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner field "<client-uuid>:<task-id>"
--- Returns nil when acquired: the owner's count went up by one, and every one of its read
+-- Returns -3 when acquired afresh (the owner had no count), -6 when re-entered: the owner's count went up by one, and every one of its read
 -- holds' timeout keys has the lease (one lease per hold, as a reentrant lock's key has,
 -- where Redisson leaves the earlier keys' leases as they were); the hash lives at least as
 -- long. Otherwise the hash's PTTL (-1 when it has no expiry). Fails with NOTALOCK, writing
@@ -27,4 +27,4 @@ for n = 1, count do
     redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', lease)
 end
 redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), lease))
-return nil
+return count == 1 and -3 or -6

@@ -63,7 +63,7 @@ pub(super) async fn acquire<C: RedisConn>(
     owner: &str,
 ) -> RedisResult<AcquireReply> {
     let bytes = 2 * names.key.len() + 2 * owner.len() + NUMBER_BYTES + 32;
-    let reply: Option<i64> = match names.read_timeouts(owner) {
+    let reply: i64 = match names.read_timeouts(owner) {
         Some(timeouts) => {
             let mut call = EvalSha::new(&READ_ACQUIRE, 2, 4, bytes);
             call.arg(&*names.key)
@@ -79,7 +79,7 @@ pub(super) async fn acquire<C: RedisConn>(
             call.query(conn).await?
         }
     };
-    Ok(reply.into())
+    Ok(AcquireReply::from_code(reply))
 }
 
 /// `read_unlock.lua` or `write_unlock.lua` for the release `unlock` describes; `retry`: an
