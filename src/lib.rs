@@ -53,6 +53,7 @@ pub use locks::{
     DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, Lock, LockGuard,
     LockKind, RLock, Read, ReadLock, ReadWriteLock, Reentrant, Write, WriteLock,
 };
+pub use protocol::Owner;
 pub use sync::{
     CountDownLatch, ExpirablePermit, PermitExpirableSemaphore, Semaphore, SemaphoreGuard,
 };

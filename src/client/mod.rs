@@ -176,6 +176,14 @@ impl Client {
         self.core.id
     }
 
+    /// A fresh lock owner, to take locks in its name rather than the calling task's (see
+    /// [`Owner`](crate::Owner) and [`Lock::with_owner`]): its hash field is
+    /// `<client-uuid>:<id>` with an id no task, thread or other owner of this process has.
+    /// Nothing is sent.
+    pub fn new_owner(&self) -> crate::Owner {
+        crate::protocol::owner::Owner::new()
+    }
+
     /// A handle on the reentrant lock `name` (the Redis key is the configured key prefix
     /// followed by `name`). Cheap; nothing is sent until a method is called.
     ///

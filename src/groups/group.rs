@@ -27,7 +27,7 @@ use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
 use crate::locks::wait::{deadline_after, wait_for};
 use crate::locks::{Lock, Reentrant};
-use crate::protocol::owner::current_owner_field;
+use crate::protocol::owner::{Identity, Owner};
 use crate::util::validate;
 
 /// How long one node may take to answer an acquire before it counts as failed, unless set
@@ -38,7 +38,8 @@ const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// Several locks taken as one: use it as [`RedLock`](crate::RedLock) or
 /// [`MultiLock`](crate::MultiLock).
 ///
-/// The same owner field (`<client-uuid>:<task-id>`, with the first lock's client id) and
+/// The same owner field (`<client-uuid>:<task-id>`, with the first lock's client id, or an
+/// explicit owner's: [`with_owner`](LockGroup::with_owner)) and
 /// the same lease go to every lock, all at once. The group is acquired as soon as its
 /// quorum of locks is, and only if time is left of the lease once the drift allowance is
 /// taken off; otherwise whatever was taken is released on every lock and the call waits
@@ -50,6 +51,8 @@ pub struct LockGroup<P: GroupPolicy, K: GroupKind = Reentrant> {
     max_hold: Option<Duration>,
     /// Whether the locks are on independent masters, as far as known (a `RedLock`'s).
     independence: Arc<Independence>,
+    /// Whose name the group is taken in.
+    identity: Identity,
     policy: PhantomData<fn() -> P>,
 }
 
@@ -60,6 +63,7 @@ impl<P: GroupPolicy, K: GroupKind> Clone for LockGroup<P, K> {
             node_timeout: self.node_timeout,
             max_hold: self.max_hold,
             independence: self.independence.clone(),
+            identity: self.identity,
             policy: PhantomData,
         }
     }
@@ -72,6 +76,7 @@ impl<P: GroupPolicy, K: GroupKind> std::fmt::Debug for LockGroup<P, K> {
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.node_timeout)
             .field("max_hold", &self.max_hold)
+            .field("owner", &self.identity)
             .finish()
     }
 }
@@ -83,8 +88,28 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             node_timeout: DEFAULT_NODE_TIMEOUT,
             max_hold: None,
             independence: Arc::default(),
+            identity: Identity::Task,
             policy: PhantomData,
         }
+    }
+
+    /// This group, taken in `owner`'s name instead of the calling task's, as
+    /// [`Lock::with_owner`](crate::Lock::with_owner) does for one lock: every node's field
+    /// is `<first lock's client uuid>:<owner id>`, and only calls for `owner` re-enter.
+    /// The group's owner is the one that counts: an owner set on the locks it was made of
+    /// is not used.
+    #[must_use]
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.identity = Identity::Owner(owner);
+        self
+    }
+
+    /// This group, never re-entering: each acquire is an owner of its own, as
+    /// [`Lock::non_reentrant`](crate::Lock::non_reentrant) does for one lock.
+    #[must_use]
+    pub fn non_reentrant(mut self) -> Self {
+        self.identity = Identity::EachAcquire;
+        self
     }
 
     /// How long one lock's node may take to answer an acquire before it counts as failed
@@ -280,7 +305,7 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
                 .check(&nodes, P::TYPE_NAME, self.node_timeout)
                 .await?;
         }
-        let owner: Arc<str> = current_owner_field(&nodes[0].core.id_text);
+        let owner: Arc<str> = self.identity.field(&nodes[0].core.id_text);
         let subscriptions = nodes.iter().map(|_| None).collect();
         let mut contender = GroupContender::<K> {
             quorum: P::quorum(nodes.len()),

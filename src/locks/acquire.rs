@@ -16,21 +16,23 @@ use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
 use crate::protocol::names::LockNames;
-use crate::protocol::owner::current_owner_field;
+use crate::protocol::owner::Identity;
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::Subscription;
 use crate::util::metrics::{self, AcquireOutcome};
 
-/// Takes the lock for the task calling this, waiting up to `wait` (`None`: for as long as
-/// it takes). `Ok(None)` means the wait ran out while someone else held the lock.
+/// Takes the lock for `identity` (by default the task calling this), waiting up to `wait`
+/// (`None`: for as long as it takes). `Ok(None)` means the wait ran out while someone else
+/// held the lock.
 pub(crate) async fn acquire(
     core: &Arc<Core>,
     names: &Arc<LockNames>,
+    identity: Identity,
     request: Request,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let mut timed = Timed::start(names.kind.label());
-    let task = current_owner_field(&core.id_text);
+    let task = identity.field(&core.id_text);
     let owner = names.owner_field(&task);
     if let Err(refused) = crate::locks::read_write::refuse_upgrade(core, names, &task, &owner) {
         let outcome = Err(refused);

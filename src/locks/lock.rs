@@ -14,7 +14,7 @@ use crate::locks::distributed::{sealed, DistributedLock};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::{LockKind, Reentrant};
 use crate::protocol::names::LockNames;
-use crate::protocol::owner::current_owner_field;
+use crate::protocol::owner::{Identity, Owner};
 use crate::protocol::scripts::{self, ForceUnlocked};
 use crate::transport::explain;
 use crate::util::validate;
@@ -25,6 +25,13 @@ use crate::util::validate;
 /// The lock is a Redis hash at the key: field `<client-uuid>:<task-id>`, value the number of
 /// holds. The task that holds it may take it again (each call returns a guard, and the lock
 /// frees when the last is released); any other task, here or elsewhere, waits.
+///
+/// **The owner is the task, not the future.** Futures that one task polls concurrently
+/// (`join!`, `select!`, `FuturesUnordered`, `buffer_unordered`, stream combinators) are one
+/// owner: each re-enters the others' hold, and their critical sections overlap, where a
+/// `tokio::sync::Mutex` would let one in. Give each future its own owner with
+/// [`with_owner`](Lock::with_owner) ([`Client::new_owner`](crate::Client::new_owner)), or
+/// use a handle that never re-enters, [`non_reentrant`](Lock::non_reentrant).
 ///
 /// Waiting never polls: waiters subscribe to the lock's unlock channel and are woken by
 /// the release, or re-check when the holder's lease would have run out. A release wakes
@@ -60,6 +67,8 @@ pub struct Lock<K: LockKind = Reentrant> {
     names: Option<Arc<LockNames>>,
     /// How long a hold taken through this handle may last at most; checked by each call.
     max_hold: Option<Duration>,
+    /// Whose name the locks are taken in.
+    identity: Identity,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -70,6 +79,7 @@ impl<K: LockKind> Clone for Lock<K> {
             name: self.name.clone(),
             names: self.names.clone(),
             max_hold: self.max_hold,
+            identity: self.identity,
             kind: PhantomData,
         }
     }
@@ -80,6 +90,7 @@ impl<K: LockKind> std::fmt::Debug for Lock<K> {
         f.debug_struct(K::TYPE_NAME)
             .field("name", &self.name)
             .field("max_hold", &self.max_hold)
+            .field("owner", &self.identity)
             .finish()
     }
 }
@@ -100,8 +111,65 @@ impl<K: LockKind> Lock<K> {
             name: name.into(),
             names,
             max_hold: None,
+            identity: Identity::Task,
             kind: PhantomData,
         }
+    }
+
+    /// This handle, taking its locks in `owner`'s name instead of the calling task's: calls
+    /// through it re-enter `owner`'s holds only, from whichever task they come, and every
+    /// other owner waits, in the same task too. Guards stay movable between tasks.
+    ///
+    /// For critical sections that one task runs concurrently (`join!`, `select!`,
+    /// `FuturesUnordered`, `buffer_unordered`): by default they are all the task's, so
+    /// they re-enter one another's holds and overlap. Give each its own [`Owner`]
+    /// ([`Client::new_owner`](crate::Client::new_owner)), or use
+    /// [`non_reentrant`](Lock::non_reentrant).
+    ///
+    /// [`hold_count`](Lock::hold_count) and
+    /// [`is_held_by_current_task`](Lock::is_held_by_current_task) answer for `owner`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// let (a, b) = (client.new_owner(), client.new_owner());
+    /// let (first, second) = tokio::join!(
+    ///     async { client.lock("ledger").with_owner(a).lock().await },
+    ///     // Same task, another owner: waits until `first` is released.
+    ///     async { client.lock("ledger").with_owner(b).try_lock().await },
+    /// );
+    /// assert!(second?.is_none());
+    /// first?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.identity = Identity::Owner(owner);
+        self
+    }
+
+    /// This handle, never re-entering: each acquire through it is an owner of its own (a
+    /// fresh [`Owner`]), so a second acquire waits for the first to be released, in the
+    /// same task too, and a [`try_lock`](Lock::try_lock) says busy: the semantics of
+    /// `tokio::sync::Mutex`. A task that takes such a lock twice without releasing it
+    /// waits for itself, until the first lease is lost or released.
+    ///
+    /// Each guard is then its own holder: [`hold_count`](Lock::hold_count) and
+    /// [`is_held_by_current_task`](Lock::is_held_by_current_task) answer 0 and `false`
+    /// through this handle (they ask for a fresh owner); use
+    /// [`is_locked`](Lock::is_locked) or the guard.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// let lock = client.lock("ledger").non_reentrant();
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.try_lock().await?.is_none(), "no re-entry, even in this task");
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn non_reentrant(mut self) -> Self {
+        self.identity = Identity::EachAcquire;
+        self
     }
 
     /// This handle, with a cap on how long any hold taken through it may last: counted from
@@ -354,7 +422,7 @@ impl<K: LockKind> Lock<K> {
     /// The lock as Redis has it, seen by the calling task; one read-only script call.
     async fn state(&self) -> Result<scripts::LockState> {
         let names = self.checked_names().await?;
-        let owner = names.owner_field(&current_owner_field(&self.core.id_text));
+        let owner = names.owner_field(&self.identity.field(&self.core.id_text));
         let connections = &self.core.connections;
         let state = connections
             .with_retries(|conn| scripts::inspect(conn, names, &owner))
@@ -384,6 +452,6 @@ impl<K: LockKind> DistributedLock for Lock<K> {
         };
         let request = self.request(lease)?;
         let names = self.names()?;
-        acquire(&self.core, names, request, wait).await
+        acquire(&self.core, names, self.identity, request, wait).await
     }
 }

@@ -27,6 +27,26 @@
 //!   [`FencedLock`] and pass
 //!   [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) with each write (see
 //!   [fencing tokens](crate::locks#fencing-tokens)).
+//! - **One owner is one holder: the task, or an owner you name.** The hash field is
+//!   `<client-uuid>:<task-id>`, so every call from one tokio task re-enters, including calls
+//!   from futures that the task polls concurrently (`join!`, `select!`,
+//!   `FuturesUnordered`, `buffer_unordered`): their critical sections overlap. Such code
+//!   takes the lock with an explicit [`Owner`](crate::Owner)
+//!   ([`Lock::with_owner`](crate::Lock::with_owner),
+//!   [`RedLock::with_owner`](crate::RedLock::with_owner)), re-entrant for that owner only,
+//!   or through a [`non_reentrant`](crate::Lock::non_reentrant) handle, where every acquire
+//!   is an owner of its own and a second one waits.
+//! - **A re-entry never hides a loss.** Each acquire learns from Redis whether it re-entered
+//!   the owner's count or made the owner's field anew. A new field while the client still
+//!   counted a hold of that owner means the hold left Redis first (a
+//!   [`force_unlock`](crate::Lock::force_unlock) by another client, a restart without
+//!   persistence, an eviction): the earlier guards are marked lost
+//!   ([`Released`](crate::LostReason::Released)) before the new guard is returned, and the
+//!   new guard is a hold of its own, so releasing it never leaves an earlier guard looking
+//!   valid on a free lock. A release that frees the lock while other guards of its hold
+//!   remain marks those lost too. Without a re-entry, another client's force unlock is told
+//!   at this client's next renewal (a third of the lease at most), and a restart at its
+//!   reconnection (below).
 //! - **What the watchdog promises.** Renewal every `watchdog_timeout / 3` (10 s by default,
 //!   [`ClientBuilder::watchdog_timeout`](crate::ClientBuilder::watchdog_timeout)), a batch of
 //!   locks per script call, retried every 500 ms after a failure. Renewal stops the moment the

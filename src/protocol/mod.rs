@@ -119,4 +119,5 @@ pub(crate) mod owner;
 pub(crate) mod scripts;
 pub(crate) mod slot;
 
+pub use owner::Owner;
 pub use slot::key_slot;
