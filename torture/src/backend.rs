@@ -82,6 +82,7 @@ impl Mode {
                 FaultKind::RestartLockServer,
                 FaultKind::KillPubSubConnections,
                 FaultKind::KillCommandConnections,
+                FaultKind::ForceUnlock,
             ],
             Mode::RedLock => &[
                 FaultKind::PauseHolder,
@@ -90,6 +91,7 @@ impl Mode {
                 FaultKind::MinorityDown,
                 FaultKind::KillPubSubConnections,
                 FaultKind::KillCommandConnections,
+                FaultKind::ForceUnlock,
             ],
             // No lock server crashes: a master that dies may take writes its replica never
             // got (the lock, the token counter) with it, which no lock on one cluster can
@@ -102,6 +104,7 @@ impl Mode {
                 FaultKind::MigrateSlot,
                 FaultKind::KillPubSubConnections,
                 FaultKind::KillCommandConnections,
+                FaultKind::ForceUnlock,
             ],
         }
     }
@@ -117,6 +120,10 @@ pub trait LockBackend: Send + Sync + 'static {
         &self,
         wait: Duration,
     ) -> impl Future<Output = redis_rlock::Result<Option<Self::Held>>> + Send;
+
+    /// Deletes the lock whoever holds it (on every master of a `RedLock`), waking a
+    /// waiter, as an operator's force unlock does: whether anything was deleted.
+    fn force_unlock(&self) -> impl Future<Output = redis_rlock::Result<bool>> + Send;
 }
 
 /// One acquisition, from acquire to unlock.
@@ -233,6 +240,10 @@ impl LockBackend for FencedBackend {
     ) -> impl Future<Output = redis_rlock::Result<Option<LockGuard>>> + Send {
         self.lock.try_lock_for(wait)
     }
+
+    fn force_unlock(&self) -> impl Future<Output = redis_rlock::Result<bool>> + Send {
+        self.lock.force_unlock()
+    }
 }
 
 impl HeldLock for LockGuard {
@@ -290,6 +301,14 @@ impl LockBackend for RedLockBackend {
         wait: Duration,
     ) -> impl Future<Output = redis_rlock::Result<Option<GroupGuard>>> + Send {
         self.group.try_lock_for(wait)
+    }
+
+    async fn force_unlock(&self) -> redis_rlock::Result<bool> {
+        let mut deleted = false;
+        for lock in self.group.locks() {
+            deleted |= lock.force_unlock().await?;
+        }
+        Ok(deleted)
     }
 }
 

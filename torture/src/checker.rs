@@ -15,7 +15,7 @@ use super::config::Bounds;
 use super::events::{Event, EventKind, UnlockOutcome, WorkerId, WriteVia, COORDINATOR};
 use super::faults::{Fault, FaultKind};
 use super::fleet::WorkerExit;
-use super::history::{acquisitions, overlap, pauses_by_worker, Acquisition};
+use super::history::{acquisitions, overlap, pauses_by_worker, Acquisition, WriteRecord};
 use super::resource::LogEntry;
 
 /// Slack for comparing times taken by different processes from the shared clock: reading
@@ -84,7 +84,8 @@ impl Verdict {
 
 /// Runs every check.
 pub fn check(input: &CheckInput<'_>) -> Verdict {
-    let all = acquisitions(input.events);
+    let mut all = acquisitions(input.events);
+    mark_force_unlocked(&mut all, input.faults);
     let mut verdict = Verdict::default();
     for garbled in input.garbled {
         verdict.violation("events_readable", garbled.clone());
@@ -93,8 +94,10 @@ pub fn check(input: &CheckInput<'_>) -> Verdict {
     tokens_follow_acquisition_order(&all, &mut verdict);
     holders_never_overlap(&all, &mut verdict);
     resource_log_is_fenced(&all, input.log, &mut verdict);
-    no_valid_holder_is_refused(&all, &mut verdict);
+    no_valid_holder_is_refused(&all, input, &mut verdict);
     cut_off_holders_are_told(&all, input, &mut verdict);
+    force_unlocked_holders_are_told(&all, input, &mut verdict);
+    reentries_after_a_force_unlock_tell(&all, &mut verdict);
     lost_locks_do_not_unlock(&all, &mut verdict);
     calls_return_in_time(input, &mut verdict);
     workers_keep_reporting(input, &mut verdict);
@@ -268,12 +271,55 @@ fn resource_log_is_fenced(
     }
 }
 
+/// Marks the acquisitions a `force_unlock` fault may have deleted the key of: those whose
+/// acquire returned before the fault ended and whose section had not ended when it began.
+fn mark_force_unlocked(all: &mut [Acquisition], faults: &[Fault]) {
+    for fault in faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ForceUnlock && f.hit)
+    {
+        for a in all.iter_mut().filter(|a| a.worker != COORDINATOR) {
+            let open = a.end.as_ref().map_or(true, |end| end.at > fault.began);
+            if a.call.ended() < fault.ended && open {
+                a.force_unlocked = Some((fault.began, fault.ended));
+            }
+        }
+    }
+}
+
+/// The acquisitions a force unlock certainly deleted under a running section: acquired
+/// before it began, and still inside the section when it ended.
+fn force_unlocked_victims(all: &[Acquisition]) -> impl Iterator<Item = (&Acquisition, Micros)> {
+    all.iter().filter_map(|a| {
+        let (began, ended) = a.force_unlocked?;
+        let open = a.end.as_ref().map_or(true, |end| end.at > ended);
+        (a.reported_at < began && open).then_some((a, ended))
+    })
+}
+
+/// Whether a refused write of `a` that returned at `returned` after a force unlock could
+/// not know of it yet: before its next renewal (the told bound after the fault), and
+/// before any re-entry made after the fault returned.
+fn unaware_of_force_unlock(a: &Acquisition, w: &WriteRecord, told: Micros) -> bool {
+    let Some((began, ended)) = a.force_unlocked else {
+        return false;
+    };
+    let reentered_before = a
+        .reentries
+        .iter()
+        .any(|r| r.acquired && r.call.began > ended && r.call.ended() < w.call.began);
+    w.call.ended() >= began && w.call.began <= ended + told && !reentered_before
+}
+
 /// A write refused while its writer still held the lock means a greater token was used
-/// while this holder's key lived: exclusion or the counter broke.
-fn no_valid_holder_is_refused(all: &[Acquisition], verdict: &mut Verdict) {
+/// while this holder's key lived: exclusion or the counter broke. A holder whose key a
+/// force unlock deleted cannot know before its next renewal, or a re-entry: its refusals
+/// until then are what a force unlock costs, not a broken promise.
+fn no_valid_holder_is_refused(all: &[Acquisition], input: &CheckInput<'_>, verdict: &mut Verdict) {
+    let told = micros(input.lease + input.bounds.told);
     for a in all {
         for w in &a.writes {
-            if w.accepted == Some(false) && w.valid_after {
+            if w.accepted == Some(false) && w.valid_after && !unaware_of_force_unlock(a, w, told) {
                 verdict.violation(
                     "valid_holder_refused",
                     format!(
@@ -351,6 +397,70 @@ fn cut_off_holders_are_told(all: &[Acquisition], input: &CheckInput<'_>, verdict
                         who(a),
                         after / 1000,
                         fault.kind.name()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Every holder whose key a force unlock deleted under its section learned it lost the
+/// lock (`lost()`, or `unlock()` failing with `LockLost`): at its next renewal, a third of
+/// a lease later, or at once when it re-entered first; within the lease and the told bound.
+fn force_unlocked_holders_are_told(
+    all: &[Acquisition],
+    input: &CheckInput<'_>,
+    verdict: &mut Verdict,
+) {
+    let bound = micros(input.lease + input.bounds.told);
+    for (a, ended) in force_unlocked_victims(all) {
+        let told = match (&a.end, &a.unlock) {
+            (Some(end), _) if end.lost.is_some() => Some(end.at),
+            (Some(_), Some((UnlockOutcome::LockLost(_), call))) => Some(call.ended()),
+            _ => None,
+        };
+        let tally = verdict.cut_off.entry(FaultKind::ForceUnlock).or_default();
+        tally.caught += 1;
+        let Some(at) = told else {
+            verdict.violation(
+                "force_unlocked_holder_told",
+                format!(
+                    "{} held the lock when it was force-unlocked and was never told:                      section end {:?}, unlock {:?}",
+                    who(a),
+                    a.end,
+                    a.unlock
+                ),
+            );
+            continue;
+        };
+        tally.told += 1;
+        let after = (at - ended).max(0);
+        tally.longest_to_tell = tally.longest_to_tell.max(super::clock::duration(after));
+        if after > bound {
+            verdict.violation(
+                "force_unlocked_holder_told",
+                format!(
+                    "{} was told {} ms after the force unlock",
+                    who(a),
+                    after / 1000
+                ),
+            );
+        }
+    }
+}
+
+/// A re-entry made after the key was force-unlocked finds no field of its owner: Redis
+/// makes a new one, and the outer guard must be lost by the time the re-entry returns.
+fn reentries_after_a_force_unlock_tell(all: &[Acquisition], verdict: &mut Verdict) {
+    for (a, ended) in force_unlocked_victims(all) {
+        for r in &a.reentries {
+            if r.acquired && r.call.began > ended && !r.outer_lost {
+                verdict.violation(
+                    "reentry_hides_loss",
+                    format!(
+                        "{} re-entered at {} after the force unlock and its outer guard                          still looked valid",
+                        who(a),
+                        r.call.began
                     ),
                 );
             }
@@ -940,5 +1050,90 @@ mod tests {
             )
             .finish(2_000 * MS, 2);
         assert_eq!(story.checks_failed(), names(&["lost_lock_unlock"]));
+    }
+
+    fn force_unlock_of_worker_1(at: Micros) -> Fault {
+        Fault {
+            kind: FaultKind::ForceUnlock,
+            began: at,
+            ended: at + 5 * MS,
+            worker: Some(1),
+            hit: true,
+            cut_off: Duration::ZERO,
+            detail: String::new(),
+        }
+    }
+
+    fn reentered(story: &mut Story, at: Micros, outer_lost: bool) {
+        story.event(
+            at,
+            1,
+            EventKind::Reentered {
+                acq: 1,
+                acquired: true,
+                outer_lost,
+                call: Call {
+                    began: at - MS,
+                    took: MS,
+                },
+            },
+        );
+    }
+
+    /// Worker 1 holds, its key is force-unlocked at 20 ms, worker 2 takes the lock at 30 ms
+    /// and writes; worker 1's next write (unaware) is refused; worker 1 re-enters at 60 ms.
+    fn force_unlocked_story(outer_lost: bool) -> Story {
+        let mut story = Story::default();
+        story.acquired(1, 1, 1, 10 * MS);
+        story.faults.push(force_unlock_of_worker_1(20 * MS));
+        story.section(2, 1, 2, 30 * MS, 50 * MS);
+        story.wrote(1, 1, 1, 40 * MS, false);
+        reentered(&mut story, 60 * MS, outer_lost);
+        story
+    }
+
+    #[test]
+    fn a_force_unlocked_holder_told_at_its_reentry_passes() {
+        let mut story = force_unlocked_story(true);
+        story.event(
+            61 * MS,
+            1,
+            EventKind::Lost {
+                acq: 1,
+                reason: "Released".to_string(),
+                valid_until: 61 * MS,
+            },
+        );
+        story.event(
+            63 * MS,
+            1,
+            EventKind::Unlocked {
+                acq: 1,
+                outcome: UnlockOutcome::LockLost("Released".to_string()),
+                call: Call {
+                    began: 62 * MS,
+                    took: MS,
+                },
+            },
+        );
+        story.finish(500 * MS, 3);
+        assert_eq!(story.checks_failed(), names(&[]));
+    }
+
+    #[test]
+    fn a_reentry_that_hides_a_force_unlock_is_caught() {
+        let mut story = force_unlocked_story(false);
+        // Still "valid" after the re-entry: its next write is refused, and it unlocks.
+        story.wrote(1, 1, 1, 80 * MS, false);
+        story.released(1, 1, 90 * MS, 90 * MS + LEASE, UnlockOutcome::Released);
+        story.finish(500 * MS, 3);
+        assert_eq!(
+            story.checks_failed(),
+            names(&[
+                "reentry_hides_loss",
+                "valid_holder_refused",
+                "force_unlocked_holder_told"
+            ])
+        );
     }
 }

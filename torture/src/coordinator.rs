@@ -62,6 +62,7 @@ pub fn run(config: &RunConfig) -> Report {
         &mut fleet,
         &mut lock_servers,
         cluster.as_ref(),
+        &template,
     );
 
     let stop_requested = clock::now();
@@ -103,6 +104,7 @@ fn inject_faults(
     fleet: &mut Fleet,
     lock_servers: &mut [RedisServer],
     cluster: Option<&RedisCluster>,
+    spec: &WorkerSpec,
 ) -> Vec<Fault> {
     let mut rng = StdRng::seed_from_u64(config.seed);
     let mut schedule = FaultSchedule::new(config.mode.fault_kinds());
@@ -124,6 +126,7 @@ fn inject_faults(
             pauses: config.pauses,
             outages: config.outages,
             tolerated_down: config.mode.tolerated_down(),
+            spec,
         };
         let fault = inject(kind, &mut target, &mut rng);
         schedule.record(kind, fault.as_ref());

@@ -135,6 +135,19 @@ pub enum EventKind {
         /// The error's text.
         error: String,
     },
+    /// The holder took the lock again inside its section (a nested critical section of
+    /// the same task), and kept the inner guard until the section's end.
+    Reentered {
+        /// The acquisition it re-entered.
+        acq: u64,
+        /// Whether the re-entry returned a guard (`false`: it timed out or failed).
+        acquired: bool,
+        /// Whether the outer guard was lost when the re-entry returned: it must be, if the
+        /// lock had left Redis before the re-entry (Redis then makes a new field).
+        outer_lost: bool,
+        /// The re-entry call.
+        call: Call,
+    },
     /// The guard's `lost()` resolved during the critical section: the section ends here.
     Lost {
         /// The acquisition that was lost.
@@ -170,6 +183,7 @@ impl EventKind {
     pub fn acquisition(&self) -> Option<u64> {
         match self {
             EventKind::Acquired { acq, .. }
+            | EventKind::Reentered { acq, .. }
             | EventKind::Wrote { acq, .. }
             | EventKind::WriteFailed { acq, .. }
             | EventKind::Lost { acq, .. }
@@ -223,6 +237,17 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "acquired acq={acq} token={token} {call} valid_until={valid_until}"
+            ),
+            EventKind::Reentered {
+                acq,
+                acquired,
+                outer_lost,
+                call,
+            } => write!(
+                f,
+                "reentered acq={acq} acquired={} outer_lost={} {call}",
+                u8::from(*acquired),
+                u8::from(*outer_lost)
             ),
             EventKind::AcquireTimedOut { call } => write!(f, "acquire_timed_out {call}"),
             EventKind::AcquireFailed { call, error } => {
@@ -354,6 +379,12 @@ fn parse_event(text: &str) -> Option<Event> {
             call: fields.call()?,
             valid_until: fields.number("valid_until")?,
         },
+        "reentered" => EventKind::Reentered {
+            acq: fields.number("acq")?,
+            acquired: fields.flag("acquired")?,
+            outer_lost: fields.flag("outer_lost")?,
+            call: fields.call()?,
+        },
         "acquire_timed_out" => EventKind::AcquireTimedOut {
             call: fields.call()?,
         },
@@ -412,6 +443,12 @@ mod tests {
         };
         let kinds = [
             EventKind::Started { pid: 42 },
+            EventKind::Reentered {
+                acq: 3,
+                acquired: true,
+                outer_lost: true,
+                call,
+            },
             EventKind::Acquired {
                 acq: 3,
                 token: 99,

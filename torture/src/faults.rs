@@ -10,8 +10,9 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::backend::LOCK_NAME;
+use super::backend::{with_backend, BackendJob, LockBackend, LOCK_NAME};
 use super::clock::{self, Micros};
+use super::config::WorkerSpec;
 use super::events::WorkerId;
 use super::fleet::{Fleet, Live};
 use super::history::in_section_at;
@@ -42,6 +43,11 @@ pub enum FaultKind {
     /// The lock's hash slot moved to another master with its keys (`cluster` mode):
     /// `MIGRATING`/`IMPORTING`, `MIGRATE`, `SETSLOT ... NODE`.
     MigrateSlot,
+    /// Another client's `force_unlock` (on every master of a `RedLock`) while a worker
+    /// holds the lock: the key leaves Redis under a valid guard, and a waiter is woken and
+    /// may take the lock before the holder can know. The holder must be told at its next
+    /// renewal, or at once when it re-enters first.
+    ForceUnlock,
 }
 
 impl FaultKind {
@@ -56,6 +62,7 @@ impl FaultKind {
             FaultKind::KillCommandConnections => "kill_command_connections",
             FaultKind::FailoverMaster => "failover_master",
             FaultKind::MigrateSlot => "migrate_slot",
+            FaultKind::ForceUnlock => "force_unlock",
         }
     }
 }
@@ -140,6 +147,9 @@ pub struct Target<'a> {
     pub outages: (Duration, Duration),
     /// How many lock servers may be down with the lock still held.
     pub tolerated_down: usize,
+    /// What a worker is started with: the mode, the lock servers and the timing, for the
+    /// coordinator's own client.
+    pub spec: &'a WorkerSpec,
 }
 
 /// How long to wait for some worker to be inside its section before giving up on a fault
@@ -160,6 +170,7 @@ pub fn inject(kind: FaultKind, target: &mut Target<'_>, rng: &mut StdRng) -> Opt
         FaultKind::KillCommandConnections => Some(kill_connections(kind, "normal", target, rng)),
         FaultKind::FailoverMaster => Some(failover_master(cluster_of(target))),
         FaultKind::MigrateSlot => Some(migrate_slot(cluster_of(target), rng)),
+        FaultKind::ForceUnlock => force_unlock(target, rng),
     }
 }
 
@@ -220,6 +231,42 @@ fn migrate_slot(cluster: &RedisCluster, rng: &mut StdRng) -> Fault {
         cut_off: Duration::ZERO,
         detail: format!("slot {slot} moved from {} to {}", from.port(), to.port()),
     }
+}
+
+/// Deletes the lock under a fresh holder with the library's `force_unlock`, from a client
+/// of the coordinator's own (on every master of a `RedLock`).
+fn force_unlock(target: &mut Target<'_>, rng: &mut StdRng) -> Option<Fault> {
+    struct ForceUnlock;
+    impl BackendJob for ForceUnlock {
+        type Output = redis_rlock::Result<bool>;
+        async fn run<B: LockBackend>(self, backend: B) -> redis_rlock::Result<bool> {
+            backend.force_unlock().await
+        }
+    }
+    let worker = pick_holder(target.fleet, rng)?;
+    let spec = target.spec;
+    let began = clock::now();
+    let deleted = block_on(with_backend(
+        spec.mode,
+        &spec.lock_urls,
+        &spec.timing,
+        ForceUnlock,
+    ));
+    let ended = clock::now();
+    let deleted = matches!(deleted, Ok(Ok(true)));
+    let hit = deleted
+        && target
+            .fleet
+            .with_live(|live| in_section_at(&live.events, worker, began).is_some());
+    Some(Fault {
+        kind: FaultKind::ForceUnlock,
+        began,
+        ended,
+        worker: Some(worker),
+        hit,
+        cut_off: Duration::ZERO,
+        detail: format!("the lock force-unlocked under worker {worker} (deleted: {deleted})"),
+    })
 }
 
 /// A worker that has just entered its critical section: waiting for a fresh acquire

@@ -54,17 +54,36 @@ pub struct Acquisition {
     pub unlock: Option<(UnlockOutcome, Call)>,
     /// Its writes.
     pub writes: Vec<WriteRecord>,
+    /// Its re-entries, inside its section.
+    pub reentries: Vec<ReentryRecord>,
+    /// The window of a `force_unlock` fault that deleted the key while this acquisition
+    /// may have held it (set by the checker from the faults).
+    pub force_unlocked: Option<(Micros, Micros)>,
+}
+
+/// One re-entry made in a section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReentryRecord {
+    /// Whether it returned a guard.
+    pub acquired: bool,
+    /// Whether the outer guard was lost when it returned.
+    pub outer_lost: bool,
+    /// The call.
+    pub call: Call,
 }
 
 impl Acquisition {
     /// Until when the lock key certainly still held this acquisition's owner: the end of
     /// its section (the unlock comes after), or its validity deadline (Redis expires the key
-    /// after it), whichever is first. No other acquire can have succeeded before this.
+    /// after it), whichever is first; or a force unlock, which deletes the key whatever
+    /// the lease. No other acquire can have succeeded before this.
     pub fn exclusive_until(&self) -> Micros {
-        match &self.end {
+        let until = match &self.end {
             Some(end) => end.at.min(self.valid_until),
             None => self.valid_until,
-        }
+        };
+        self.force_unlocked
+            .map_or(until, |(deleted, _)| until.min(deleted))
     }
 }
 
@@ -93,6 +112,8 @@ pub fn acquisitions(events: &[Event]) -> Vec<Acquisition> {
                 end: None,
                 unlock: None,
                 writes: Vec::new(),
+                reentries: Vec::new(),
+                force_unlocked: None,
             });
             continue;
         }
@@ -159,6 +180,16 @@ pub fn acquisitions(events: &[Event]) -> Vec<Acquisition> {
             EventKind::Unlocked { outcome, call, .. } => {
                 record.unlock = Some((outcome.clone(), *call));
             }
+            EventKind::Reentered {
+                acquired,
+                outer_lost,
+                call,
+                ..
+            } => record.reentries.push(ReentryRecord {
+                acquired: *acquired,
+                outer_lost: *outer_lost,
+                call: *call,
+            }),
             _ => {}
         }
     }

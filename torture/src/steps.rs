@@ -38,6 +38,25 @@ pub async fn acquire<B: LockBackend>(
     (call, outcome)
 }
 
+/// Takes the lock again from inside the section of `outer` (the same task: a re-entry),
+/// waiting up to `wait`: the event reporting it, and the inner guard.
+pub async fn reenter<B: LockBackend>(
+    backend: &B,
+    outer: &B::Held,
+    acq: u64,
+    wait: Duration,
+) -> (EventKind, Option<B::Held>) {
+    let (call, outcome) = timed(backend.try_acquire(wait)).await;
+    let inner = outcome.ok().flatten();
+    let event = EventKind::Reentered {
+        acq,
+        acquired: inner.is_some(),
+        outer_lost: outer.is_lost(),
+        call,
+    };
+    (event, inner)
+}
+
 /// The event reporting that `held` was acquired.
 pub fn acquired<H: HeldLock>(held: &H, acq: u64, call: Call) -> EventKind {
     EventKind::Acquired {

@@ -61,6 +61,9 @@ pub struct Report {
     pub unlock_lost: BTreeMap<String, u64>,
     /// Unlocks that failed otherwise.
     pub unlock_errors: u64,
+    /// Re-entries inside sections: returned a guard, and of those, found the outer guard
+    /// lost (the lock had left Redis before them).
+    pub reentries: (u64, u64),
     /// Faults by kind.
     pub faults: BTreeMap<FaultKind, FaultCount>,
     /// Holders cut off from Redis past their lease, by the fault that did it.
@@ -101,6 +104,7 @@ impl Report {
             lost: BTreeMap::new(),
             unlock_lost: BTreeMap::new(),
             unlock_errors: 0,
+            reentries: (0, 0),
             faults: BTreeMap::new(),
             cut_off: verdict.cut_off,
             reacquire_after: verdict.reacquire_after,
@@ -180,6 +184,18 @@ impl Report {
                         UnlockOutcome::Failed(_) => report.unlock_errors += 1,
                     }
                 }
+                EventKind::Reentered {
+                    acquired,
+                    outer_lost,
+                    call,
+                    ..
+                } => {
+                    longest("acquire", call.began, call.took);
+                    if *acquired {
+                        report.reentries.0 += 1;
+                        report.reentries.1 += u64::from(*outer_lost);
+                    }
+                }
                 EventKind::Releasing { .. } | EventKind::Stopped => {}
             }
         }
@@ -238,6 +254,8 @@ impl Report {
             ("lost", counts(&self.lost)),
             ("unlock_lock_lost", counts(&self.unlock_lost)),
             ("unlock_errors", self.unlock_errors.to_string()),
+            ("reentries", self.reentries.0.to_string()),
+            ("reentries_after_loss", self.reentries.1.to_string()),
             ("faults", faults),
             ("longest_call_ms", longest),
             ("log_entries", self.log_entries.to_string()),
@@ -295,6 +313,11 @@ impl fmt::Display for Report {
             "  unlock found it lost     {}; other unlock errors {}",
             reasons(&self.unlock_lost),
             self.unlock_errors
+        )?;
+        writeln!(
+            f,
+            "  re-entries               {} ({} found the outer guard lost)",
+            self.reentries.0, self.reentries.1
         )?;
         writeln!(
             f,

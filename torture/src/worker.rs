@@ -112,7 +112,7 @@ impl BackendJob for WorkerJob {
             match steps::acquire(&backend, spec.timing.acquire_wait).await {
                 (call, Ok(held)) => {
                     acquisitions += 1;
-                    self.critical_section(held, acquisitions, call, &mut rng)
+                    self.critical_section(&backend, held, acquisitions, call, &mut rng)
                         .await;
                     tokio::time::sleep(between(&mut rng, spec.timing.pause_after_unlock)).await;
                 }
@@ -133,14 +133,21 @@ impl BackendJob for WorkerJob {
 impl WorkerJob {
     /// Writes to the resource under `held`, stopping the moment the lock is lost, then
     /// unlocks.
-    async fn critical_section<H: HeldLock>(&self, held: H, acq: u64, call: Call, rng: &mut StdRng) {
+    async fn critical_section<B: LockBackend>(
+        &self,
+        backend: &B,
+        held: B::Held,
+        acq: u64,
+        call: Call,
+        rng: &mut StdRng,
+    ) {
         let id = self.spec.id;
         emit(id, steps::acquired(&held, acq, call));
         let lost = held.lost();
         // From the moment the lock is lost (a pause past the lease, Redis gone), nothing
         // more is written.
         let lost_reason = tokio::select! {
-            () = self.write_all(&held, acq, rng) => None,
+            () = self.write_all(backend, &held, acq, rng) => None,
             reason = lost => Some(reason),
         };
         emit(id, steps::section_end(&held, acq, lost_reason));
@@ -159,8 +166,22 @@ impl WorkerJob {
         emit(id, steps::unlock(held, acq).await);
     }
 
-    async fn write_all<H: HeldLock>(&self, held: &H, acq: u64, rng: &mut StdRng) {
+    /// The section's writes; in one section of [`REENTER_ONE_IN`], halfway through, the
+    /// worker also takes the lock again (a nested section) and keeps the inner guard until
+    /// the last write: a re-entry after the lock left Redis must tell the outer guard it
+    /// was lost, never join it (the `force_unlock` fault).
+    async fn write_all<B: LockBackend>(
+        &self,
+        backend: &B,
+        held: &B::Held,
+        acq: u64,
+        rng: &mut StdRng,
+    ) {
         let timing: &Timing = &self.spec.timing;
+        let reenter_at = rng
+            .random_ratio(1, REENTER_ONE_IN)
+            .then_some(timing.writes_per_section / 2);
+        let mut inner = None;
         let long =
             timing.long_section_one_in > 0 && rng.random_ratio(1, timing.long_section_one_in);
         let work = if long {
@@ -169,6 +190,11 @@ impl WorkerJob {
             timing.work_between_writes
         };
         for seq in 0..timing.writes_per_section {
+            if reenter_at == Some(seq) {
+                let (event, guard) = steps::reenter(backend, held, acq, timing.acquire_wait).await;
+                emit(self.spec.id, event);
+                inner = guard;
+            }
             tokio::time::sleep(between(rng, work)).await;
             let entry = LogEntry {
                 token: held.token(),
@@ -187,8 +213,15 @@ impl WorkerJob {
                 steps::write(&self.resource, held, entry, via, false).await,
             );
         }
+        if let Some(inner) = inner {
+            // Its outcome tells nothing the outer guard's unlock does not.
+            let _ = inner.unlock().await;
+        }
     }
 }
+
+/// One section in this many re-enters the lock halfway (see `write_all`).
+const REENTER_ONE_IN: u32 = 2;
 
 /// A random duration in `range` (inclusive).
 fn between(rng: &mut StdRng, (low, high): (Duration, Duration)) -> Duration {
