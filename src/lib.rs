@@ -45,6 +45,10 @@ pub mod sync;
 pub mod transport;
 mod util;
 
+/// The redis-rs crate this one is built on, whose [`RedisError`](redis::RedisError) the
+/// public API hands out inside [`Error::Redis`]: match on it with the same version.
+pub use redis;
+
 pub use client::{Client, ClientBuilder, PubSubMode, Status};
 pub use error::{Error, LostReason, Result};
 pub use groups::guard::GroupGuard;

@@ -77,8 +77,9 @@
 //!
 //! 1. `rlock show NAME`: who holds it (client id and task or thread id, re-entry count), its
 //!    TTL, the fair queue with each waiter's deadline on the server clock, and how many
-//!    clients listen on its channels. A holder's client id is the `Client::id` (or Redisson's
-//!    client id) it logged at connect.
+//!    clients listen on its channels. A holder's client id is its `Client::id` (or Redisson's
+//!    client id), which this crate logs at INFO when the client connects (`connected`, with
+//!    `client` and the redacted `url`).
 //! 2. A TTL counting down with a live holder: the holder is working (or its watchdog renews a
 //!    lock it forgot to release: look for a guard kept alive). A lock with no TTL was written
 //!    by something else: `rlock leaks` lists those, fair queues whose waiters are all past

@@ -65,7 +65,7 @@ async fn concurrent_acquires_each_get_their_own_answer() {
         }
         let guard = guard.as_ref().expect("a free lock is taken");
         let key = format!("free:{i}");
-        assert_eq!(guard.name(), key);
+        assert_eq!(guard.key(), key);
         let hash = lock_hash(&mut conn, &key).await;
         assert_eq!(hash.len(), 1, "{key}: {hash:?}");
         assert_eq!(hash.get(guard.owner()), Some(&1), "{key}: {hash:?}");

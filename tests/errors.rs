@@ -11,6 +11,18 @@ async fn dbsize(server: &RedisServer) -> i64 {
     redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap()
 }
 
+/// The error and its sources, joined as `anyhow`'s `{:#}` prints them.
+fn chain(err: &Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 fn total_connections(server: &RedisServer) -> u64 {
     server
         .cli(&["INFO", "stats"])
@@ -117,6 +129,9 @@ async fn an_unreachable_redis_fails_connect_quickly() {
         .await
         .unwrap_err();
     assert!(err.is_connection_error(), "{err}");
+    // Said once, however the chain is printed.
+    let printed = chain(&err);
+    assert_eq!(printed.matches("refused").count(), 1, "{printed}");
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
@@ -135,6 +150,8 @@ async fn a_killed_server_gives_errors_in_bounded_time_and_a_restarted_one_works_
     let started = Instant::now();
     let err = lock.lock().await.unwrap_err();
     assert!(err.is_connection_error(), "{err}");
+    let printed = chain(&err);
+    assert_eq!(printed.matches("refused").count(), 1, "{printed}");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -256,6 +273,9 @@ async fn a_server_that_is_not_redis_is_named_as_such_and_not_retried() {
     assert!(matches!(err, Error::NotRedis { .. }), "{err:?}");
     assert!(!err.is_connection_error(), "retrying cannot help: {err}");
     assert!(err.to_string().contains("did not answer as Redis"), "{err}");
+    // What answered, in words, not the parser's internals.
+    assert!(!chain(&err).contains("Unexpected"), "{err}");
+    assert!(err.to_string().contains("HTTP"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
@@ -315,7 +335,10 @@ async fn a_fixed_lease_holder_is_told_when_a_restarted_redis_forgot_its_lock() {
         .expect("told long before the 60 s lease runs out");
     assert_eq!(reason, redis_rlock::LostReason::Released);
     assert!(guard.is_lost());
-    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lock_lost());
+    // What an engineer reads during the incident names the restart as a cause.
+    assert!(err.to_string().contains("forgotten by Redis"), "{err}");
 }
 
 #[tokio::test]

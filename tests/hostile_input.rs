@@ -1265,7 +1265,7 @@ async fn unlocking_a_fair_or_fenced_lock_overwritten_with_a_string_fails_and_kee
                 .unwrap(),
         ),
     ] {
-        let key = guard.name().to_string();
+        let key = guard.key().to_string();
         let lost = guard.lost();
         set(&mut raw, &key, "someone else's data").await;
         expect_not_a_lock(kind, bounded(kind, guard.unlock()).await);

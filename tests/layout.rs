@@ -114,7 +114,12 @@ async fn key_prefix_and_hash_tags_follow_redisson_naming() {
         .unwrap();
     let mut raw = server.raw().await;
     let guard = client.lock("{user42}:cart").lock().await.unwrap();
-    assert_eq!(guard.name(), "app:{user42}:cart");
+    assert_eq!(
+        guard.name(),
+        "{user42}:cart",
+        "the name, as Lock::name gives it"
+    );
+    assert_eq!(guard.key(), "app:{user42}:cart");
     assert_eq!(lock_hash(&mut raw, "app:{user42}:cart").await.len(), 1);
 
     let listener = redis::Client::open(server.url()).unwrap();

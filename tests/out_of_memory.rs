@@ -193,13 +193,13 @@ async fn the_watchdog_keeps_renewing_when_redis_is_full() {
     if let Ok((reason, index, _)) = tokio::time::timeout(Duration::from_millis(1500), lost).await {
         panic!(
             "{} was lost while Redis was full: {reason}",
-            guards[index].name()
+            guards[index].key()
         );
     }
     for guard in &guards {
-        let ttl = pttl(&mut raw, guard.name()).await;
-        assert!(ttl > 0, "{}: pttl {ttl}", guard.name());
-        assert!(!guard.is_lost(), "{}", guard.name());
+        let ttl = pttl(&mut raw, guard.key()).await;
+        assert!(ttl > 0, "{}: pttl {ttl}", guard.key());
+        assert!(!guard.is_lost(), "{}", guard.key());
     }
     drain(&server);
     for guard in guards {

@@ -110,7 +110,12 @@ async fn connect_or_explain(redis: &Redis) -> Option<Client> {
 async fn demo(alice: Client, bob: Client) -> redis_rlock::Result<()> {
     let name = "quickstart:order:1001";
     let guard = alice.lock(name).lock().await?;
-    println!("alice holds `{name}` as hash field {}", guard.owner());
+    // `<client-uuid>:<id>`: alice's client id, then the owner's: here the calling tokio
+    // task's id, or outside any task (as in `main`) a per-thread id with bit 62 set.
+    println!(
+        "alice holds `{name}` as hash field {} (<client id>:<owner id>)",
+        guard.owner()
+    );
     let ttl = alice.lock(name).remaining_ttl().await?;
     println!("its lease: {ttl:?} (the watchdog renews it while alice holds the guard)");
 

@@ -299,34 +299,11 @@ impl Client {
         Status {
             held_locks: core.holds.len(),
             watchdog_holds: core.holds.watchdog_hold_count(),
-            watchdog_running: core.watchdog.is_running(),
+            // The task itself may outlive the last hold until its next round finds nothing
+            // to renew: what a user asks is whether anything is being renewed.
+            watchdog_running: core.holds.has_watchdog_holds() && core.watchdog.is_running(),
             queued_waiters: core.heartbeat.len(),
             subscribed_channels: core.listener.channel_count(),
         }
-    }
-
-    /// How many (lock, owner) holds this client currently tracks, reentrant holds counting
-    /// once.
-    #[deprecated(since = "0.2.0", note = "use `Client::status().held_locks`")]
-    pub fn held_lock_count(&self) -> usize {
-        self.status().held_locks
-    }
-
-    /// Whether the watchdog task is running; it runs while a watchdog lock is held.
-    #[deprecated(since = "0.2.0", note = "use `Client::status().watchdog_running`")]
-    pub fn is_watchdog_running(&self) -> bool {
-        self.status().watchdog_running
-    }
-
-    /// How many fair-lock queue places this client keeps alive for its waiting tasks.
-    #[deprecated(since = "0.2.0", note = "use `Client::status().queued_waiters`")]
-    pub fn queued_waiter_count(&self) -> usize {
-        self.status().queued_waiters
-    }
-
-    /// How many unlock channels this client is subscribed to, as Redis confirmed.
-    #[deprecated(since = "0.2.0", note = "use `Client::status().subscribed_channels`")]
-    pub fn subscribed_channel_count(&self) -> usize {
-        self.status().subscribed_channels
     }
 }

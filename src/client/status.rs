@@ -21,7 +21,8 @@ pub struct Status {
     pub held_locks: usize,
     /// Of those, the holds the watchdog renews (taken without a fixed lease).
     pub watchdog_holds: usize,
-    /// Whether the watchdog task is running; it runs while a watchdog hold is live.
+    /// Whether the watchdog is renewing anything: true while a watchdog hold is live, false
+    /// from the moment the last one is released.
     pub watchdog_running: bool,
     /// Fair-lock queue places the client keeps alive for its waiting tasks.
     pub queued_waiters: usize,

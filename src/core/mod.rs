@@ -65,11 +65,10 @@ impl Core {
         // runtime that may go away first.
         let runtime = tokio::runtime::Handle::current();
         let reconnects = Arc::new(Reconnects::default());
-        let connections = Arc::new(
-            Connections::open(&settings, &endpoints, reconnects.clone())
-                .await
-                .map_err(|e| first_contact(&settings.url, e))?,
-        );
+        let connections = match Connections::open(&settings, &endpoints, reconnects.clone()).await {
+            Ok(connections) => Arc::new(connections),
+            Err(e) => return Err(first_contact(&settings.url, e).await),
+        };
         let master = connections.master_watch().cloned();
         // What messages name: the master the sentinels found, rather than a sentinel.
         let master_url = master.as_ref().map(|watch| watch.current().url.clone());
@@ -78,10 +77,10 @@ impl Core {
         // On a cluster, the connection read the slot map from a seed already; PING would go
         // to every master and fail the start for one that is down.
         if !conn.is_cluster() {
-            let pong: String = redis::cmd("PING")
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| first_contact(url, e.into()))?;
+            let pong: String = match redis::cmd("PING").query_async(&mut conn).await {
+                Ok(pong) => pong,
+                Err(e) => return Err(first_contact(url, e.into()).await),
+            };
             if pong != "PONG" {
                 return Err(Error::NotRedis {
                     url: url.to_string(),
@@ -139,7 +138,9 @@ impl Core {
             runtime.clone(),
         );
         let id = Uuid::new_v4();
-        tracing::debug!(client = %id, url = %settings.url, ?channel_kind, "connected");
+        // At INFO, once per client: the line that maps a holder's client id, as `rlock show`
+        // prints it, to this process.
+        tracing::info!(client = %id, url = %settings.url, ?channel_kind, "connected");
         crate::util::metrics::describe();
         Ok(Arc::new(Core {
             id,
@@ -177,7 +178,7 @@ impl Core {
 
 /// The first failure to reach the server, in words for a user who may have the wrong
 /// address: a reply redis-rs cannot parse means something else listens there.
-fn first_contact(url: &ServerUrl, error: Error) -> Error {
+async fn first_contact(url: &ServerUrl, error: Error) -> Error {
     match error {
         // A cluster client's first `CLUSTER SLOTS`, answered by a Redis not in cluster mode.
         Error::Redis(e) if e.to_string().contains("cluster support disabled") => {
@@ -189,8 +190,47 @@ fn first_contact(url: &ServerUrl, error: Error) -> Error {
         }
         Error::Redis(e) if e.kind() == redis::ErrorKind::Parse => Error::NotRedis {
             url: url.to_string(),
-            detail: url.scrub(&e.to_string()),
+            detail: what_answered(url).await,
         },
         other => other,
+    }
+}
+
+/// What the server at `url` answers to a plain `PING`, in words: its first line, quoted and
+/// escaped (an HTTP server's status line, a TLS alert's bytes), rather than the parser
+/// error redis-rs gives (`Unexpected \`72\``). One short-lived connection, bounded in time,
+/// on an error path.
+async fn what_answered(url: &ServerUrl) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let unknown = "it answered something that is not the Redis protocol".to_string();
+    let Ok(info) = redis::IntoConnectionInfo::into_connection_info(url.raw()) else {
+        return unknown;
+    };
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+        _ => return unknown,
+    };
+    let answer = async {
+        let mut stream = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+        stream.write_all(b"PING\r\n").await?;
+        let mut buffer = [0; 64];
+        let read = stream.read(&mut buffer).await?;
+        std::io::Result::Ok(buffer[..read].to_vec())
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(1), answer).await {
+        Ok(Ok(bytes)) if !bytes.is_empty() => {
+            let line = bytes.split(|b| *b == b'\n').next().unwrap_or(&bytes);
+            let shown: String = line
+                .iter()
+                .flat_map(|b| std::ascii::escape_default(*b))
+                .map(char::from)
+                .collect();
+            format!(
+                "it answered `{}`, not the Redis protocol",
+                url.scrub(&shown)
+            )
+        }
+        _ => unknown,
     }
 }

@@ -44,7 +44,9 @@ impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             LostReason::Expired => "the lease expired before it was renewed",
-            LostReason::Released => "the lock was released by someone else",
+            LostReason::Released => {
+                "the lock was released by another client, or forgotten by Redis (restart, failover)"
+            }
             LostReason::ConnectionLost => "Redis could not be reached to renew the lease",
             LostReason::QuorumLost => "fewer than a quorum of the RedLock's nodes still hold it",
             LostReason::MaxHoldReached => "it was held for the longest time allowed",

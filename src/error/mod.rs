@@ -55,9 +55,11 @@ pub enum Error {
         expired_ago: Option<Duration>,
     },
 
-    /// Redis answered with an error, or the connection failed.
+    /// Redis answered with an error, or the connection failed. The message says what
+    /// redis-rs said, so the error has no `source()`: printed as a chain (`anyhow`'s
+    /// `{:#}`), it reads once.
     #[error("redis error: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(redis::RedisError),
 
     /// No connection could be taken from, or made by, the connection pool.
     #[error("connection pool error: {message}")]
@@ -300,6 +302,12 @@ impl Error {
             message: message.into(),
             source: None,
         }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Redis(e)
     }
 }
 

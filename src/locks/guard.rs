@@ -81,10 +81,13 @@ impl LockGuard {
         &self.state().hold.key
     }
 
-    /// The lock's Redis key, as [`key`](LockGuard::key) (a name kept from earlier
-    /// releases).
+    /// The lock's name, as [`Lock::name`](crate::Lock::name) gives it: its
+    /// [`key`](LockGuard::key) without the client's key prefix.
     pub fn name(&self) -> &str {
-        self.key()
+        let state = self.state();
+        let key = &*state.hold.key;
+        key.strip_prefix(&*state.core.settings.key_prefix)
+            .unwrap_or(key)
     }
 
     /// The hash field this guard's owner holds: `<client-uuid>:<task-id>`.

@@ -3,9 +3,6 @@
 //! guard a hold gives ([`LockGuard`]); the read-write lock's two sides are kinds too
 //! ([`read_write`]).
 //!
-//! Everything here reaches the client's connections and services through its
-//! `Core`; nothing imports the public [`Client`](crate::Client).
-//!
 //! # Guarantees and caveats
 //!
 //! What a lock promises, what its lease means, and what happens when a holder is paused, Redis

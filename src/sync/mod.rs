@@ -3,9 +3,8 @@
 //! `RPermitExpirableSemaphore` (3.52) and `RCountDownLatch`, so that Java services and Rust
 //! services share them by name.
 //!
-//! Everything here reaches the client's connections, listener and runtime through its
-//! `Core`, and waits on the crate's one waiting loop (the `locks` module's); nothing
-//! imports the public [`Client`](crate::Client).
+//! They share the client's connections and its unlock listener with the locks, and wait
+//! as the locks do: woken by messages, with every wait bounded.
 //!
 //! # Which one to use
 //!

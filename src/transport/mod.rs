@@ -1,16 +1,14 @@
-//! Reaching Redis: the connections (`connection`: a shared multiplexed connection and a
-//! pool, reconnected and retried; `sentinel`: the master a Sentinel client follows), the
-//! unlock listener on pub/sub connections of its own
-//! (`pubsub`: one per node, following a cluster's slots), replica sync (`replica_sync`),
-//! what a server must be to hold locks (`server_check`), whether the user may run a kind's
-//! commands (`permissions`), and refusals turned into typed errors (`explain`).
+//! How a client reaches Redis: a shared multiplexed connection and a pool, reconnected and
+//! retried; on Sentinel, the master the sentinels name; an unlock listener on pub/sub
+//! connections of its own (one per node, following a cluster's slots); replica sync; the
+//! checks a server must pass to hold locks, and whether the user may run each kind's
+//! commands; and Redis' refusals turned into typed errors.
 //!
 //! # Topologies
 //!
-//! Every lock command goes out on one internal connection type (`conn::Conn`): a
-//! multiplexed connection to one Redis, or a redis-rs cluster connection that routes each
-//! script call to the master of its first key's hash slot. The protocol layer is written
-//! against a trait (`protocol::conn::RedisConn`) and never sees which.
+//! Every lock command goes out on one connection that is either a multiplexed connection
+//! to one Redis or a redis-rs cluster connection, which routes each script call to the
+//! master of its first key's hash slot; the scripts never see which.
 //!
 //! On a Redis Cluster ([`Client::connect_cluster`](crate::Client::connect_cluster)):
 //!
