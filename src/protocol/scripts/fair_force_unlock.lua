@@ -19,6 +19,7 @@ purge(KEYS[2], KEYS[3], now)
 -- that a refused PUBLISH leaves the lock in place.
 local unheard = notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
 local deleted = redis.call('del', KEYS[1])
+forget_empty_queue(KEYS[2], KEYS[3])
 if deleted == 1 and unheard then
     return 2
 end
