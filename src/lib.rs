@@ -50,8 +50,8 @@ pub use error::{Error, LostReason, Result};
 pub use groups::guard::GroupGuard;
 pub use groups::{MultiLock, RedLock};
 pub use locks::{
-    DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, Lock, LockGuard,
-    LockKind, RLock, Read, ReadLock, ReadWriteLock, Reentrant, Write, WriteLock,
+    DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, ForceUnlockOutcome,
+    Lock, LockGuard, LockKind, RLock, Read, ReadLock, ReadWriteLock, Reentrant, Write, WriteLock,
 };
 pub use sync::{
     CountDownLatch, ExpirablePermit, PermitExpirableSemaphore, Semaphore, SemaphoreGuard,
