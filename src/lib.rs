@@ -54,8 +54,8 @@ pub use error::{Error, LostReason, Result};
 pub use groups::guard::GroupGuard;
 pub use groups::{MultiLock, RedLock};
 pub use locks::{
-    DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, Lock, LockGuard,
-    LockKind, RLock, Read, ReadLock, ReadWriteLock, Reentrant, Write, WriteLock,
+    DistributedGuard, DistributedLock, Fair, FairLock, Fenced, FencedLock, ForceUnlockOutcome,
+    Lock, LockGuard, LockKind, RLock, Read, ReadLock, ReadWriteLock, Reentrant, Write, WriteLock,
 };
 pub use protocol::Owner;
 pub use sync::{

@@ -20,7 +20,8 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// Exit codes: 0 ok; 1 problems found (leaks), lock not found, or nothing unlocked;
 /// 2 usage error (including `unlock` without --yes when stdin is not a terminal);
 /// 3 cannot connect (unreachable, refused credentials, TLS); 4 Redis answered with an
-/// error (such as a missing ACL permission) or the lock kind cannot be unlocked here.
+/// error (such as a missing ACL permission) or the lock kind cannot be unlocked here;
+/// 5 `unlock` found the lock held by others than it showed, and left it alone.
 ///
 /// Passwords are never printed: URLs show them as `***`.
 #[derive(Debug, Parser)]
@@ -153,10 +154,14 @@ pub enum Command {
     /// waits. Exit code 1 when there is no such lock or synchronizer.
     Show(ShowArgs),
 
-    /// Force-unlock a lock whoever holds it, through its kind's own script, so that a
-    /// waiter is woken (a plain DEL wakes nobody). Asks for confirmation on a terminal;
-    /// without one, refuses unless --yes is given. Exit code 1 when there is nothing to
-    /// unlock (no such lock, or a key that is not a lock, which is left alone).
+    /// Force-unlock a lock held by the holders it shows, through its kind's own script, so
+    /// that a waiter is woken (a plain DEL wakes nobody). Asks for confirmation on a
+    /// terminal; without one, refuses unless --yes is given (the holders read just before
+    /// are then printed). The script frees the lock only if the holders shown (and, for a
+    /// read-write lock, its mode) still hold it; otherwise it changes nothing, and the exit
+    /// code is 5 with the holders found. --any-holder frees whoever holds it then. Exit
+    /// code 1 when there is nothing to unlock (no such lock, or a key that is not a lock,
+    /// which is left alone).
     Unlock(UnlockArgs),
 
     /// Find leaks: locks without a TTL, fair queues whose waiters are all past their
@@ -214,6 +219,12 @@ pub struct UnlockArgs {
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
+
+    /// Free the lock whoever holds it when the script runs, even a holder that took it
+    /// after the confirmation showed another (without it, a lock whose holders changed is
+    /// left alone: exit code 5).
+    #[arg(long)]
+    pub any_holder: bool,
 }
 
 /// `rlock watch`.

@@ -20,6 +20,9 @@ pub enum Exit {
     /// 4: Redis answered with an error (a missing ACL permission, a key of an unexpected
     /// type), or the lock kind cannot be force-unlocked by this tool.
     Redis = 4,
+    /// 5: `unlock` left the lock alone: by the time the script ran, it was held by others
+    /// than the holders shown (or in another mode, or freed).
+    Changed = 5,
 }
 
 impl Exit {

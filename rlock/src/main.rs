@@ -50,12 +50,19 @@
 //!   number, which `list` cannot tell from other data, so they are shown by name only): the
 //!   number, an expirable semaphore's taken permits (`{NAME}:timeout`) with their ids and
 //!   expiries, and the subscribers of the semaphore and latch channels.
-//! - `rlock unlock NAME [--yes]`: force-unlocks through the library's client
-//!   (`force_unlock` of the kind found: reentrant, fair or fenced), so that the kind's
-//!   script publishes the unlock message and a waiter is woken. On a terminal it asks
-//!   first; with stdin not a terminal it refuses unless `--yes` is given. A key that is not
-//!   a lock is left alone. A read-write lock is unlocked through the side of the mode it is
-//!   held in (the read holds' timeout keys go too), and every waiter wakes.
+//! - `rlock unlock NAME [--yes] [--any-holder]`: force-unlocks through the library's
+//!   client (`force_unlock_if_held_by` of the kind found: reentrant, fair or fenced), so
+//!   that the kind's script publishes the unlock message and a waiter is woken. On a
+//!   terminal it asks first, showing the holders; with stdin not a terminal it refuses
+//!   unless `--yes` is given, and then prints the holders it read just before. Either way
+//!   it frees only those holders: the script that deletes the lock first checks that the
+//!   hash holds exactly the owner fields shown (whatever their counts) and, for a
+//!   read-write lock, the same mode; when it does not (a holder released and another took
+//!   the lock while the question was open), it changes nothing, prints the holders it
+//!   found, and exits with code 5. `--any-holder` frees whoever holds the lock when the
+//!   script runs. A key that is not a lock is left alone. A read-write lock is unlocked
+//!   through the side of the mode it is held in (the read holds' timeout keys go too), and
+//!   every waiter wakes.
 //! - `rlock leaks`: locks without a TTL (`PTTL` -1: never expire), fair queues whose
 //!   waiters are all past their deadline, unlock latches without a TTL or with one longer
 //!   than any retry; for each, what is wrong and the command that fixes it (`rlock … unlock
@@ -86,7 +93,8 @@
 //! "owner", "deadline_ms", "remaining_ms", "subscribers"}]` and `"subscribers":
 //! [{"channel", "total", "per_node"}]`; `leaks`: `{"leaks": [{"problem", "name", "key",
 //! "node", "detail", "fix", "alternative"}], …}`; `unlock`: `{"name", "key", "kind",
-//! "was_held", "holders"}`. `pttl_ms` is -1 for a lock without TTL and `null` for a free
+//! "was_held", "holders", "changed"}`, plus `"found": {"mode", "holders"}` (owner fields)
+//! when `changed`. `pttl_ms` is -1 for a lock without TTL and `null` for a free
 //! one; kinds are `reentrant`, `fair`, `fenced`, `read_write`.
 //!
 //! # Exit codes
@@ -98,6 +106,7 @@
 //! | 2 | usage error: bad flags, unreadable TLS files, `unlock` without `--yes` and without a terminal |
 //! | 3 | cannot connect: unreachable, timeout, credentials or TLS refused, unknown Sentinel master, not a cluster |
 //! | 4 | Redis answered with an error (such as a missing ACL permission) |
+//! | 5 | `unlock`: the lock was held by others than those shown (or in another mode, or freed) when the script ran; nothing was unlocked |
 //!
 //! # Layout of this crate
 //!

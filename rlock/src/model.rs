@@ -46,6 +46,17 @@ pub struct Holder {
     pub mode: Option<&'static str>,
 }
 
+impl Holder {
+    /// The owner field as the lock hash stores it: `<client id>:<task id>`, with `:write`
+    /// after it for a read-write lock's writer.
+    pub fn field(&self) -> String {
+        match self.mode {
+            Some("write") => format!("{}:{}:write", self.client_id, self.task_id),
+            _ => format!("{}:{}", self.client_id, self.task_id),
+        }
+    }
+}
+
 /// One lock, as `list` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LockView {

@@ -1,5 +1,7 @@
 //! `unlock`: through the kind's own script, so that library waiters wake at once; never
-//! without `--yes` when there is no terminal to ask on; never on keys that are not locks.
+//! without `--yes` when there is no terminal to ask on; never on keys that are not locks;
+//! never of a holder it did not show (the question answered on a terminal after the
+//! holder changed: exit code 5, the new holder kept), unless `--any-holder`.
 
 mod support;
 
@@ -7,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use support::{java_lock, rlock};
+use support::{java_lock, rlock, rlock_on_terminal};
 use testkit::fair::queue_up;
 use testkit::RedisServer;
 
@@ -237,4 +239,98 @@ async fn unlock_of_a_fair_lock_moves_a_queue_behind_a_dead_head() {
     let queue = testkit::fair_queue(&mut raw, "jobs").await;
     assert_eq!(queue.first(), Some(&live), "{queue:?}");
     drop(held);
+}
+
+/// The question shows holder X; X releases and Y takes the lock before the answer: "y"
+/// frees nobody (exit code 5, Y named), Y keeps the lock; `--any-holder` frees Y. With the
+/// holder unchanged, "y" frees it.
+#[tokio::test]
+async fn unlock_frees_only_the_holder_it_showed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut raw = server.raw().await;
+    let (x, y) = (
+        testkit::client(&server).await,
+        testkit::client(&server).await,
+    );
+
+    // Answered while the holder shown still holds it: freed.
+    let held = x.lock("job").lock().await.unwrap();
+    let mut asked = rlock_on_terminal(&["--url", &url, "unlock", "job"]);
+    let question = asked.question().await;
+    assert!(question.contains(&x.id().to_string()), "{question}");
+    asked.answer("y");
+    let run = asked.finish().await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!y.lock("job").is_locked().await.unwrap());
+    // Its guard learns it at its unlock (not in the background, where it could meet the
+    // same task's next hold).
+    assert!(held.unlock().await.unwrap_err().is_lock_lost());
+
+    // The holder changes while the question is open.
+    let held = x.lock("job").lock().await.unwrap();
+    let mut asked = rlock_on_terminal(&["--url", &url, "unlock", "job"]);
+    let question = asked.question().await;
+    assert!(question.contains(&x.id().to_string()), "{question}");
+    held.unlock().await.unwrap();
+    let taken = y.lock("job").lock().await.unwrap();
+    asked.answer("y");
+    let run = asked.finish().await;
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("not unlocked"), "{run:?}");
+    assert!(run.stderr.contains(&y.id().to_string()), "{run:?}");
+    let hash = testkit::lock_hash(&mut raw, "job").await;
+    assert_eq!(hash.len(), 1, "{hash:?}");
+    assert!(hash
+        .keys()
+        .all(|field| field.starts_with(&y.id().to_string())));
+    assert!(taken.valid_until() > std::time::Instant::now());
+
+    // --any-holder: whoever holds it, printed first.
+    let run = rlock(&["--url", &url, "unlock", "job", "--yes", "--any-holder"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains(&y.id().to_string()), "{run:?}");
+    assert_eq!(server.cli(&["EXISTS", "job"]), "0");
+    drop(taken);
+}
+
+/// A read-write lock shown held for writing by X; X releases and Y takes it for reading
+/// before the answer: nothing freed (exit code 5, the new mode and holder named, in JSON
+/// too), Y keeps reading; `--any-holder` frees Y's read hold.
+#[tokio::test]
+async fn unlock_of_a_read_write_lock_frees_only_the_mode_and_holder_it_showed() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (x, y) = (
+        testkit::client(&server).await,
+        testkit::client(&server).await,
+    );
+
+    let writing = x.read_write_lock("doc").write_lock().lock().await.unwrap();
+    let mut asked = rlock_on_terminal(&["--url", &url, "unlock", "doc", "--json"]);
+    let question = asked.question().await;
+    assert!(question.contains(&x.id().to_string()), "{question}");
+    assert!(question.contains("(write)"), "{question}");
+    writing.unlock().await.unwrap();
+    let reading = y.read_write_lock("doc").read_lock().lock().await.unwrap();
+    asked.answer("y");
+    let run = asked.finish().await;
+    assert_eq!(run.code, 5, "{run:?}");
+    let done = run.json();
+    assert_eq!(done["changed"], true, "{done}");
+    assert_eq!(done["was_held"], false, "{done}");
+    assert_eq!(done["found"]["mode"], "read", "{done}");
+    let found = done["found"]["holders"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{done}");
+    assert!(found[0].as_str().unwrap().starts_with(&y.id().to_string()));
+    assert_eq!(server.cli(&["HGET", "doc", "mode"]), "read");
+    let fields = server.cli(&["HKEYS", "doc"]);
+    assert!(fields.contains(&y.id().to_string()), "{fields}");
+    assert!(!fields.contains(&x.id().to_string()), "{fields}");
+    assert!(reading.valid_until() > std::time::Instant::now());
+
+    let run = rlock(&["--url", &url, "unlock", "doc", "--yes", "--any-holder"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.cli(&["EXISTS", "doc"]), "0");
+    drop(reading);
 }

@@ -265,6 +265,29 @@ impl ClientBuilder {
         self
     }
 
+    /// Accepts a Redis whose `maxmemory-policy` may evict keys (every `allkeys-*` and
+    /// `volatile-*` policy: lock keys have TTLs, so the `volatile-*` ones evict them too).
+    /// Without it, [`build`](Self::build) fails with
+    /// [`Error::EvictingServer`](crate::Error::EvictingServer) when the server runs such a
+    /// policy with a `maxmemory` limit, and so do calls after a reconnection to a server
+    /// that runs one by then (see the `transport` module docs, "Memory and eviction").
+    ///
+    /// What it costs: when Redis is full, it may evict a held lock's key. The lock is then
+    /// free for anyone, and no one is told: a watchdog holder learns it at its next renewal
+    /// (up to a third of [`watchdog_timeout`](Self::watchdog_timeout) later), and a holder
+    /// with a fixed lease is never told, so both may run their critical sections beside
+    /// the new holder. Queued fair waiters and fencing counters may be evicted as well (a
+    /// fencing counter evicted starts again from 1, so tokens no longer grow). Only
+    /// `noeviction` keeps locks safe: Redis then refuses writes when full, and this crate's
+    /// releases still work (see `tests/out_of_memory.rs`). The choice is logged once, at
+    /// `INFO`, with the policy.
+    ///
+    /// Default: `false`.
+    pub fn allow_evicting_policy(mut self, allow: bool) -> Self {
+        self.settings.allow_evicting_policy = allow;
+        self
+    }
+
     /// Makes lock writes count only once a replica has them (Redisson's
     /// `checkLockSyncedSlaves`), so that a failover to a replica keeps the lock: after an
     /// acquire takes the lock, and after each watchdog renewal, the client sends

@@ -79,6 +79,8 @@ pub(crate) struct Settings {
     pub(crate) redisson_fair_lock_wait: Duration,
     /// Replicas to `WAIT` for after lock writes, and for how long; `None`: no waiting.
     pub(crate) replica_sync: Option<(usize, Duration)>,
+    /// Whether a server whose `maxmemory-policy` may evict keys is accepted.
+    pub(crate) allow_evicting_policy: bool,
     /// How often the pub/sub connection is pinged while it waits for messages.
     pub(crate) ping_interval: Duration,
     pub(crate) tls: TlsSettings,
@@ -130,6 +132,7 @@ impl fmt::Debug for Settings {
             fair_waiter_timeout,
             redisson_fair_lock_wait,
             replica_sync,
+            allow_evicting_policy,
             ping_interval,
             tls,
             master_credentials,
@@ -150,6 +153,7 @@ impl fmt::Debug for Settings {
             .field("fair_waiter_timeout", fair_waiter_timeout)
             .field("redisson_fair_lock_wait", redisson_fair_lock_wait)
             .field("replica_sync", replica_sync)
+            .field("allow_evicting_policy", allow_evicting_policy)
             .field("ping_interval", ping_interval)
             .field("tls", tls)
             .field("master_credentials", master_credentials)
@@ -176,6 +180,7 @@ impl Settings {
             fair_waiter_timeout: Duration::from_secs(5),
             redisson_fair_lock_wait: Duration::ZERO,
             replica_sync: None,
+            allow_evicting_policy: false,
             ping_interval: Duration::from_secs(5),
             tls: TlsSettings::default(),
             master_credentials: None,

@@ -88,7 +88,7 @@ impl Core {
                 });
             }
         }
-        server_check::check_server(&mut conn, url).await?;
+        server_check::check_server(&mut conn, url, settings.allow_evicting_policy).await?;
         let cluster = conn.is_cluster();
         let channel_kind = match settings.pubsub {
             // Refused off a cluster by the settings' validation.

@@ -166,6 +166,26 @@ pub enum Error {
         reason: String,
     },
 
+    /// The server may evict keys when its memory is full (its `maxmemory-policy` is one of
+    /// the `allkeys-*` or `volatile-*` policies, with a `maxmemory` limit), which would
+    /// free held locks without telling their holders. Set `maxmemory-policy noeviction`,
+    /// or accept the risk with
+    /// [`ClientBuilder::allow_evicting_policy`](crate::ClientBuilder::allow_evicting_policy).
+    /// From `build()`, with nothing written; and from calls after a reconnection to a
+    /// server that runs such a policy by then, until it no longer does.
+    #[error(
+        "the server at {url} runs maxmemory-policy {policy} with a maxmemory limit: when \
+         full it may evict lock keys, freeing locks without telling their holders; set \
+         maxmemory-policy noeviction, or accept it with \
+         ClientBuilder::allow_evicting_policy(true)"
+    )]
+    EvictingServer {
+        /// The URL (or, on a cluster, the node), with its password redacted.
+        url: String,
+        /// The server's `maxmemory-policy`.
+        policy: String,
+    },
+
     /// On a Redis Cluster, the lock's name would put its derived keys in other hash slots
     /// than its key, so no script could touch them together (Redis would refuse every call
     /// with `CROSSSLOT`). Names with braces that do not form a hash tag do this, such as
@@ -275,6 +295,12 @@ impl Error {
     /// ([`Error::CrossSlotName`](crate::Error::CrossSlotName)).
     pub fn is_cross_slot_name(&self) -> bool {
         matches!(self, Error::CrossSlotName { .. })
+    }
+
+    /// True when the server may evict lock keys and the client was not told to accept it
+    /// ([`Error::EvictingServer`](crate::Error::EvictingServer)).
+    pub fn is_evicting_server(&self) -> bool {
+        matches!(self, Error::EvictingServer { .. })
     }
 
     /// True when a task holding a read lock asked for the write lock of the same

@@ -53,6 +53,27 @@ use crate::util::validate;
 /// ```
 pub type RLock = Lock<Reentrant>;
 
+/// What [`Lock::force_unlock_if_held_by`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForceUnlockOutcome {
+    /// The lock was held by exactly the holders given, and is deleted; waiters are told as
+    /// by [`Lock::force_unlock`].
+    Deleted,
+    /// Nobody held it, as the caller saw (no holders given); for a fair lock, its queue was
+    /// purged and its head told.
+    NotHeld,
+    /// Nothing was changed: the lock is not held as the caller saw it. What it holds now:
+    /// a read-write lock's `mode` (`None` for other kinds, or when free), and the owner
+    /// fields of its holders (empty when free).
+    HoldersChanged {
+        /// `read` or `write` for a read-write lock; `None` otherwise, or when free.
+        mode: Option<String>,
+        /// The owner fields found, as the hash stores them.
+        holders: Vec<String>,
+    },
+}
+
 /// A distributed lock of kind `K`; use it as [`RLock`], [`FairLock`](crate::FairLock),
 /// [`FencedLock`](crate::FencedLock), or a [`ReadWriteLock`](crate::ReadWriteLock)'s
 /// [`ReadLock`](crate::ReadLock) and [`WriteLock`](crate::WriteLock).
@@ -351,18 +372,62 @@ impl<K: LockKind> Lock<K> {
     /// Not cancel safe: if dropped, the lock may or may not have been deleted.
     #[tracing::instrument(level = "debug", skip(self), fields(lock = %self.name))]
     pub async fn force_unlock(&self) -> Result<bool> {
+        let deleted = self.force_unlock_seen(None).await?;
+        Ok(deleted != ForceUnlocked::Nothing)
+    }
+
+    /// [`force_unlock`](Lock::force_unlock), but only if the lock is held by exactly the
+    /// `holders` the caller saw, checked in the same script that deletes it: an operator
+    /// who was shown holder X never frees holder Y, who took the lock after X released
+    /// it. `holders` are owner fields as the lock hash stores them
+    /// (`<client-uuid>:<task-id>`; a read-write lock's writer with `:write` after it);
+    /// their counts do not matter (a holder that re-entered meanwhile is still the one
+    /// seen). For a read-write lock's side, the lock must also still be held in that
+    /// side's mode. Empty `holders` ask for a lock that is still free: for a fair lock,
+    /// the script then purges the queue and tells its head, as `force_unlock` does.
+    ///
+    /// When the holders differ, nothing is changed and the answer says what the lock
+    /// holds now. This is what `rlock unlock` runs.
+    ///
+    /// # Errors
+    /// As [`force_unlock`](Lock::force_unlock); [`Error::NotALock`](crate::Error::NotALock)
+    /// when the key holds other data.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: if dropped, the lock may or may not have been deleted.
+    #[tracing::instrument(level = "debug", skip(self, holders), fields(lock = %self.name))]
+    pub async fn force_unlock_if_held_by<S: AsRef<str>>(
+        &self,
+        holders: &[S],
+    ) -> Result<ForceUnlockOutcome> {
+        let seen: Vec<String> = holders.iter().map(|h| h.as_ref().to_string()).collect();
+        Ok(match self.force_unlock_seen(Some(&seen)).await? {
+            ForceUnlocked::Nothing => ForceUnlockOutcome::NotHeld,
+            ForceUnlocked::Deleted | ForceUnlocked::DeletedHeadUnheard => {
+                ForceUnlockOutcome::Deleted
+            }
+            ForceUnlocked::Changed { mode, holders } => {
+                ForceUnlockOutcome::HoldersChanged { mode, holders }
+            }
+        })
+    }
+
+    /// The force unlock, of whoever holds the lock or (`seen`) of exactly those holders.
+    async fn force_unlock_seen(&self, seen: Option<&[String]>) -> Result<ForceUnlocked> {
         let names = self.checked_names().await?;
         let connections = &self.core.connections;
         let hit = self.core.holds.holds_of(&names.key);
         let deleted = connections
-            .with_retries(|conn| scripts::force_unlock(conn, names))
+            .with_retries(|conn| scripts::force_unlock(conn, names, seen))
             .await;
         let deleted = explain::explained(connections, "force-unlocking", names, deleted).await?;
         if deleted == ForceUnlocked::DeletedHeadUnheard {
             crate::locks::fair::look_again_after_grace(&self.core, names);
         }
-        let deleted = deleted != ForceUnlocked::Nothing;
-        if deleted {
+        if matches!(
+            deleted,
+            ForceUnlocked::Deleted | ForceUnlocked::DeletedHeadUnheard
+        ) {
             hit.iter().for_each(|hold| {
                 hold.mark_lost(LostReason::Released);
             });

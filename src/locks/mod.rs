@@ -269,5 +269,5 @@ pub use fair::{Fair, FairLock};
 pub use fenced::{Fenced, FencedLock};
 pub use guard::LockGuard;
 pub use kind::{LockKind, Reentrant};
-pub use lock::{Lock, RLock};
+pub use lock::{ForceUnlockOutcome, Lock, RLock};
 pub use read_write::{Read, ReadLock, ReadWriteLock, Write, WriteLock};

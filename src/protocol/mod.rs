@@ -24,6 +24,13 @@
 //! | waiter deadlines | zset at `redisson_lock_timeout:{<key>}` | owner → deadline in ms on the Redis server's clock; past it the waiter is dropped |
 //! | waiter channel | `redisson_lock__channel:{<key>}:<owner>` | payload `0`: "the lock is free and you head the queue" |
 //!
+//! The queue and the deadlines have no TTL, as in Redisson, so no wait may leave them
+//! behind: a waiter that takes the lock or gives up leaves both (`fair_leave.lua` also
+//! takes the `unheard:<owner>` record a release may have left for it in the deadlines, see
+//! `fair_common.lua`), and every fair script deletes the deadlines set once the queue is
+//! empty. A waiter whose process died while queued is dropped by the next call on the lock
+//! after its deadline, as in Redisson; with no further call, `rlock leaks` lists its queue.
+//!
 //! A [`FencedLock`](crate::FencedLock) adds, as Redisson's `RFencedLock`, the token counter
 //! `redisson_lock_token:{<key>}` (a string, no expiry), and
 //! [`Client::fenced_set`](crate::Client::fenced_set) keeps the highest token it accepted for a

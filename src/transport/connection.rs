@@ -24,6 +24,7 @@ use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
 use crate::transport::sentinel::MasterWatch;
+use crate::transport::server_check;
 use crate::util::sync;
 
 /// Timed-out replies in a row, with none arriving in between, after which the shared
@@ -37,6 +38,9 @@ const RETIRE_AFTER_TIMEOUTS: u32 = 3;
 struct FailedRefill {
     at: tokio::time::Instant,
     error: String,
+    /// Set when the server answered but runs an evicting `maxmemory-policy`: the URL and
+    /// the policy, so that callers get that typed error again.
+    evicting: Option<(String, String)>,
 }
 
 /// A clone of the shared connection, tagged so that a failure retires only the connection
@@ -110,6 +114,10 @@ pub(crate) struct Connections {
     timeouts_in_a_row: AtomicU32,
     retry_attempts: u32,
     retry_delay: Duration,
+    /// What messages name a single server by (a Sentinel master is named by its own URL).
+    url: ServerUrl,
+    /// Whether a server that may evict keys is accepted (checked again on reconnection).
+    allow_evicting_policy: bool,
     /// Told when a fresh shared connection replaces a broken one: Redis may have restarted
     /// or failed over and forgotten locks, which is worth checking at once.
     reconnects: Arc<Reconnects>,
@@ -193,6 +201,8 @@ impl Connections {
             timeouts_in_a_row: AtomicU32::new(0),
             retry_attempts: settings.retry_attempts,
             retry_delay: settings.retry_delay,
+            url: settings.url.clone(),
+            allow_evicting_policy: settings.allow_evicting_policy,
             reconnects,
             runtime_gone: Arc::new(AtomicBool::new(false)),
         };
@@ -258,18 +268,36 @@ impl Connections {
         }
         if let Some(failed) = last_failure.as_ref() {
             if failed.at.elapsed() < self.retry_delay {
+                if let Some((url, policy)) = &failed.evicting {
+                    return Err(Error::EvictingServer {
+                        url: url.clone(),
+                        policy: policy.clone(),
+                    });
+                }
                 return Err(Error::pool(format!(
                     "reconnecting failed: {}",
                     failed.error
                 )));
             }
         }
-        let (master, conn) = match self.open_conn().await {
+        let opened = match self.open_conn().await {
+            Ok((master, mut conn)) => match self.check_reconnected(&mut conn).await {
+                Ok(()) => Ok((master, conn)),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let (master, conn) = match opened {
             Ok(opened) => opened,
             Err(e) => {
+                let evicting = match &e {
+                    Error::EvictingServer { url, policy } => Some((url.clone(), policy.clone())),
+                    _ => None,
+                };
                 *last_failure = Some(FailedRefill {
                     at: tokio::time::Instant::now(),
                     error: e.to_string(),
+                    evicting,
                 });
                 return Err(e);
             }
@@ -285,6 +313,26 @@ impl Connections {
             self.reconnects.tell();
         }
         Ok(fresh)
+    }
+
+    /// On a reconnection (not the first connection, which `Core::start` checks with the
+    /// rest of the server), checks the server's `maxmemory-policy` again: Redis may have
+    /// restarted with another configuration, been reconfigured (`CONFIG SET`), or the
+    /// sentinels may have named another master. A server that now may evict keys, when the
+    /// client does not accept that, fails the reconnection with
+    /// [`Error::EvictingServer`], and so every call, until it no longer does: the client
+    /// does not go on silently. Locks already held are not told (the watchdog's renewals,
+    /// on connections of their own, go on); new ones cannot be taken. A cluster connection
+    /// is never replaced (redis-rs repairs it): a cluster is checked at connect only.
+    async fn check_reconnected(&self, conn: &mut Conn) -> Result<()> {
+        if self.next_generation.load(Ordering::Relaxed) <= 1 {
+            return Ok(());
+        }
+        let url = match &self.backend {
+            Backend::Sentinel(sentinel) => sentinel.watch.current().url.clone(),
+            _ => self.url.clone(),
+        };
+        server_check::check_eviction(conn, &url, self.allow_evicting_policy, false).await
     }
 
     /// A fresh connection for the shared one, with the generation of the master it goes

@@ -161,6 +161,31 @@
 //! [`RedLock`](crate::RedLock) over independent masters instead (see the
 //! [`groups`](crate::groups) docs).
 //!
+//! # Memory and eviction
+//!
+//! A Redis that evicts keys when full frees held locks without telling anyone: with
+//! `maxmemory-policy allkeys-lru` (or any `allkeys-*`, or `volatile-*`, since lock keys
+//! have TTLs) a rival takes an evicted lock at once; its watchdog holder hears of it at
+//! the next renewal, and a fixed-lease holder never does. So a client reads the server's
+//! `maxmemory-policy` and `maxmemory` when it connects (`INFO memory`, which the README's
+//! ACL rules grant; `CONFIG GET` when `INFO` is refused; on a cluster, every master), and
+//! `build()` fails with [`Error::EvictingServer`](crate::Error::EvictingServer), nothing
+//! written, for any policy but `noeviction` with a `maxmemory` limit, unless
+//! [`ClientBuilder::allow_evicting_policy`](crate::ClientBuilder::allow_evicting_policy)
+//! accepts it (logged once at `INFO`, with the policy). With `maxmemory 0` (no limit)
+//! nothing is evicted and any policy is accepted (logged at `INFO`).
+//!
+//! A client of one Redis or of a Sentinel master checks again whenever it opens a new
+//! command connection after losing one (a restart, a killed connection, a new master
+//! named by the sentinels): if the server now evicts, that reconnection fails with
+//! `EvictingServer`, and so does every call until the policy is fixed (each call past the
+//! retry delay tries again); the client never goes on silently. What it does not see:
+//! a `CONFIG SET` on a server while the connection lasts (seen at the next reconnection
+//! only), and a cluster's settings after connect (a cluster connection is repaired by
+//! redis-rs, never replaced), including a replica promoted later; a master that is down
+//! at connect is not checked. When neither `INFO` nor `CONFIG GET` may be run, the client
+//! warns once and connects.
+//!
 //! # Security: TLS, ACL users, secrets and hostile input
 //!
 //! ## TLS

@@ -243,10 +243,12 @@ impl CommandCheck {
                     vec!["linsert", list, "after", "f", "g"],
                     vec!["lrange", list, "0", "1"],
                     vec!["lrem", list, "0", "f"],
+                    vec!["exists", list],
                     vec!["zadd", deadlines, "1", "f"],
                     vec!["zrem", deadlines, "f"],
                     vec!["zscore", deadlines, "f"],
                     vec!["zrangebyscore", deadlines, "-inf", "0", "LIMIT", "0", "1"],
+                    vec!["del", deadlines],
                     vec!["pubsub", count, channel],
                     vec!["time"],
                 ]

@@ -6,6 +6,13 @@
 //! mode, and a script that does not load on every node (one is down) is loaded on its
 //! node at its first call there. Which commands the user may run is checked at the first use of each
 //! lock kind ([`crate::transport::permissions`]).
+//!
+//! It also reads the server's `maxmemory-policy` and `maxmemory` ([`check_eviction`]; on a
+//! cluster, every master's): a server that may evict keys when full is refused with
+//! [`Error::EvictingServer`] unless the client accepts it
+//! ([`ClientBuilder::allow_evicting_policy`](crate::ClientBuilder::allow_evicting_policy)).
+//! The same check runs on every reconnection of a client of one Redis or of a Sentinel
+//! master (see `Connections`).
 
 use std::collections::HashMap;
 
@@ -17,8 +24,14 @@ use crate::protocol::scripts;
 use crate::transport::conn::Conn;
 
 /// Checks the server on `conn` (see the module docs) and loads the scripts.
-pub(crate) async fn check_server(conn: &mut Conn, url: &ServerUrl) -> Result<()> {
+/// `allow_evicting`: the client accepts a server that may evict keys.
+pub(crate) async fn check_server(
+    conn: &mut Conn,
+    url: &ServerUrl,
+    allow_evicting: bool,
+) -> Result<()> {
     check_identity(conn, url).await?;
+    check_eviction(conn, url, allow_evicting, true).await?;
     match scripts::load_all(conn).await {
         Ok(()) => Ok(()),
         Err(e) if is_permission_failure(&e) => Err(Error::PermissionDenied {
@@ -122,9 +135,180 @@ pub(crate) async fn supports_sharded_pubsub(conn: &mut Conn) -> bool {
     }
 }
 
+/// A server's memory settings, as far as evictions go.
+#[derive(Debug, PartialEq, Eq)]
+struct Memory {
+    /// `maxmemory-policy`.
+    policy: String,
+    /// `maxmemory` in bytes; 0 means no limit.
+    maxmemory: u64,
+}
+
+impl Memory {
+    /// `INFO memory`'s `maxmemory_policy:` and `maxmemory:` lines.
+    fn from_info(info: &str) -> Option<Memory> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        Some(Memory {
+            policy: field("maxmemory_policy")?.to_string(),
+            maxmemory: field("maxmemory")?.parse().ok()?,
+        })
+    }
+
+    /// `CONFIG GET maxmemory-policy maxmemory`: a map (RESP3) or pairs (RESP2).
+    fn from_config(reply: Value) -> Option<Memory> {
+        let config: HashMap<String, String> = redis::from_redis_value(reply).ok()?;
+        Some(Memory {
+            policy: config.get("maxmemory-policy")?.clone(),
+            maxmemory: config.get("maxmemory")?.parse().ok()?,
+        })
+    }
+
+    /// Whether the server may evict keys when full: any policy but `noeviction` (every
+    /// `allkeys-*`; every `volatile-*` too, since lock keys have TTLs), with a limit. With
+    /// `maxmemory 0` nothing is evicted (on 64-bit builds; a 32-bit Redis caps itself at
+    /// 3 GB, which this crate does not look for).
+    fn evicts(&self) -> bool {
+        self.policy != "noeviction" && self.maxmemory > 0
+    }
+}
+
+/// The memory settings of every master (on one Redis, of it; node `""`): `INFO memory`,
+/// which the README's ACL rules grant (`+info`), else `CONFIG GET`, which they do not
+/// (`CONFIG` is an admin command: asking first would fill the `ACL LOG` of every
+/// well-configured user with a refusal per connection). `None` for a node where both are
+/// refused, renamed or unreadable.
+async fn memory_settings(conn: &mut Conn) -> Result<Vec<(String, Option<Memory>)>> {
+    let mut info = redis::cmd("INFO");
+    info.arg("memory");
+    let replies = refused_as_nil(conn.on_every_master(info).await)?;
+    let mut nodes = Vec::with_capacity(replies.len());
+    let mut config_needed = false;
+    for (node, reply) in replies {
+        let memory = redis::from_redis_value::<String>(reply)
+            .ok()
+            .and_then(|info| Memory::from_info(&info));
+        config_needed |= memory.is_none();
+        nodes.push((node, memory));
+    }
+    if config_needed {
+        let mut config = redis::cmd("CONFIG");
+        config.arg("GET").arg("maxmemory-policy").arg("maxmemory");
+        let replies = refused_as_nil(conn.on_every_master(config).await)?;
+        for (node, reply) in replies {
+            if let Some(entry) = nodes
+                .iter_mut()
+                .find(|(known, memory)| *known == node && memory.is_none())
+            {
+                entry.1 = Memory::from_config(reply);
+            }
+        }
+    }
+    Ok(nodes)
+}
+
+/// The replies of a command sent to every master, with a refusal on one Redis (an error
+/// reply: the user may not run it, it is renamed away) as its node's reply (nil); a
+/// failure to reach Redis stays an error.
+fn refused_as_nil(
+    replies: redis::RedisResult<Vec<(String, Value)>>,
+) -> Result<Vec<(String, Value)>> {
+    match replies {
+        Ok(replies) => Ok(replies),
+        Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => Err(e.into()),
+        Err(_) => Ok(vec![(String::new(), Value::Nil)]),
+    }
+}
+
+/// Refuses a server that may evict keys (see [`Memory::evicts`]) with
+/// [`Error::EvictingServer`], unless `allow`; on a cluster, every master is read. `first`:
+/// at connect, where what is accepted is logged (at `INFO` when the client accepts an
+/// evicting server, with its policy) and a server whose settings cannot be read is
+/// warned about; on a reconnection, these go to `DEBUG`.
+///
+/// A `maxmemory` of 0 (no limit: nothing is evicted) is accepted whatever the policy; a
+/// later `CONFIG SET maxmemory` would start evictions, and is seen at the next
+/// reconnection only. A node that cannot be asked (a cluster master down at connect) is
+/// not checked.
+pub(crate) async fn check_eviction(
+    conn: &mut Conn,
+    url: &ServerUrl,
+    allow: bool,
+    first: bool,
+) -> Result<()> {
+    let nodes = match memory_settings(conn).await {
+        Ok(nodes) => nodes,
+        Err(e) if e.is_connection_error() => return Err(e),
+        Err(e) => {
+            tracing::debug!(%url, error = %e, "cannot ask for maxmemory-policy; not checked");
+            return Ok(());
+        }
+    };
+    for (node, memory) in nodes {
+        let server = if node.is_empty() {
+            url.to_string()
+        } else {
+            node
+        };
+        let Some(memory) = memory else {
+            if first {
+                tracing::warn!(%server, "cannot read maxmemory-policy (INFO memory and CONFIG GET refused): a policy that evicts keys would lose locks silently");
+            } else {
+                tracing::debug!(%server, "cannot read maxmemory-policy");
+            }
+            continue;
+        };
+        let policy = memory.policy.as_str();
+        if !memory.evicts() {
+            if first && policy != "noeviction" {
+                tracing::info!(%server, policy, "maxmemory-policy evicts keys, but maxmemory is 0 (no limit), so nothing is evicted; accepted (a later CONFIG SET maxmemory would start evictions, and is refused at the next reconnection)");
+            }
+            continue;
+        }
+        if !allow {
+            return Err(Error::EvictingServer {
+                url: server,
+                policy: memory.policy,
+            });
+        }
+        if first {
+            tracing::info!(%server, policy, maxmemory = memory.maxmemory, "maxmemory-policy may evict lock keys; accepted (allow_evicting_policy): an evicted lock is lost silently");
+        } else {
+            tracing::debug!(%server, policy, "maxmemory-policy may evict lock keys; accepted");
+        }
+    }
+    Ok(())
+}
+
 fn unsupported(url: &ServerUrl, reason: &str) -> Error {
     Error::UnsupportedServer {
         url: url.to_string(),
         reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_settings_are_read_from_info_and_config() {
+        let info = "# Memory\r\nused_memory:1\r\nmaxmemory:104857600\r\nmaxmemory_human:100.00M\r\nmaxmemory_policy:allkeys-lru\r\n";
+        let memory = Memory::from_info(info).unwrap();
+        assert_eq!(memory.policy, "allkeys-lru");
+        assert!(memory.evicts());
+        let config = Value::Array(vec![
+            Value::BulkString(b"maxmemory-policy".to_vec()),
+            Value::BulkString(b"volatile-lru".to_vec()),
+            Value::BulkString(b"maxmemory".to_vec()),
+            Value::BulkString(b"0".to_vec()),
+        ]);
+        let memory = Memory::from_config(config).unwrap();
+        assert_eq!(memory.policy, "volatile-lru");
+        assert!(!memory.evicts(), "no limit: nothing is evicted");
+        assert!(Memory::from_info("# Memory\r\n").is_none());
     }
 }

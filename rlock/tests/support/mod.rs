@@ -1,5 +1,6 @@
 //! Running the built `rlock` binary from tests: bounded, stdin closed (not a terminal),
-//! its output captured, and JSON read back.
+//! its output captured, and JSON read back; or with a pseudo-terminal as stdin, to answer
+//! `unlock`'s question.
 
 #![allow(dead_code)]
 
@@ -112,5 +113,117 @@ pub async fn java_lock<C: redis::aio::ConnectionLike>(
             .query_async(conn)
             .await
             .unwrap();
+    }
+}
+
+/// A run of `rlock` whose stdin is a terminal (a pseudo-terminal the test types into), so
+/// that `unlock` asks its question; stdout and stderr are captured.
+pub struct OnTerminal {
+    child: tokio::process::Child,
+    /// The terminal's other side: what is written here, the binary reads on stdin.
+    keyboard: std::fs::File,
+    /// Standard error so far, as it arrives.
+    stderr: tokio::sync::watch::Receiver<String>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+/// Starts `rlock args…` with a pseudo-terminal as stdin.
+pub fn rlock_on_terminal(args: &[&str]) -> OnTerminal {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use tokio::io::AsyncReadExt;
+
+    let (mut keyboard, mut terminal) = (-1, -1);
+    // SAFETY: openpty writes two new file descriptors into the integers given, and reads
+    // nothing else (null name, settings and size); each is owned once, below.
+    let opened = unsafe {
+        libc::openpty(
+            &mut keyboard,
+            &mut terminal,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened for this process and nothing else owns them.
+    let (keyboard, terminal) = unsafe {
+        (
+            OwnedFd::from_raw_fd(keyboard),
+            OwnedFd::from_raw_fd(terminal),
+        )
+    };
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
+        .args(args)
+        .env_remove("REDIS_URL")
+        .env_remove("RLOCK_KEY_PREFIX")
+        .stdin(Stdio::from(terminal))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run the rlock binary");
+    let mut pipe = child.stderr.take().expect("stderr piped");
+    let (tell, stderr) = tokio::sync::watch::channel(String::new());
+    let reader = tokio::spawn(async move {
+        let mut buffer = [0u8; 1024];
+        while let Ok(n @ 1..) = pipe.read(&mut buffer).await {
+            let text = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            tell.send_modify(|so_far| so_far.push_str(&text));
+        }
+    });
+    OnTerminal {
+        child,
+        keyboard: std::fs::File::from(keyboard),
+        stderr,
+        reader,
+    }
+}
+
+impl OnTerminal {
+    /// Waits (bounded) until the binary asks its `[y/N]` question, and returns what it
+    /// printed on stderr so far.
+    pub async fn question(&mut self) -> String {
+        let mut stderr = self.stderr.clone();
+        let asked = tokio::time::timeout(
+            RUN_LIMIT,
+            stderr.wait_for(|so_far| so_far.contains("[y/N]")),
+        )
+        .await;
+        match asked {
+            Ok(Ok(so_far)) => so_far.clone(),
+            _ => panic!(
+                "no question within {RUN_LIMIT:?}: {:?}",
+                self.stderr.borrow()
+            ),
+        }
+    }
+
+    /// Types `line` and Enter.
+    pub fn answer(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.keyboard, "{line}").expect("type on the terminal");
+    }
+
+    /// Waits (bounded) for the binary to exit.
+    pub async fn finish(mut self) -> Run {
+        use tokio::io::AsyncReadExt;
+        let mut stdout = String::new();
+        let mut pipe = self.child.stdout.take().expect("stdout piped");
+        let status = tokio::time::timeout(RUN_LIMIT, async {
+            pipe.read_to_string(&mut stdout).await.expect("read stdout");
+            self.child.wait().await.expect("wait for rlock")
+        })
+        .await
+        .unwrap_or_else(|_| panic!("rlock did not finish within {RUN_LIMIT:?}"));
+        tokio::time::timeout(RUN_LIMIT, self.reader)
+            .await
+            .expect("stderr closed")
+            .expect("stderr reader");
+        let stderr = self.stderr.borrow().clone();
+        Run {
+            code: status.code().unwrap_or(-1),
+            stdout,
+            stderr,
+        }
     }
 }

@@ -28,6 +28,7 @@ purge(KEYS[2], KEYS[3], now)
 if redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
+    forget_empty_queue(KEYS[2], KEYS[3])
     return -6
 end
 local free = redis.call('exists', KEYS[1]) == 0
@@ -46,6 +47,7 @@ if free and (head == false or head == owner) then
     end
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
+    forget_empty_queue(KEYS[2], KEYS[3])
     return -3
 end
 if ARGV[7] == 'queue' then
@@ -54,6 +56,7 @@ if ARGV[7] == 'queue' then
         redis.call('rpush', KEYS[2], owner)
     end
 end
+forget_empty_queue(KEYS[2], KEYS[3])
 if free then
     local deadline = redis.call('zscore', KEYS[3], head)
     if deadline == false then

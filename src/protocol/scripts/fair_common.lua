@@ -33,15 +33,6 @@ local function place_deadline(queue, owner, now, keep, per_ahead)
     return deadline
 end
 
--- Drops waiters whose deadline passed (they stopped refreshing it: their process died or
--- froze), wherever they stand in the queue, a bounded number per call.
-local function purge(queue, timeouts, now)
-    local stale = redis.call('zrangebyscore', timeouts, '-inf', now, 'LIMIT', 0, 100)
-    for _, waiter in ipairs(stale) do
-        redis.call('lrem', queue, 0, waiter)
-        redis.call('zrem', timeouts, waiter)
-    end
-end
 
 -- The first waiter in the queue that hears its channel (a subscriber on it, so it can be
 -- told its turn) and its 0-based index; nil when none of the first 1024 does. Counted with
@@ -93,6 +84,30 @@ local UNHEARD_RECORD_MS = 10000
 -- Redisson reads the zset only by owner (its stale-waiter purge walks the queue list).
 local function unheard_record(waiter)
     return 'unheard:' .. waiter
+end
+
+-- Drops waiters whose deadline passed (they stopped refreshing it: their process died or
+-- froze), wherever they stand in the queue, a bounded number per call, each with its
+-- unheard record if it has one (records whose own score passed go the same way).
+local function purge(queue, timeouts, now)
+    local stale = redis.call('zrangebyscore', timeouts, '-inf', now, 'LIMIT', 0, 100)
+    for _, waiter in ipairs(stale) do
+        redis.call('lrem', queue, 0, waiter)
+        redis.call('zrem', timeouts, waiter, unheard_record(waiter))
+    end
+end
+
+-- Deletes the deadlines set once the queue is empty (Redis deletes an empty list): every
+-- member left in it then stands for nobody (an unheard record of a waiter that has gone),
+-- and nothing else would ever remove it, since a fair lock's queue and deadlines have no
+-- TTL (Redisson's layout). Every fair script that may empty the queue, or run on an empty
+-- one, ends with this, so that no wait, however it ends, leaves a key behind. (A waiter
+-- that crashed while queued stays until a later call on the lock purges it, as in
+-- Redisson.)
+local function forget_empty_queue(queue, timeouts)
+    if redis.call('exists', queue) == 0 then
+        redis.call('del', timeouts)
+    end
 end
 
 -- Tells the head of the queue that the lock is free. A head nobody hears (no subscriber on

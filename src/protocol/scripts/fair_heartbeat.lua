@@ -37,6 +37,7 @@ for i = 1, #KEYS / 3 do
             redis.call('zadd', timeouts, place_deadline(queue, owner, now, ARGV[1], ARGV[4]), owner)
             refreshed[i] = 1
         end
+        forget_empty_queue(queue, timeouts)
     end
 end
 return refreshed

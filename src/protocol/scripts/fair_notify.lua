@@ -15,8 +15,10 @@ if misshapen then
 end
 local now = server_now()
 purge(KEYS[2], KEYS[3], now)
-if redis.call('exists', KEYS[1]) == 0
-    and notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now) then
+local kept = redis.call('exists', KEYS[1]) == 0
+    and notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
+forget_empty_queue(KEYS[2], KEYS[3])
+if kept then
     return 1
 end
 return 0

@@ -30,9 +30,11 @@ if redis.call('hexists', KEYS[1], owner) == 0 then
     if redis.call('exists', KEYS[1]) == 0 then
         notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
     end
+    forget_empty_queue(KEYS[2], KEYS[3])
     return nil
 end
 local remaining = redis.call('hincrby', KEYS[1], owner, -1)
+forget_empty_queue(KEYS[2], KEYS[3])
 if remaining > 0 then
     if tonumber(ARGV[4]) > 0 then
         redis.call('pexpire', KEYS[1], ARGV[4])

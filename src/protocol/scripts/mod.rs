@@ -492,7 +492,7 @@ pub(crate) const UNHEARD_GRACE: std::time::Duration = std::time::Duration::from_
 const FREED_HEAD_UNHEARD: i64 = 2;
 
 /// What a force unlock did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ForceUnlocked {
     /// There was no lock.
     Nothing,
@@ -501,38 +501,80 @@ pub(crate) enum ForceUnlocked {
     /// A fair lock was deleted and the head of its queue did not hear it: as
     /// [`UnlockOutcome::FreedHeadUnheard`].
     DeletedHeadUnheard,
+    /// Nothing was changed: the lock was not held by the holders the caller saw. What it
+    /// found: a read-write lock's mode (`None` for other kinds or a free lock) and the
+    /// owner fields (none when free).
+    Changed {
+        mode: Option<String>,
+        holders: Vec<String>,
+    },
 }
 
-/// `force_unlock.lua` or `fair_force_unlock.lua`.
+/// `force_unlock.lua`, `fair_force_unlock.lua` or `rw_force_unlock.lua`; with `seen`, only
+/// if the lock is held by exactly those owner fields (whatever their counts; a read-write
+/// lock in the side's mode, its writer's field with `:write`).
 pub(crate) async fn force_unlock<C: RedisConn>(
     mut conn: C,
     names: &LockNames,
+    seen: Option<&[String]>,
 ) -> RedisResult<ForceUnlocked> {
-    if let Some((side, rw)) = names.read_write() {
-        let deleted = read_write::force_unlock(conn, names, side, rw).await?;
-        return Ok(if deleted {
-            ForceUnlocked::Deleted
-        } else {
-            ForceUnlocked::Nothing
-        });
-    }
-    let call = match names.queue() {
-        None => {
-            let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 4, 2 * names.key.len() + 64);
-            call.arg(&*names.key)
-                .arg(&*names.channel)
-                .arg(UNLOCK_MESSAGE)
-                .arg(names.publish_command());
-            call
+    let seen_args = seen.map_or(0, |seen| seen.len() + 1);
+    let seen_bytes = seen.map_or(0, |seen| seen.iter().map(|s| s.len() + 8).sum());
+    let mut call = if let Some((side, rw)) = names.read_write() {
+        read_write::force_unlock_call(names, side, rw, seen_args, seen_bytes)
+    } else {
+        match names.queue() {
+            None => {
+                let mut call = EvalSha::new(
+                    &FORCE_UNLOCK,
+                    1,
+                    4 + seen_args,
+                    2 * names.key.len() + 64 + seen_bytes,
+                );
+                call.arg(&*names.key)
+                    .arg(&*names.channel)
+                    .arg(UNLOCK_MESSAGE)
+                    .arg(names.publish_command());
+                call
+            }
+            Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], seen_args),
         }
-        Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], 0),
     };
-    let deleted: i64 = call.query(&mut conn).await?;
-    Ok(match deleted {
-        0 => ForceUnlocked::Nothing,
-        FREED_HEAD_UNHEARD => ForceUnlocked::DeletedHeadUnheard,
-        _ => ForceUnlocked::Deleted,
-    })
+    if let Some(seen) = seen {
+        call.arg(seen.len());
+        for field in seen {
+            call.arg(&**field);
+        }
+    }
+    let reply: redis::Value = call.query(&mut conn).await?;
+    force_unlocked(reply)
+}
+
+/// The reply of a force-unlock script.
+fn force_unlocked(reply: redis::Value) -> RedisResult<ForceUnlocked> {
+    let unexpected = || {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected force-unlock reply",
+        ))
+    };
+    match reply {
+        redis::Value::Int(0) => Ok(ForceUnlocked::Nothing),
+        redis::Value::Int(FREED_HEAD_UNHEARD) => Ok(ForceUnlocked::DeletedHeadUnheard),
+        redis::Value::Int(_) => Ok(ForceUnlocked::Deleted),
+        redis::Value::Array(items) => {
+            let mut items = items
+                .into_iter()
+                .map(|item| redis::from_redis_value::<String>(item).map_err(|_| unexpected()));
+            if items.next().transpose()?.as_deref() != Some("changed") {
+                return Err(unexpected());
+            }
+            let mode = items.next().transpose()?.filter(|mode| !mode.is_empty());
+            let holders = items.collect::<RedisResult<Vec<String>>>()?;
+            Ok(ForceUnlocked::Changed { mode, holders })
+        }
+        _ => Err(unexpected()),
+    }
 }
 
 /// `fair_notify.lua`: looks again at the queue of the fair lock `names` once the grace of

@@ -117,21 +117,29 @@ pub(super) async fn unlock<C: RedisConn>(
     Ok(Some(found).into())
 }
 
-/// `rw_force_unlock.lua`: deletes the lock if it is held on `side`; true when it was.
-pub(super) async fn force_unlock<C: RedisConn>(
-    mut conn: C,
+/// `rw_force_unlock.lua`, up to its optional holders the caller saw (`seen_args`
+/// arguments of `seen_bytes` bytes, added by the caller): deletes the lock if it is held
+/// on `side`.
+pub(super) fn force_unlock_call<'s>(
     names: &LockNames,
     side: Side,
     rw: &ReadWriteNames,
-) -> RedisResult<bool> {
-    let mut call = EvalSha::new(&FORCE_UNLOCK, 1, 6, 4 * names.key.len() + 64);
+    seen_args: usize,
+    seen_bytes: usize,
+) -> EvalSha<'s> {
+    let mut call = EvalSha::new(
+        &FORCE_UNLOCK,
+        1,
+        6 + seen_args,
+        4 * names.key.len() + 64 + seen_bytes,
+    );
     call.arg(&*names.key)
         .arg(&*names.channel)
         .arg(message(side))
         .arg(names.publish_command())
         .arg(side.mode())
         .arg(&*rw.timeouts);
-    call.query(&mut conn).await
+    call
 }
 
 /// `rw_inspect.lua`: the lock's PTTL, `owner`'s count, and whether `side` is held.

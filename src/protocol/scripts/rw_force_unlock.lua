@@ -9,11 +9,20 @@
 -- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
 -- ARGV[4] the mode to delete: "read" or "write"
 -- ARGV[5] `{K}`: the head of every reader's timeout keys
--- Returns 1 when a lock was deleted, 0 when there was none in that mode. Fails with
--- NOTALOCK, writing nothing, when the key holds anything but a read-write lock.
+-- ARGV[6..] optional: the holders the caller saw (the writer's field with its `:write`),
+--           to free the lock only if it is still held in this mode by exactly them (see
+--           expects_holders in lock_common.lua)
+-- Returns 1 when a lock was deleted, 0 when there was none in that mode; with ARGV[6..],
+-- the holders_changed reply when the lock is not held as the caller saw it (nothing
+-- changed). Fails with NOTALOCK, writing nothing, when the key holds anything but a
+-- read-write lock.
 local mode = rw_mode(KEYS[1])
 if mode == nil then
     return not_a_lock(KEYS[1])
+end
+if expects_holders(6)
+    and ((mode ~= 'none' and mode ~= ARGV[4]) or not held_as_seen(KEYS[1], 6)) then
+    return holders_changed(KEYS[1])
 end
 if mode ~= ARGV[4] then
     return 0
