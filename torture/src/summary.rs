@@ -26,6 +26,17 @@ pub struct FaultCount {
     pub hit: u32,
 }
 
+/// The permit steps of a `cluster` run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PermitSteps {
+    /// Permits taken.
+    pub taken: u64,
+    /// Acquires that waited their whole bound.
+    pub timeouts: u64,
+    /// Acquires and releases that failed with an error.
+    pub errors: u64,
+}
+
 /// The figures and the verdict of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -61,6 +72,9 @@ pub struct Report {
     pub unlock_lost: BTreeMap<String, u64>,
     /// Unlocks that failed otherwise.
     pub unlock_errors: u64,
+    /// Permit steps (`cluster` mode): permits taken, acquires that waited their whole
+    /// bound, and calls (acquire or release) that failed with an error.
+    pub permits: PermitSteps,
     /// Faults by kind.
     pub faults: BTreeMap<FaultKind, FaultCount>,
     /// Holders cut off from Redis past their lease, by the fault that did it.
@@ -101,6 +115,7 @@ impl Report {
             lost: BTreeMap::new(),
             unlock_lost: BTreeMap::new(),
             unlock_errors: 0,
+            permits: PermitSteps::default(),
             faults: BTreeMap::new(),
             cut_off: verdict.cut_off,
             reacquire_after: verdict.reacquire_after,
@@ -180,7 +195,26 @@ impl Report {
                         UnlockOutcome::Failed(_) => report.unlock_errors += 1,
                     }
                 }
-                EventKind::Releasing { .. } | EventKind::Stopped => {}
+                EventKind::PermitTaken { call } => {
+                    report.permits.taken += 1;
+                    longest("permit acquire", call.began, call.took);
+                }
+                EventKind::PermitTimedOut { call } => {
+                    report.permits.timeouts += 1;
+                    longest("permit acquire", call.began, call.took);
+                }
+                EventKind::PermitAcquireFailed { call, .. } => {
+                    report.permits.errors += 1;
+                    longest("permit acquire", call.began, call.took);
+                }
+                EventKind::PermitReleased { call, error } => {
+                    report.permits.errors += u64::from(error.is_some());
+                    longest("permit release", call.began, call.took);
+                }
+                EventKind::Releasing { .. }
+                | EventKind::Stopped
+                | EventKind::PermitAcquiring
+                | EventKind::PermitReleasing => {}
             }
         }
         report
@@ -238,6 +272,9 @@ impl Report {
             ("lost", counts(&self.lost)),
             ("unlock_lock_lost", counts(&self.unlock_lost)),
             ("unlock_errors", self.unlock_errors.to_string()),
+            ("permits_taken", self.permits.taken.to_string()),
+            ("permit_timeouts", self.permits.timeouts.to_string()),
+            ("permit_errors", self.permits.errors.to_string()),
             ("faults", faults),
             ("longest_call_ms", longest),
             ("log_entries", self.log_entries.to_string()),
@@ -296,6 +333,13 @@ impl fmt::Display for Report {
             reasons(&self.unlock_lost),
             self.unlock_errors
         )?;
+        if self.mode.is_cluster() {
+            writeln!(
+                f,
+                "  permit steps             {} permits taken, {} waited out, {} errors",
+                self.permits.taken, self.permits.timeouts, self.permits.errors
+            )?;
+        }
         writeln!(
             f,
             "  faults                     injected  hit  holders cut off past the lease: told  \
