@@ -13,15 +13,32 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
+use crate::config::settings::Settings;
 use crate::core::Core;
 use crate::error::{channel_missing, Error, Result};
-use crate::locks::wait::{is_topology_change, TOPOLOGY_PATIENCE};
+use crate::locks::wait::{TopologyWait, TOPOLOGY_PATIENCE};
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
 use crate::transport::conn::Conn;
 use crate::transport::explain;
+
+/// The longest one try of a request may take, pause included: a new connection (connect
+/// + handshake reply), its own reply, and a jittered pause before it.
+pub(crate) fn longest_try(settings: &Settings) -> Duration {
+    settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2
+}
+
+/// How long a request's latch lives (an unlock's, or a synchronizer's count change's): it
+/// must outlive every retry of the request, `retry_attempts` tries, and on a cluster
+/// (`cluster`) tries refused for a topology change for up to [`TOPOLOGY_PATIENCE`] from
+/// the first, after which one more round of retries may start.
+pub(crate) fn latch_ttl(settings: &Settings, cluster: bool) -> Duration {
+    let mut ttl = longest_try(settings) * settings.retry_attempts + Duration::from_secs(1);
+    if cluster {
+        ttl += TOPOLOGY_PATIENCE;
+    }
+    ttl
+}
 
 /// What a release found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,17 +91,7 @@ impl Release {
     }
 
     fn call(&self) -> UnlockCall<'_, Conn> {
-        let settings = &self.core.settings;
-        // The latch must outlive every retry of this request: each try may wait for a new
-        // connection (connect + handshake reply), its own reply, and a jittered pause; and
-        // on a cluster, tries refused for a topology change go on for up to
-        // TOPOLOGY_PATIENCE, after which one more round of retries may start.
-        let per_try =
-            settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2;
-        let mut latch_ttl = per_try * settings.retry_attempts + Duration::from_secs(1);
-        if self.core.connections.is_cluster() {
-            latch_ttl += TOPOLOGY_PATIENCE;
-        }
+        let latch_ttl = latch_ttl(&self.core.settings, self.core.connections.is_cluster());
         UnlockCall {
             names: &self.names,
             latch: &self.latch,
@@ -111,7 +118,8 @@ impl Release {
         let connections = &self.core.connections;
         let cluster = connections.is_cluster();
         let mut tries = u32::from(cluster);
-        let began = Instant::now();
+        // Patience from the first try on: the latch's lifetime counts from there.
+        let mut topology = TopologyWait::from_now(connections);
         let outcome = loop {
             let outcome = connections
                 .with_retries_on(self.pinned.clone(), |conn| {
@@ -121,9 +129,7 @@ impl Release {
                 })
                 .await;
             match outcome {
-                Err(e)
-                    if cluster && is_topology_change(&e) && began.elapsed() < TOPOLOGY_PATIENCE =>
-                {
+                Err(e) if topology.rides_out(&e) => {
                     tracing::debug!(lock = %self.names.key, error = %e, "the cluster is changing its topology; unlocking again");
                     tokio::time::sleep(connections.backoff()).await;
                 }

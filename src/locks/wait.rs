@@ -43,6 +43,53 @@ pub(crate) fn is_topology_change(e: &Error) -> bool {
     matches!(e, Error::Redis(e) if crate::error::certainly_not_run(e))
 }
 
+/// Waiting out a Redis Cluster's topology change, for one call: the one rule that lock
+/// acquires and releases and every synchronizer call share. A call refused because the
+/// cluster is moving its slot or failing over its master ([`is_topology_change`]: it
+/// certainly did not run) is sent again after the retry backoff, without counting against
+/// `retry_attempts`, for up to [`TOPOLOGY_PATIENCE`]; elsewhere than on a cluster such a
+/// refusal is final.
+pub(crate) struct TopologyWait {
+    cluster: bool,
+    /// When the patience began: the first refusal, or the call's start.
+    since: Option<Instant>,
+}
+
+impl TopologyWait {
+    /// Patience counted from the first refusal, and from the next one again after
+    /// [`settled`](TopologyWait::settled).
+    pub(crate) fn new(connections: &Connections) -> Self {
+        TopologyWait {
+            cluster: connections.is_cluster(),
+            since: None,
+        }
+    }
+
+    /// Patience counted from now: for a request whose latch must outlive every try (see
+    /// [`crate::locks::release`]), so that its tries end within a known time of its first.
+    pub(crate) fn from_now(connections: &Connections) -> Self {
+        TopologyWait {
+            cluster: connections.is_cluster(),
+            since: Some(Instant::now()),
+        }
+    }
+
+    /// True when a call that failed with `error` is to be sent again after a pause: a
+    /// cluster refused it for a topology change, and patience remains.
+    pub(crate) fn rides_out(&mut self, error: &Error) -> bool {
+        self.cluster
+            && is_topology_change(error)
+            && self.since.get_or_insert_with(Instant::now).elapsed() < TOPOLOGY_PATIENCE
+    }
+
+    /// The cluster answered: a later refusal starts a new patience (for [`new`]'s).
+    ///
+    /// [`new`]: TopologyWait::new
+    pub(crate) fn settled(&mut self) {
+        self.since = None;
+    }
+}
+
 /// What one try came to.
 pub(crate) enum Tried<G> {
     /// Taken: the guard.
@@ -82,7 +129,8 @@ pub(crate) trait Contender {
     fn pacing(&self) -> &Connections;
 
     /// Whether a try that failed with `error` may be sent again: not when it may have run
-    /// and cannot be undone (a re-entry), since each run would add a count.
+    /// and cannot be undone (a re-entry), since each run would add a count. Asked after a
+    /// topology refusal too, where the try did not run, but one before it may have.
     fn may_retry(&self, _error: &Error) -> bool {
         true
     }
@@ -95,12 +143,10 @@ pub(crate) async fn wait_for<C: Contender>(
     deadline: Option<Instant>,
 ) -> Result<Option<C::Guard>> {
     let retry_attempts = contender.pacing().retry_attempts();
-    let cluster = contender.pacing().is_cluster();
     // Whether the caller gave any time to wait (`try_lock` gives none).
     let waits = deadline.map_or(true, |deadline| deadline > Instant::now());
     let mut failures = 0;
-    // When the cluster began refusing this call for a topology change, if it still does.
-    let mut refused_since: Option<Instant> = None;
+    let mut topology = TopologyWait::new(contender.pacing());
     // Counted among the waiting calls from its first wait on.
     let mut waiting = None;
     loop {
@@ -111,15 +157,12 @@ pub(crate) async fn wait_for<C: Contender>(
             }
             Ok(Tried::Busy(bound)) => {
                 failures = 0;
-                refused_since = None;
+                topology.settled();
                 bound
             }
-            Err(e)
-                if cluster
-                    && is_topology_change(&e)
-                    && refused_since.get_or_insert_with(Instant::now).elapsed()
-                        < TOPOLOGY_PATIENCE =>
-            {
+            // A try sent again must also be one the contender may send again (a request
+            // latch it reuses may not outlive the wait).
+            Err(e) if topology.rides_out(&e) && contender.may_retry(&e) => {
                 let left = remaining(deadline);
                 if left.is_zero() {
                     // The caller's wait ran out while the cluster was still changing: not

@@ -16,6 +16,9 @@
 //! | unlock channel | `redisson_lock__channel:{<key>}` | payload `0` on the final release (wakes one waiter); a key that already contains `{` is used as is: `redisson_lock__channel:<key>` |
 //! | unlock latch | `redisson_unlock_latch:{<key>}:<request-id>` | one per unlock request, `SET … PX`, so that a retried unlock answers as the first try did; deleted after the reply (batched, within ~20 ms) |
 //!
+//! A Redis Cluster client's semaphore and latch count changes write request latches under
+//! the same prefix (see [`sync`](crate::sync#retries)).
+//!
 //! A [`FairLock`](crate::FairLock) adds, as Redisson's `RFairLock`:
 //!
 //! | what | Redis | notes |

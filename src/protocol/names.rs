@@ -324,21 +324,26 @@ impl LockNames {
     /// The latch key of one unlock request, `<prefix>:<request id in 32 hex digits>`;
     /// retries of the request reuse it.
     pub(crate) fn unlock_latch(&self, request_id: u128) -> Arc<str> {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        // What `{:032x}` writes, without the formatter's padding one character at a time:
-        // this runs on every unlock.
-        let mut digits = [0; 32];
-        let mut rest = request_id;
-        for digit in digits.iter_mut().rev() {
-            *digit = HEX[(rest & 0xf) as usize];
-            rest >>= 4;
-        }
-        let mut latch = String::with_capacity(self.latch_prefix.len() + 1 + digits.len());
-        latch.push_str(&self.latch_prefix);
-        latch.push(':');
-        latch.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
-        latch.into()
+        request_latch(&self.latch_prefix, request_id)
     }
+}
+
+/// `<prefix>:<request id in 32 hex digits>`.
+fn request_latch(prefix: &str, request_id: u128) -> Arc<str> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // What `{:032x}` writes, without the formatter's padding one character at a time: this
+    // runs on every unlock.
+    let mut digits = [0; 32];
+    let mut rest = request_id;
+    for digit in digits.iter_mut().rev() {
+        *digit = HEX[(rest & 0xf) as usize];
+        rest >>= 4;
+    }
+    let mut latch = String::with_capacity(prefix.len() + 1 + digits.len());
+    latch.push_str(prefix);
+    latch.push(':');
+    latch.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
+    latch.into()
 }
 
 /// The synchronizers, as the protocol sees them: which names and scripts a call uses.
@@ -376,6 +381,14 @@ pub(crate) struct SyncNames {
     /// `redisson_sc:{key}` for both semaphores, `redisson_countdownlatch__channel__{key}`
     /// for a latch (Redisson writes this one by hand, braces always added).
     pub(crate) channel: Arc<str>,
+    /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per count change sent
+    /// with a latch (on a cluster; see `sync::call`). The lock's unlock latches' namespace:
+    /// users given the lock's ACL rules may write there already, and Redisson reads a
+    /// latch only under a request id of its own, never these. Built as the channel is, so
+    /// that it shares the key's slot whenever the channel does.
+    latch_prefix: String,
+    /// Set by [`SyncNames::on_cluster`]: count changes carry request latches.
+    cluster: bool,
     channel_kind: ChannelKind,
     split: Option<SplitName>,
 }
@@ -392,8 +405,16 @@ impl SyncNames {
             ),
             SyncKind::Latch => (format!("redisson_countdownlatch__channel__{{{key}}}"), None),
         };
+        let latch_prefix = match kind {
+            SyncKind::Latch => format!("redisson_unlock_latch:{{{key}}}"),
+            SyncKind::Semaphore | SyncKind::ExpirableSemaphore => {
+                prefixed("redisson_unlock_latch", &key)
+            }
+        };
         SyncNames {
             kind,
+            latch_prefix,
+            cluster: false,
             key: key.into(),
             timeouts,
             channel: channel.into(),
@@ -402,12 +423,22 @@ impl SyncNames {
         }
     }
 
+    /// The latch key of one count change request, `<prefix>:<request id in 32 hex
+    /// digits>`, in the key's slot; retries of the request reuse it. Only a cluster
+    /// client's count changes carry one (see `sync::call`): `None` elsewhere.
+    pub(crate) fn request_latch(&self, request_id: u128) -> Option<Arc<str>> {
+        self.cluster
+            .then(|| request_latch(&self.latch_prefix, request_id))
+    }
+
     /// These names, for a client of a Redis Cluster whose messages travel as
     /// `channel_kind` says; checks that every derived name shares the key's slot.
     pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
         self.channel_kind = channel_kind;
+        self.cluster = true;
         let mut derived = vec![self.channel.to_string()];
         derived.extend(self.timeouts.as_ref().map(|t| t.to_string()));
+        derived.push(request_latch(&self.latch_prefix, 0).to_string());
         self.split = first_split(&self.key, derived);
         self
     }
@@ -519,6 +550,43 @@ mod tests {
             &*names.channel,
             "redisson_countdownlatch__channel__{batch:42}"
         );
+    }
+
+    #[test]
+    fn request_latches_are_a_cluster_clients_and_share_the_channel_tag() {
+        let latch = |kind, name| {
+            SyncNames::new(kind, "", name)
+                .on_cluster(ChannelKind::Sharded)
+                .request_latch(0xab12)
+                .expect("a cluster client's count changes carry latches")
+        };
+        assert_eq!(
+            SyncNames::new(SyncKind::Semaphore, "", "db:pool").request_latch(1),
+            None
+        );
+        assert_eq!(
+            &*latch(SyncKind::Semaphore, "db:pool"),
+            "redisson_unlock_latch:{db:pool}:0000000000000000000000000000ab12"
+        );
+        assert!(latch(SyncKind::ExpirableSemaphore, "{g}pu")
+            .starts_with("redisson_unlock_latch:{g}pu:"));
+        // A latch's names wrap the key in braces whatever it holds, as its channel does.
+        assert!(latch(SyncKind::Latch, "a{b").starts_with("redisson_unlock_latch:{a{b}:"));
+        for kind in [
+            SyncKind::Semaphore,
+            SyncKind::ExpirableSemaphore,
+            SyncKind::Latch,
+        ] {
+            // Wherever the channel is in the key's slot (else the name is refused on a
+            // cluster), so is the request latch.
+            for name in ["batch:42", "a{b", "{g}pu", "a}b", "}{", "{}x", "x{y}z{"] {
+                let slot = |name: &str| key_slot(name.as_bytes());
+                let channel = SyncNames::new(kind, "", name).channel;
+                if slot(&channel) == slot(name) {
+                    assert_eq!(slot(&latch(kind, name)), slot(name), "{kind:?} {name}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,12 +1,48 @@
 //! Running one script call of a synchronizer: on the client's shared connection, retried
 //! as far as the call allows, its refusals turned into typed errors.
+//!
+//! # Topology changes
+//!
+//! On a Redis Cluster a call refused because its slot is on the move or its master is
+//! failing over (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: it certainly did not run)
+//! is sent again after the retry backoff for up to
+//! [`TOPOLOGY_PATIENCE`](crate::locks::wait::TOPOLOGY_PATIENCE) from its first try, as a
+//! lock's unlock is ([`TopologyWait`], shared with the locks), and failures to reach Redis
+//! between two refusals count afresh against `retry_attempts`: a master that died drops
+//! its connections (a broken pipe, a refused reconnect) before the others answer that
+//! the cluster is down, then redirect to the promoted replica.
+//!
+//! # Count changes sent again
+//!
+//! A count change (`DECRBY`, `INCRBY`, `SET` to count + n) whose connection broke after
+//! it went out may have run, and run again it would count twice. Redisson sends these
+//! once (`evalWriteNoRetryAsync`), and so does a client of one server here. A failover
+//! breaks connections by design, though, so a cluster client sends each count change with
+//! a **request latch** ([`CountChange`]), as an unlock carries its unlock latch: a key in
+//! the count's slot, written by the same script run as the change with the change's
+//! answer, for as long as the request may be retried ([`latch_ttl`]). A retry whose first
+//! try ran finds it and answers as that try did; one whose first try did not run (or ran
+//! on a master that died before its replica had it: then the latch is gone with the
+//! change) makes the change. A request is sent again only while its latch certainly
+//! outlives the try. Asking Redis what happened instead cannot work for a plain count: it
+//! has no owner, and nothing in it tells one client's change from another's.
+//!
+//! The latch adds one short-lived key beside Redisson's layout, in the namespace of the
+//! lock's unlock latches (`redisson_unlock_latch:{<key>}:<request id>`), which Redisson
+//! reads only under its own request ids; it is deleted once the answer is in (batched,
+//! see [`crate::services::latches`]) and expires by itself otherwise.
 
 use std::future::Future;
+
+use tokio::time::Instant;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::locks::attempt::error_may_have_run;
+use crate::locks::release::{latch_ttl, longest_try};
+use crate::locks::wait::TopologyWait;
 use crate::protocol::names::SyncNames;
+use crate::protocol::scripts::RequestLatch;
 use crate::transport::conn::Conn;
 use crate::transport::explain::{explain_with, sync_checks};
 
@@ -20,6 +56,86 @@ pub(crate) enum Retry {
     /// cluster's redirection): a count change (`DECR`, `INCRBY`) that ran twice would count
     /// twice, as in Redisson, which sends these once (`evalWriteNoRetryAsync`).
     IfUnsent,
+    /// A count change with a request latch: any failure until this instant, after which
+    /// the latch may be gone, and the call is sent again as [`Retry::IfUnsent`] is.
+    Latched(Instant),
+}
+
+impl Retry {
+    /// Whether a call that failed with `error` may be sent again, after failures of which
+    /// one may have run (`earlier_may_have_run`).
+    pub(crate) fn resends(self, error: &Error, earlier_may_have_run: bool) -> bool {
+        let unsent = !earlier_may_have_run && !error_may_have_run(error);
+        match self {
+            Retry::Always => true,
+            Retry::IfUnsent => unsent,
+            Retry::Latched(until) => unsent || Instant::now() < until,
+        }
+    }
+}
+
+/// One count change request: its request latch on a cluster (see the module docs), and
+/// whether a try of it may have run.
+pub(crate) struct CountChange {
+    latch: Option<RequestLatch>,
+    /// The last instant at which a try may start and still find the latch.
+    until: Instant,
+    may_have_run: bool,
+}
+
+impl CountChange {
+    /// A new request on `names`; with a latch on a cluster client's names.
+    pub(crate) fn new(core: &Core, names: &SyncNames) -> Self {
+        let now = Instant::now();
+        let Some(key) = names.request_latch(rand::random()) else {
+            return CountChange {
+                latch: None,
+                until: now,
+                may_have_run: false,
+            };
+        };
+        let settings = &core.settings;
+        let ttl = latch_ttl(settings, true);
+        CountChange {
+            latch: Some(RequestLatch {
+                key,
+                ttl_ms: crate::util::time::millis(ttl),
+            }),
+            // A try started then reaches Redis within `longest_try`, pause included.
+            until: now + ttl.saturating_sub(longest_try(settings)),
+            may_have_run: false,
+        }
+    }
+
+    /// The latch every try of the request carries, if any.
+    pub(crate) fn latch(&self) -> Option<&RequestLatch> {
+        self.latch.as_ref()
+    }
+
+    /// When the request may be sent again.
+    pub(crate) fn retry(&self) -> Retry {
+        match self.latch {
+            Some(_) => Retry::Latched(self.until),
+            None => Retry::IfUnsent,
+        }
+    }
+
+    /// A try failed with `error`.
+    pub(crate) fn failed(&mut self, error: &Error) {
+        self.may_have_run |= error_may_have_run(error);
+    }
+
+    /// Whether the request may be sent again after a try failed with `error`.
+    pub(crate) fn resends(&self, error: &Error) -> bool {
+        self.retry().resends(error, self.may_have_run)
+    }
+
+    /// The answer is in: the latch has done its job, and is deleted in a batch.
+    pub(crate) fn done(self, core: &Core) {
+        if let Some(latch) = self.latch {
+            core.latches.forget(latch.key);
+        }
+    }
 }
 
 /// What a call came to, and whether a try before the last one may have run in Redis
@@ -30,7 +146,8 @@ pub(crate) struct Outcome<T> {
 }
 
 /// Runs `operation` (`operation` names it in errors, such as "releasing") up to the
-/// client's `retry_attempts`, as `retry` allows, with its errors explained.
+/// client's `retry_attempts`, as `retry` allows, and on a cluster through a topology
+/// change (see the module docs), with its errors explained.
 pub(crate) async fn run<T, F, Fut>(
     core: &Core,
     names: &SyncNames,
@@ -43,7 +160,9 @@ where
     Fut: Future<Output = redis::RedisResult<T>>,
 {
     let connections = &core.connections;
-    let mut attempt = 1;
+    // Failures to reach Redis since the last topology refusal.
+    let mut failures = 0;
+    let mut topology = TopologyWait::from_now(connections);
     let mut earlier_may_have_run = false;
     loop {
         let outcome = match connections.shared().await {
@@ -58,15 +177,21 @@ where
             Err(e) => Err(e),
         };
         match outcome {
+            // Certainly not run; the cluster answers, and is changing.
+            Err(e) if topology.rides_out(&e) && retry.resends(&e, earlier_may_have_run) => {
+                tracing::debug!(error = %e, name = %names.key, "the cluster is changing its topology; retrying");
+                failures = 0;
+                tokio::time::sleep(connections.backoff()).await;
+            }
             Err(e)
                 if e.is_connection_error()
-                    && attempt < connections.retry_attempts()
-                    && (retry == Retry::Always || !error_may_have_run(&e)) =>
+                    && failures + 1 < connections.retry_attempts()
+                    && retry.resends(&e, earlier_may_have_run) =>
             {
-                tracing::debug!(attempt, error = %e, name = %names.key, "retrying");
+                failures += 1;
+                tracing::debug!(failures, error = %e, name = %names.key, "retrying");
                 earlier_may_have_run |= error_may_have_run(&e);
                 tokio::time::sleep(connections.backoff()).await;
-                attempt += 1;
             }
             Ok(value) => {
                 return Outcome {
@@ -82,6 +207,27 @@ where
             }
         }
     }
+}
+
+/// [`run`] for a count change: `call` gets the request's latch (on a cluster) for every
+/// try, and the request is sent again as far as the latch allows.
+pub(crate) async fn change<T, F, Fut>(
+    core: &Core,
+    names: &SyncNames,
+    operation: &'static str,
+    mut call: F,
+) -> Result<T>
+where
+    F: FnMut(Conn, Option<RequestLatch>) -> Fut,
+    Fut: Future<Output = redis::RedisResult<T>>,
+{
+    let change = CountChange::new(core, names);
+    let outcome = run(core, names, operation, change.retry(), |conn| {
+        call(conn, change.latch().cloned())
+    })
+    .await;
+    change.done(core);
+    outcome.result
 }
 
 /// [`run`], for a call whose answer alone matters.

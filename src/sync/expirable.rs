@@ -110,8 +110,8 @@ impl PermitExpirableSemaphore {
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let permits = check::permits_added(permits)?;
         self.handle
-            .answer("adding permits to", Retry::IfUnsent, |conn, names| {
-                scripts::change_permits(conn, names, permits, Change::AddExpirable)
+            .change("adding permits to", |conn, names, latch| {
+                scripts::change_permits(conn, names, latch, permits, Change::AddExpirable)
             })
             .await
             .map(drop)

@@ -8,7 +8,7 @@ use std::future::Future;
 use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::names::{SyncKind, SyncNames};
-use crate::protocol::scripts;
+use crate::protocol::scripts::{self, RequestLatch};
 use crate::sync::call::{self, Retry};
 use crate::sync::check;
 use crate::transport::conn::Conn;
@@ -68,6 +68,25 @@ impl Handle {
         let (core, names) = self.parts().await?;
         let names: &'a SyncNames = names;
         call::answer(core, names, operation, retry, |conn| script(conn, names)).await
+    }
+
+    /// Runs the count change `script` on the synchronizer's names (see [`call::change`]):
+    /// each try gets the request's latch, on a cluster.
+    pub(crate) async fn change<'a, T, F, Fut>(
+        &'a self,
+        operation: &'static str,
+        mut script: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Conn, &'a SyncNames, Option<RequestLatch>) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>> + 'a,
+    {
+        let (core, names) = self.parts().await?;
+        let names: &'a SyncNames = names;
+        call::change(core, names, operation, |conn, latch| {
+            script(conn, names, latch)
+        })
+        .await
     }
 
     /// Sets the count (permits, or a latch's count), checked already, if none is set: true

@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts;
-use crate::sync::call::{self, Retry};
+use crate::sync::call;
 use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::waiting::{wait_until, Try, RECHECK};
@@ -90,15 +90,16 @@ impl CountDownLatch {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name;
     /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
     /// connection error (a try whose reply was lost is not sent again: it may have
-    /// counted, and a second run would count twice).
+    /// counted, and a second run would count twice; a Redis Cluster client sends it again
+    /// with its request latch, see [retries](crate::sync#retries)).
     ///
     /// # Cancel safety
     /// Not cancel safe: if dropped, the count may or may not have gone down.
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn count_down(&self) -> Result<()> {
         self.handle
-            .answer("counting down", Retry::IfUnsent, |conn, names| {
-                scripts::count_down(conn, names)
+            .change("counting down", |conn, names, latch| {
+                scripts::count_down(conn, names, latch)
             })
             .await
             .map(drop)

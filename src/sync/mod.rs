@@ -36,6 +36,7 @@
 //! | its channel | `redisson_sc:{<key>}` | the count after a release or a reclaim, the permits set, or the permits added |
 //! | latch | string at `<key>` | the count; deleted when it reaches 0 |
 //! | its channel | `redisson_countdownlatch__channel__{<key>}` | `0`: the count reached zero; `1`: a new count, or the latch deleted |
+//! | request latch (cluster clients) | `redisson_unlock_latch:{<key>}:<request-id>` | one per count change, the change's answer, `SET … PX` by the same script run; deleted after the reply (batched), expires otherwise (see [retries](#retries)) |
 //!
 //! A key that already contains `{` keeps its own hash tag (`redisson_sc:<key>`,
 //! `<key>:timeout`), as in Redisson, except in the latch's channel, which Redisson always
@@ -86,7 +87,10 @@
 //! [`RECHECK`] (5 s) without a message, an expirable semaphore's waiter also when the
 //! nearest taken permit expires (nothing announces an expiry), and every waiter at once
 //! when its channel is subscribed again after a lost connection or a moved slot (messages
-//! of the gap are gone). Redis errors end a wait after the client's `retry_attempts`.
+//! of the gap are gone). Redis errors end a wait after the client's `retry_attempts`; on a
+//! Redis Cluster a try refused for a topology change (`MOVED`, `ASK`, `TRYAGAIN`,
+//! `CLUSTERDOWN`: a slot on the move, a master failing over) is tried again for as long
+//! as the wait allows, up to 30 s, as a lock's wait does.
 //!
 //! # Guards
 //!
@@ -105,12 +109,34 @@
 //!
 //! Calls that are harmless to run twice (reads, sets, deletes, releasing a permit by its
 //! id) are retried after failures to reach Redis. Count changes (`acquire` of a plain
-//! semaphore, its releases, `add_permits`, `drain_permits`, `count_down`) are retried only
-//! when they certainly did not run (as Redisson sends them once): when a reply is lost,
-//! the call fails, and the change may or may not have been made. An expirable permit taken
-//! by a try whose reply was lost is released by its id before the next try. Writes do not
-//! wait for replicas ([`replica_sync`](crate::ClientBuilder::replica_sync) applies to
-//! locks).
+//! semaphore, its releases, `add_permits`, `drain_permits`, `count_down`) would count
+//! twice if run twice:
+//!
+//! - On one server or through Sentinel they are retried only when they certainly did not
+//!   run (as Redisson sends them once): when a reply is lost, the call fails, and the
+//!   change may or may not have been made.
+//! - A Redis Cluster client sends each with a request latch, as an unlock carries its
+//!   unlock latch: the script that makes the change also keeps its answer for the
+//!   request's retries, under `redisson_unlock_latch:{<key>}:<request-id>` (in the count's
+//!   slot, so on the same master and its replicas as the change). A retry whose first try
+//!   ran answers as that try did and counts nothing, so a count change whose reply was
+//!   lost is retried like any other call, for as long as its latch lives (about 45 s with
+//!   the default settings). The key needs no ACL rule beyond the lock's
+//!   (`~redisson_unlock_latch:*`); Redisson never reads it.
+//!
+//! On a Redis Cluster every call, the background releases of dropped guards included,
+//! rides out a topology change as a lock's unlock does: a call refused with `MOVED`,
+//! `ASK`, `TRYAGAIN` or `CLUSTERDOWN` (it certainly did not run) is sent again after the
+//! retry backoff for up to 30 s from its first try, and a failure to reach Redis between
+//! two such refusals (the dead master's broken connection, before its replica is
+//! promoted) counts against `retry_attempts` afresh. A half-way slot migration or a
+//! failover then costs the calls its length, not an error.
+//!
+//! An expirable permit taken by a try whose reply was lost is released by its id before
+//! the next try. Writes do not wait for replicas
+//! ([`replica_sync`](crate::ClientBuilder::replica_sync) applies to locks): a change
+//! acknowledged by a master that dies before its replica has it is lost with it, as any
+//! Redis write is.
 //!
 //! # Differences from Redisson
 //!

@@ -9,7 +9,7 @@ use crate::locks::attempt::error_may_have_run;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change};
-use crate::sync::call::{self, Retry};
+use crate::sync::call::{self, CountChange};
 use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::semaphore_guard::{give_back, SemaphoreGuard};
@@ -104,8 +104,8 @@ impl Semaphore {
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let permits = check::permits_added(permits)?;
         self.handle
-            .answer("adding permits to", Retry::IfUnsent, |conn, names| {
-                scripts::change_permits(conn, names, permits, Change::Add)
+            .change("adding permits to", |conn, names, latch| {
+                scripts::change_permits(conn, names, latch, permits, Change::Add)
             })
             .await
             .map(drop)
@@ -125,7 +125,9 @@ impl Semaphore {
     /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
     /// connection error when Redis cannot be reached after the configured retries (a try
     /// whose reply was lost is not sent again, and may have taken the permits: with no
-    /// owner recorded, they cannot be told apart from others' and stay taken);
+    /// owner recorded, they cannot be told apart from others' and stay taken; a Redis
+    /// Cluster client sends it again with its request latch, see
+    /// [retries](crate::sync#retries));
     /// [`Error::Timeout`](crate::Error::Timeout) when the subscription cannot be made.
     ///
     /// # Cancel safety
@@ -173,6 +175,7 @@ impl Semaphore {
             core: core.clone(),
             names: names.clone(),
             permits,
+            retrying: None,
         };
         wait_until(core, names, Wake::Permits, take, wait).await
     }
@@ -186,7 +189,9 @@ impl Semaphore {
     /// more than 2,147,483,647 permits (nothing sent);
     /// [`Error::Rejected`](crate::Error::Rejected) when the count would pass a Java
     /// `int`'s range (nothing written); [`Error::NotALock`](crate::Error::NotALock); a
-    /// connection error (a try whose reply was lost is not sent again: it may have run).
+    /// connection error (a try whose reply was lost is not sent again, as it may have run,
+    /// but by a Redis Cluster client, with its request latch: see
+    /// [retries](crate::sync#retries)).
     ///
     /// # Cancel safety
     /// Not cancel safe: if dropped, the permits may or may not have been given back.
@@ -223,8 +228,8 @@ impl Semaphore {
     pub async fn drain_permits(&self) -> Result<u64> {
         let drained = self
             .handle
-            .answer("draining", Retry::IfUnsent, |conn, names| {
-                scripts::drain(conn, names)
+            .change("draining", |conn, names, latch| {
+                scripts::drain(conn, names, latch)
             })
             .await?;
         Ok(drained.max(0).unsigned_abs())
@@ -249,6 +254,10 @@ struct Take {
     core: Arc<Core>,
     names: Arc<SyncNames>,
     permits: u64,
+    /// The request of a try that failed, which the next try sends again: with its latch
+    /// on a cluster, so that a try that ran answers as it did (see `sync::call`). A try
+    /// that got an answer ends its request; the next try is a new one.
+    retrying: Option<CountChange>,
 }
 
 impl Try for Take {
@@ -256,10 +265,22 @@ impl Try for Take {
 
     async fn try_once(&mut self) -> Result<Tried<SemaphoreGuard>> {
         let (core, names, permits) = (&self.core, &self.names, self.permits);
-        let shared = core.connections.shared().await?;
+        let mut request = self
+            .retrying
+            .take()
+            .unwrap_or_else(|| CountChange::new(core, names));
+        let shared = match core.connections.shared().await {
+            Ok(shared) => shared,
+            Err(e) => {
+                request.failed(&e);
+                self.retrying = Some(request);
+                return Err(e);
+            }
+        };
         let call = {
-            let (conn, names) = (shared.conn.clone(), names.clone());
-            async move { scripts::semaphore_acquire(conn, &names, permits).await }
+            let (conn, names, latch) =
+                (shared.conn.clone(), names.clone(), request.latch().cloned());
+            async move { scripts::semaphore_acquire(conn, &names, latch, permits).await }
         };
         let (orphan_core, orphan_names) = (core.clone(), names.clone());
         // The script call finishes if the caller leaves; permits it took for nobody are
@@ -280,6 +301,18 @@ impl Try for Take {
             Ok(_) => core.connections.report_success(),
             Err(e) => core.connections.report(&shared, e),
         }
+        let outcome = match outcome {
+            Ok(answer) => {
+                request.done(core);
+                Ok(answer)
+            }
+            Err(e) => {
+                let e = Error::from(e);
+                request.failed(&e);
+                self.retrying = Some(request);
+                Err(e)
+            }
+        };
         match outcome {
             Ok(true) => {
                 tracing::debug!(semaphore = %names.key, permits, "acquired");
@@ -290,13 +323,17 @@ impl Try for Take {
                 )))
             }
             Ok(false) => Ok(Tried::Busy(Some(RECHECK))),
-            Err(e) => Err(call::explain(core, names, "acquiring permits of", e.into()).await),
+            Err(e) => Err(call::explain(core, names, "acquiring permits of", e).await),
         }
     }
 
     fn may_retry(&self, error: &Error) -> bool {
-        // A try that may have run may have taken the permits: sent again, it could take
-        // them twice, and with no owner nothing tells which are whose.
-        !error_may_have_run(error)
+        // A try that may have run may have taken the permits: sent again without a latch
+        // (or once its latch may be gone), it could take them twice, and with no owner
+        // nothing tells which are whose.
+        match &self.retrying {
+            Some(request) => request.resends(error),
+            None => !error_may_have_run(error),
+        }
     }
 }

@@ -7,7 +7,7 @@ use crate::core::Core;
 use crate::error::Result;
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, Change};
-use crate::sync::call::{self, Retry};
+use crate::sync::call;
 use crate::util::detach::FinishOnDrop;
 
 /// Permits taken from a [`Semaphore`](crate::Semaphore).
@@ -77,7 +77,9 @@ impl SemaphoreGuard {
     /// [`Error::NotALock`](crate::Error::NotALock) when the key now holds other data; a
     /// connection error when Redis could not be reached. A try whose reply was lost is
     /// not sent again (it may have run, and the count has no owner to check): the
-    /// permits are then given back or lost, and an error says which cannot be known.
+    /// permits are then given back or lost, and an error says which cannot be known. A
+    /// Redis Cluster client sends it again with its request latch, and rides out a
+    /// migration or a failover (see [retries](crate::sync#retries)).
     ///
     /// # Cancel safety
     /// The release runs to completion in the background if this future is dropped.
@@ -105,13 +107,9 @@ impl SemaphoreGuard {
 pub(crate) async fn give_back(core: Arc<Core>, names: Arc<SyncNames>, permits: u64) -> Result<()> {
     let names: &SyncNames = &names;
     let added = i64::try_from(permits).expect("permits are checked to fit an int");
-    call::answer(
-        &core,
-        names,
-        "releasing permits of",
-        Retry::IfUnsent,
-        |conn| scripts::change_permits(conn, names, added, Change::Release),
-    )
+    call::change(&core, names, "releasing permits of", |conn, latch| {
+        scripts::change_permits(conn, names, latch, added, Change::Release)
+    })
     .await
     .map(|_| tracing::debug!(semaphore = %names.key, permits, "released"))
 }

@@ -96,6 +96,14 @@ pub(crate) fn sync_checks(names: &SyncNames) -> Vec<Check> {
             "a `~` pattern that matches `{<name>}:timeout`",
         ));
     }
+    // A cluster client's count changes carry request latches (see `sync::call`).
+    if let Some(latch) = names.request_latch(0) {
+        checks.push(Check::key(
+            &["set", &latch, "1"],
+            &latch,
+            "`~redisson_unlock_latch:*`",
+        ));
+    }
     checks.push(publish_check(names.publish_command(), &names.channel));
     checks
 }

@@ -458,6 +458,19 @@ impl RedisCluster {
         .await
     }
 
+    /// Moves the keys of `slot`, which [`begin_migration`](Self::begin_migration) marked
+    /// migrating from `from` to `to`, over to `to` (`MIGRATE`, a batch at a time), and
+    /// leaves the slot half-way: from now on `from` answers `ASK` for every key of the slot,
+    /// and `to` serves them only to a client that says `ASKING` first.
+    ///
+    /// # Cancel safety
+    ///
+    /// The work runs to its end on the blocking pool even if this future is dropped.
+    pub async fn migrate_keys(&self, slot: u16, from: &RedisServer, to: &RedisServer) {
+        let (from, to) = (from.port(), to.port());
+        off_runtime(move || move_keys(slot, from, to)).await
+    }
+
     /// Finishes a migration [`begin_migration`](Self::begin_migration) started: `MIGRATE`s
     /// the slot's remaining keys from `from` to `to`, then `CLUSTER SETSLOT <slot> NODE
     /// <to>` on `to`, `from` and every other master (replicas refuse `SETSLOT` and follow by
@@ -476,36 +489,7 @@ impl RedisCluster {
         let (from, to) = (from.port(), to.port());
         let ports = self.running_ports();
         off_runtime(move || {
-            let deadline = Instant::now() + SETTLE_LIMIT;
-            loop {
-                let keys: Vec<Vec<u8>> = admin_port(
-                    from,
-                    redis::cmd("CLUSTER")
-                        .arg("GETKEYSINSLOT")
-                        .arg(slot)
-                        .arg(MIGRATE_BATCH),
-                );
-                if keys.is_empty() {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "slot {slot} still has keys on {from} after {SETTLE_LIMIT:?}"
-                );
-                // No REPLACE: a key on both sides is a bug in the test, not something to
-                // paper over by keeping the older copy.
-                admin_port::<()>(
-                    from,
-                    redis::cmd("MIGRATE")
-                        .arg("127.0.0.1")
-                        .arg(to)
-                        .arg("")
-                        .arg(0)
-                        .arg(MIGRATE_TIMEOUT_MS)
-                        .arg("KEYS")
-                        .arg(keys),
-                );
-            }
+            move_keys(slot, from, to);
             let to_id: String = admin_port(to, redis::cmd("CLUSTER").arg("MYID"));
             // The new owner first: it then bumps its config epoch, so its claim wins
             // wherever the others' SETSLOT has not landed yet.
@@ -604,6 +588,41 @@ fn start_node(extra: &[&str]) -> (RedisServer, u16) {
 /// the error otherwise.
 fn admin<T: redis::FromRedisValue>(node: &RedisServer, cmd: &redis::Cmd) -> T {
     admin_port(node.port(), cmd)
+}
+
+/// `MIGRATE`s every key of `slot` from the node on port `from` to the one on `to`, a batch
+/// at a time, until `from` has none left. Blocking.
+fn move_keys(slot: u16, from: u16, to: u16) {
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    loop {
+        let keys: Vec<Vec<u8>> = admin_port(
+            from,
+            redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(MIGRATE_BATCH),
+        );
+        if keys.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "slot {slot} still has keys on {from} after {SETTLE_LIMIT:?}"
+        );
+        // No REPLACE: a key on both sides is a bug in the test, not something to paper
+        // over by keeping the older copy.
+        admin_port::<()>(
+            from,
+            redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to)
+                .arg("")
+                .arg(0)
+                .arg(MIGRATE_TIMEOUT_MS)
+                .arg("KEYS")
+                .arg(keys),
+        );
+    }
 }
 
 fn admin_port<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> T {

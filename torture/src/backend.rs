@@ -16,6 +16,14 @@ use super::faults::FaultKind;
 /// The name of the lock every worker contends for.
 pub const LOCK_NAME: &str = "torture:lock";
 
+/// The semaphore of the permit steps (`cluster` mode): tagged with the lock's name, so
+/// that it lives in the lock's slot and goes through every failover and migration of it.
+pub const PERMITS_NAME: &str = "{torture:lock}:permits";
+
+/// How many permits the semaphore of the permit steps has: fewer than the workers, so that
+/// they wait for each other.
+pub const PERMITS: u64 = 2;
+
 /// Which lock a run tortures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

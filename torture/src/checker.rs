@@ -51,6 +51,18 @@ pub struct CheckInput<'a> {
     pub bounds: &'a Bounds,
     /// The lease.
     pub lease: Duration,
+    /// The permit steps' semaphore (`cluster` mode), as the coordinator found it once the
+    /// workers were gone.
+    pub permits: Option<&'a PermitsAtEnd>,
+}
+
+/// The permit steps' semaphore at the end of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermitsAtEnd {
+    /// The permits it was set to.
+    pub total: u64,
+    /// The free permits read at the end, or why they could not be read.
+    pub available: Result<u64, String>,
 }
 
 /// What the checker found, with the figures it measured on the way.
@@ -105,7 +117,110 @@ pub fn check(input: &CheckInput<'_>) -> Verdict {
     lock_is_acquirable_after_faults(&all, input, &mut verdict);
     coordinator_acquires_last(&all, input, &mut verdict);
     workers_exit_cleanly(input.exits, &mut verdict);
+    if let Some(permits) = input.permits {
+        permits_are_counted(input.events, permits, &mut verdict);
+    }
     verdict
+}
+
+/// The permit steps' semaphore never had more holders at once than permits, and every
+/// permit is back at the end but those a killed worker may have kept.
+///
+/// A permit is certainly taken in Redis from the return of the acquire that took it to the
+/// start of its release (less [`CLOCK_SLACK`] at both ends); those intervals may never
+/// overlap more than `total` deep. At the end the free permits must be `total`, less the
+/// permits of workers killed while holding one, less at most one per step whose outcome is
+/// unknown (a worker killed inside an acquire or a release, or a call that failed: it may
+/// or may not have counted).
+fn permits_are_counted(events: &[Event], end: &PermitsAtEnd, verdict: &mut Verdict) {
+    #[derive(Clone, Copy)]
+    enum Step {
+        Idle,
+        Acquiring,
+        Held(Micros),
+        Releasing,
+    }
+    let mut steps: BTreeMap<WorkerId, Step> = BTreeMap::new();
+    // (from, to): `to` is `None` for a permit its holder never gave back.
+    let mut held: Vec<(Micros, Option<Micros>)> = Vec::new();
+    let mut unknown = 0u64;
+    for event in events {
+        let step = steps.entry(event.worker).or_insert(Step::Idle);
+        *step = match (&event.kind, *step) {
+            (EventKind::PermitAcquiring, _) => Step::Acquiring,
+            (EventKind::PermitTaken { call }, _) => Step::Held(call.ended()),
+            (EventKind::PermitTimedOut { .. }, _) => Step::Idle,
+            (EventKind::PermitAcquireFailed { .. }, _) => {
+                unknown += 1;
+                Step::Idle
+            }
+            (EventKind::PermitReleasing, Step::Held(since)) => {
+                held.push((since, Some(event.at)));
+                Step::Releasing
+            }
+            (EventKind::PermitReleased { error, .. }, _) => {
+                unknown += u64::from(error.is_some());
+                Step::Idle
+            }
+            (_, step) => step,
+        };
+    }
+    let mut kept = 0u64;
+    for step in steps.values() {
+        match step {
+            Step::Idle => {}
+            Step::Acquiring | Step::Releasing => unknown += 1,
+            Step::Held(since) => {
+                held.push((*since, None));
+                kept += 1;
+            }
+        }
+    }
+    // Most permits held at once: +1 where an interval starts, -1 where it ends (ends
+    // first at equal times).
+    let mut edges: Vec<(Micros, i64)> = Vec::new();
+    for (from, to) in held {
+        let from = from + CLOCK_SLACK;
+        match to {
+            Some(to) if to > from + CLOCK_SLACK => {
+                edges.push((from, 1));
+                edges.push((to - CLOCK_SLACK, -1));
+            }
+            Some(_) => {}
+            None => edges.push((from, 1)),
+        }
+    }
+    edges.sort();
+    let (mut depth, mut deepest, mut deepest_at) = (0i64, 0i64, 0);
+    for (at, change) in edges {
+        depth += change;
+        if depth > deepest {
+            (deepest, deepest_at) = (depth, at);
+        }
+    }
+    if deepest > i64::try_from(end.total).unwrap_or(i64::MAX) {
+        verdict.violation(
+            "permits_never_over_taken",
+            format!(
+                "{deepest} permits held at once at {deepest_at}, of {}",
+                end.total
+            ),
+        );
+    }
+    let highest = end.total.saturating_sub(kept);
+    let lowest = highest.saturating_sub(unknown);
+    match &end.available {
+        Ok(available) if (lowest..=highest).contains(available) => {}
+        Ok(available) => verdict.violation(
+            "no_permit_lost",
+            format!(
+                "{available} of {} permits free at the end; expected {lowest} to {highest} \
+                 ({kept} kept by killed workers, {unknown} steps of unknown outcome)",
+                end.total
+            ),
+        ),
+        Err(error) => verdict.violation("no_permit_lost", format!("not read: {error}")),
+    }
 }
 
 fn who(a: &Acquisition) -> String {
@@ -840,6 +955,7 @@ mod tests {
                 stop_requested: self.stop_requested,
                 bounds: &Bounds::of(&Timing::default()),
                 lease: Duration::from_micros(LEASE as u64),
+                permits: None,
             });
             verdict.violations.iter().map(|v| v.check).collect()
         }
@@ -1135,5 +1251,85 @@ mod tests {
                 "force_unlocked_holder_told"
             ])
         );
+    }
+
+    /// The violations `permits_are_counted` finds in `steps` (worker, at, kind), for a
+    /// semaphore of `total` permits with `available` free at the end.
+    fn permit_violations(
+        steps: &[(WorkerId, Micros, EventKind)],
+        total: u64,
+        available: u64,
+    ) -> Vec<&'static str> {
+        let events: Vec<Event> = steps
+            .iter()
+            .map(|(worker, at, kind)| Event {
+                at: *at,
+                worker: *worker,
+                kind: kind.clone(),
+            })
+            .collect();
+        let mut verdict = Verdict::default();
+        let end = PermitsAtEnd {
+            total,
+            available: Ok(available),
+        };
+        permits_are_counted(&events, &end, &mut verdict);
+        verdict.violations.iter().map(|v| v.check).collect()
+    }
+
+    /// A permit taken by `worker` from `from` to `to` (its release reported at once).
+    fn permit_held(
+        worker: WorkerId,
+        from: Micros,
+        to: Micros,
+    ) -> Vec<(WorkerId, Micros, EventKind)> {
+        let call = |at: Micros| Call {
+            began: at - MS,
+            took: MS,
+        };
+        vec![
+            (worker, from - 2 * MS, EventKind::PermitAcquiring),
+            (worker, from, EventKind::PermitTaken { call: call(from) }),
+            (worker, to, EventKind::PermitReleasing),
+            (
+                worker,
+                to + MS,
+                EventKind::PermitReleased {
+                    call: call(to + MS),
+                    error: None,
+                },
+            ),
+        ]
+    }
+
+    #[test]
+    fn permits_held_at_once_are_counted_against_the_total() {
+        let mut steps = permit_held(1, 100 * MS, 200 * MS);
+        steps.extend(permit_held(2, 150 * MS, 250 * MS));
+        assert!(permit_violations(&steps, 2, 2).is_empty());
+        assert_eq!(
+            permit_violations(&steps, 1, 1),
+            ["permits_never_over_taken"]
+        );
+        // One after the other (within the clocks' slack) is fine with one permit.
+        let mut steps = permit_held(1, 100 * MS, 200 * MS);
+        steps.extend(permit_held(2, 200 * MS, 300 * MS));
+        assert!(permit_violations(&steps, 1, 1).is_empty());
+    }
+
+    #[test]
+    fn every_permit_is_back_at_the_end_but_those_a_killed_worker_kept() {
+        let mut steps = permit_held(1, 100 * MS, 200 * MS);
+        assert!(permit_violations(&steps, 2, 2).is_empty());
+        assert_eq!(permit_violations(&steps, 2, 1), ["no_permit_lost"]);
+        assert_eq!(permit_violations(&steps, 2, 3), ["no_permit_lost"]);
+        // Worker 2 was killed holding one: one fewer, exactly.
+        steps.extend(permit_held(2, 300 * MS, 400 * MS).into_iter().take(2));
+        assert!(permit_violations(&steps, 2, 1).is_empty());
+        assert_eq!(permit_violations(&steps, 2, 2), ["no_permit_lost"]);
+        // Worker 3 was killed inside an acquire: it may have taken one, or not.
+        steps.push((3, 500 * MS, EventKind::PermitAcquiring));
+        assert!(permit_violations(&steps, 2, 1).is_empty());
+        assert!(permit_violations(&steps, 2, 0).is_empty());
     }
 }

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::backend::{with_backend, BackendJob, HeldLock, LockBackend};
-use super::checker::{check, CheckInput};
+use super::backend::{
+    cluster_client, with_backend, BackendJob, HeldLock, LockBackend, PERMITS, PERMITS_NAME,
+};
+use super::checker::{check, CheckInput, PermitsAtEnd};
 use super::clock;
 use super::config::{Bounds, RunConfig, WorkerSpec};
 use super::events::{Call, Event, EventKind, WriteVia, COORDINATOR};
@@ -38,6 +40,14 @@ pub fn run(config: &RunConfig) -> Report {
         None => lock_servers.iter().map(RedisServer::url).collect(),
     };
     let resource_server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("the coordinator's runtime");
+    // The permit steps' semaphore, before any worker takes from it.
+    let permits_set = cluster
+        .as_ref()
+        .map(|cluster| runtime.block_on(set_permits(&cluster.seeds(), &config.timing)));
     let template = WorkerSpec {
         id: 0,
         mode: config.mode,
@@ -68,11 +78,12 @@ pub fn run(config: &RunConfig) -> Report {
     let stop_requested = clock::now();
     let exits = fleet.stop(bounds.worker_exit);
     let (mut events, garbled) = fleet.into_events();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("the coordinator's runtime");
     events.extend(runtime.block_on(last_acquisition(&template, &bounds)));
+    let permits = permits_set.map(|set| PermitsAtEnd {
+        total: PERMITS,
+        available: set
+            .and_then(|()| runtime.block_on(permits_left(&template.lock_urls, &config.timing))),
+    });
     let log = runtime
         .block_on(read_log(&template.resource_url))
         .unwrap_or_else(|e| vec![Err(e)]);
@@ -85,6 +96,7 @@ pub fn run(config: &RunConfig) -> Report {
         stop_requested,
         bounds: &bounds,
         lease: config.timing.lease,
+        permits: permits.as_ref(),
     });
     Report::new(
         config,
@@ -149,6 +161,34 @@ fn inject_faults(
         faults.push(fault);
     }
     faults
+}
+
+/// Sets the permit steps' semaphore to [`PERMITS`] (`cluster` mode).
+async fn set_permits(seeds: &[String], timing: &super::config::Timing) -> Result<(), String> {
+    let client = cluster_client(seeds, timing)
+        .await
+        .map_err(|e| e.to_string())?;
+    match client
+        .semaphore(PERMITS_NAME)
+        .try_set_permits(PERMITS)
+        .await
+    {
+        Ok(true) => Ok(()),
+        Ok(false) => Err("the semaphore was set already".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The free permits of the permit steps' semaphore once the workers are gone.
+async fn permits_left(seeds: &[String], timing: &super::config::Timing) -> Result<u64, String> {
+    let client = cluster_client(seeds, timing)
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .semaphore(PERMITS_NAME)
+        .available_permits()
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The coordinator takes the lock once all workers are gone, writes with its token and

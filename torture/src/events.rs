@@ -176,6 +176,36 @@ pub enum EventKind {
     },
     /// The worker was asked to stop and finished its last section.
     Stopped,
+    /// A permit step (`cluster` mode, between critical sections): a semaphore
+    /// `try_acquire_for` of one permit is about to be sent.
+    PermitAcquiring,
+    /// The permit step's acquire returned the permit.
+    PermitTaken {
+        /// The acquire call.
+        call: Call,
+    },
+    /// The permit step's acquire waited its whole bound.
+    PermitTimedOut {
+        /// The acquire call.
+        call: Call,
+    },
+    /// The permit step's acquire failed: the permit may or may not have been taken.
+    PermitAcquireFailed {
+        /// The acquire call.
+        call: Call,
+        /// The error's text.
+        error: String,
+    },
+    /// The permit taken is about to be given back (`SemaphoreGuard::release`).
+    PermitReleasing,
+    /// The release returned: `None` when it gave the permit back, else the error's text
+    /// (the permit may or may not have been given back).
+    PermitReleased {
+        /// The release call.
+        call: Call,
+        /// The error, if any.
+        error: Option<String>,
+    },
 }
 
 impl EventKind {
@@ -299,6 +329,17 @@ impl fmt::Display for Event {
                 write!(f, "unlocked acq={acq} outcome={outcome} {call}")
             }
             EventKind::Stopped => f.write_str("stopped"),
+            EventKind::PermitAcquiring => f.write_str("permit_acquiring"),
+            EventKind::PermitTaken { call } => write!(f, "permit_taken {call}"),
+            EventKind::PermitTimedOut { call } => write!(f, "permit_timed_out {call}"),
+            EventKind::PermitAcquireFailed { call, error } => {
+                write!(f, "permit_acquire_failed {call} error={}", one_word(error))
+            }
+            EventKind::PermitReleasing => f.write_str("permit_releasing"),
+            EventKind::PermitReleased { call, error } => match error {
+                None => write!(f, "permit_released {call}"),
+                Some(error) => write!(f, "permit_released {call} error={}", one_word(error)),
+            },
         }
     }
 }
@@ -426,6 +467,22 @@ fn parse_event(text: &str) -> Option<Event> {
             call: fields.call()?,
         },
         "stopped" => EventKind::Stopped,
+        "permit_acquiring" => EventKind::PermitAcquiring,
+        "permit_taken" => EventKind::PermitTaken {
+            call: fields.call()?,
+        },
+        "permit_timed_out" => EventKind::PermitTimedOut {
+            call: fields.call()?,
+        },
+        "permit_acquire_failed" => EventKind::PermitAcquireFailed {
+            call: fields.call()?,
+            error: fields.text("error")?.to_string(),
+        },
+        "permit_releasing" => EventKind::PermitReleasing,
+        "permit_released" => EventKind::PermitReleased {
+            call: fields.call()?,
+            error: fields.text("error").map(str::to_string),
+        },
         _ => return None,
     };
     Some(Event { at, worker, kind })
@@ -499,6 +556,19 @@ mod tests {
                 call,
             },
             EventKind::Stopped,
+            EventKind::PermitAcquiring,
+            EventKind::PermitTaken { call },
+            EventKind::PermitTimedOut { call },
+            EventKind::PermitAcquireFailed {
+                call,
+                error: "timed_out".into(),
+            },
+            EventKind::PermitReleasing,
+            EventKind::PermitReleased { call, error: None },
+            EventKind::PermitReleased {
+                call,
+                error: Some("broken_pipe".into()),
+            },
         ];
         for kind in kinds {
             let event = Event {

@@ -2,7 +2,9 @@
 //! to a shared resource while a fault schedule pauses and kills holders, restarts the
 //! lock server and kills its connections; a checker then verifies that no stale write was
 //! accepted, every paused holder was told, no call hung and the lock was always acquirable
-//! again.
+//! again. In `cluster` mode the workers also take and give back permits of a semaphore
+//! between their sections, and the checker verifies that no more permits were ever held
+//! at once than the semaphore has, and that none is lost at the end.
 //!
 //! The short runs that `cargo test` makes are in `tests/torture.rs`; the long run is the
 //! `torture` binary (`src/main.rs`). Both start their workers by running their own program

@@ -10,7 +10,7 @@ use super::events::{Call, EventKind, UnlockOutcome, WriteVia};
 use super::resource::{LogEntry, Resource};
 
 /// Runs `step`, timing it on the monotonic clock from a start read on the shared clock.
-async fn timed<T>(step: impl std::future::Future<Output = T>) -> (Call, T) {
+pub async fn timed<T>(step: impl std::future::Future<Output = T>) -> (Call, T) {
     let began = clock::now();
     let started = Instant::now();
     let outcome = step.await;

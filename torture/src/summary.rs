@@ -26,6 +26,17 @@ pub struct FaultCount {
     pub hit: u32,
 }
 
+/// The permit steps of a `cluster` run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PermitSteps {
+    /// Permits taken.
+    pub taken: u64,
+    /// Acquires that waited their whole bound.
+    pub timeouts: u64,
+    /// Acquires and releases that failed with an error.
+    pub errors: u64,
+}
+
 /// The figures and the verdict of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -64,6 +75,9 @@ pub struct Report {
     /// Re-entries inside sections: returned a guard, and of those, found the outer guard
     /// lost (the lock had left Redis before them).
     pub reentries: (u64, u64),
+    /// Permit steps (`cluster` mode): permits taken, acquires that waited their whole
+    /// bound, and calls (acquire or release) that failed with an error.
+    pub permits: PermitSteps,
     /// Faults by kind.
     pub faults: BTreeMap<FaultKind, FaultCount>,
     /// Holders cut off from Redis past their lease, by the fault that did it.
@@ -105,6 +119,7 @@ impl Report {
             unlock_lost: BTreeMap::new(),
             unlock_errors: 0,
             reentries: (0, 0),
+            permits: PermitSteps::default(),
             faults: BTreeMap::new(),
             cut_off: verdict.cut_off,
             reacquire_after: verdict.reacquire_after,
@@ -196,7 +211,26 @@ impl Report {
                         report.reentries.1 += u64::from(*outer_lost);
                     }
                 }
-                EventKind::Releasing { .. } | EventKind::Stopped => {}
+                EventKind::PermitTaken { call } => {
+                    report.permits.taken += 1;
+                    longest("permit acquire", call.began, call.took);
+                }
+                EventKind::PermitTimedOut { call } => {
+                    report.permits.timeouts += 1;
+                    longest("permit acquire", call.began, call.took);
+                }
+                EventKind::PermitAcquireFailed { call, .. } => {
+                    report.permits.errors += 1;
+                    longest("permit acquire", call.began, call.took);
+                }
+                EventKind::PermitReleased { call, error } => {
+                    report.permits.errors += u64::from(error.is_some());
+                    longest("permit release", call.began, call.took);
+                }
+                EventKind::Releasing { .. }
+                | EventKind::Stopped
+                | EventKind::PermitAcquiring
+                | EventKind::PermitReleasing => {}
             }
         }
         report
@@ -256,6 +290,9 @@ impl Report {
             ("unlock_errors", self.unlock_errors.to_string()),
             ("reentries", self.reentries.0.to_string()),
             ("reentries_after_loss", self.reentries.1.to_string()),
+            ("permits_taken", self.permits.taken.to_string()),
+            ("permit_timeouts", self.permits.timeouts.to_string()),
+            ("permit_errors", self.permits.errors.to_string()),
             ("faults", faults),
             ("longest_call_ms", longest),
             ("log_entries", self.log_entries.to_string()),
@@ -314,6 +351,13 @@ impl fmt::Display for Report {
             reasons(&self.unlock_lost),
             self.unlock_errors
         )?;
+        if self.mode.is_cluster() {
+            writeln!(
+                f,
+                "  permit steps             {} permits taken, {} waited out, {} errors",
+                self.permits.taken, self.permits.timeouts, self.permits.errors
+            )?;
+        }
         writeln!(
             f,
             "  re-entries               {} ({} found the outer guard lost)",

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::backend::{with_backend, BackendJob, HeldLock, LockBackend};
+use super::backend::{
+    cluster_client, with_backend, BackendJob, HeldLock, LockBackend, PERMITS_NAME,
+};
 use super::clock;
 use super::config::{Timing, WorkerSpec, WORKER_ENV};
 use super::events::{Call, Event, EventKind, WorkerId, WriteVia};
@@ -107,6 +109,16 @@ impl BackendJob for WorkerJob {
         let seed = spec.seed ^ u64::from(spec.id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut rng = StdRng::seed_from_u64(seed);
         let lifetime_ends = Instant::now() + spec.lifetime;
+        // In `cluster` mode a permit step follows every critical section, on a client of
+        // its own; without one (the cluster did not answer) the steps are left out.
+        let permits = if spec.mode.is_cluster() {
+            cluster_client(&spec.lock_urls, &spec.timing)
+                .await
+                .ok()
+                .map(|client| client.semaphore(PERMITS_NAME))
+        } else {
+            None
+        };
         let mut acquisitions = 0;
         while !self.stop.load(Ordering::Acquire) && Instant::now() < lifetime_ends {
             match steps::acquire(&backend, spec.timing.acquire_wait).await {
@@ -115,6 +127,9 @@ impl BackendJob for WorkerJob {
                     self.critical_section(&backend, held, acquisitions, call, &mut rng)
                         .await;
                     tokio::time::sleep(between(&mut rng, spec.timing.pause_after_unlock)).await;
+                    if let Some(permits) = &permits {
+                        self.permit_step(permits, &mut rng).await;
+                    }
                 }
                 (_, Err(report)) => {
                     let failed = matches!(report, EventKind::AcquireFailed { .. });
@@ -164,6 +179,34 @@ impl WorkerJob {
             emit(id, write.await);
         }
         emit(id, steps::unlock(held, acq).await);
+    }
+
+    /// Takes one permit of the semaphore (waiting as long as an acquire of the lock may),
+    /// keeps it for a section's work between two writes, and gives it back, reporting each
+    /// step: the checker counts the permits held at once and those left at the end.
+    async fn permit_step(&self, permits: &redis_rlock::Semaphore, rng: &mut StdRng) {
+        let id = self.spec.id;
+        let timing = &self.spec.timing;
+        emit(id, EventKind::PermitAcquiring);
+        let (call, taken) = steps::timed(permits.try_acquire_for(1, timing.acquire_wait)).await;
+        match taken {
+            Ok(Some(guard)) => {
+                emit(id, EventKind::PermitTaken { call });
+                tokio::time::sleep(between(rng, timing.work_between_writes)).await;
+                emit(id, EventKind::PermitReleasing);
+                let (call, released) = steps::timed(guard.release()).await;
+                let error = released.err().map(|e| e.to_string());
+                emit(id, EventKind::PermitReleased { call, error });
+            }
+            Ok(None) => emit(id, EventKind::PermitTimedOut { call }),
+            Err(e) => emit(
+                id,
+                EventKind::PermitAcquireFailed {
+                    call,
+                    error: e.to_string(),
+                },
+            ),
+        }
     }
 
     /// The section's writes; in one section of [`REENTER_ONE_IN`], halfway through, the

@@ -3,8 +3,9 @@
 //! and write to a fenced resource while holders are paused past their lease and killed,
 //! lock servers are restarted on their data (for the `RedLock`, a minority of masters at
 //! once too; on the cluster, the lock's master fails over and its slot moves instead), and
-//! pub/sub and command connections are killed. The checker must find no violation, and
-//! every kind of fault must have hit.
+//! pub/sub and command connections are killed. On the cluster the workers also take and
+//! give back permits of a semaphore in the lock's slot between their sections. The
+//! checker must find no violation, and every kind of fault must have hit.
 //!
 //! The long run is `cargo run --release -p redis-rlock-torture -- --seconds 600`
 //! (`--mode redlock` for the `RedLock`, `--mode cluster` for the cluster).
@@ -65,6 +66,9 @@ fn short_run(mode: Mode) {
         "no holder was paused past its lease"
     );
     assert!(report.sections > 20, "too few critical sections");
+    if mode.is_cluster() {
+        assert!(report.permits.taken > 10, "too few permits taken");
+    }
 }
 
 #[test]

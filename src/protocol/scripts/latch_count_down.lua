@@ -3,10 +3,16 @@
 -- deleted and "0" told on the channel, which opens the latch for every waiter.
 -- allow-oom: see unlock.lua; waiters may be stuck behind this.
 -- KEYS[1] the count
+-- KEYS[2] optional: the request's latch (see `latched` in sync_common.lua)
 -- ARGV[1] channel
 -- ARGV[2] publish command
+-- ARGV[3] with a latch: its time-to-live in milliseconds
 -- Returns the count left (0 once open); NOTALOCK (nothing written) when the key holds
--- something else.
+-- something else. A retried request answers as its first try did.
+local done = latched(KEYS[2])
+if done then
+    return done
+end
 local value = count_at(KEYS[1])
 if value == false then
     return not_a_count(KEYS[1])
@@ -22,6 +28,6 @@ end
 local left = redis.call('decr', KEYS[1])
 if left <= 0 then
     redis.call('del', KEYS[1])
-    return 0
+    left = 0
 end
-return left
+return latch_answer(KEYS[2], ARGV[3], left)

@@ -67,7 +67,7 @@ mod sync;
 pub(crate) use sync::{
     change_permits, count_down, delete, drain, permit_acquire, permit_count, permit_release,
     read_count, semaphore_acquire, try_set_count, Change, PermitAcquire, PermitRelease,
-    PERMITS_RANGE,
+    RequestLatch, PERMITS_RANGE,
 };
 
 static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");

@@ -3,6 +3,7 @@
 -- RPermitExpirableSemaphore.addPermits), and tell the waiters.
 -- allow-oom: see unlock.lua; a release must work when Redis is full.
 -- KEYS[1] the count
+-- KEYS[2] optional: the request's latch (see `latched` in sync_common.lua)
 -- ARGV[1] permits to add (negative: taken away, as Redisson's addPermits allows)
 -- ARGV[2] channel
 -- ARGV[3] publish command
@@ -12,8 +13,14 @@
 --         (RPermitExpirableSemaphore.addPermits)
 -- ARGV[5], ARGV[6] the lowest and highest count allowed (a Java int's range: Redisson reads
 --         the count as one)
+-- ARGV[7] with a latch: its time-to-live in milliseconds
 -- Returns the new count; NOTALOCK when the key holds something else, OVERFLOW when the
--- count would leave its range (nothing written in both cases).
+-- count would leave its range (nothing written in both cases). A retried request answers
+-- as its first try did.
+local done = latched(KEYS[2])
+if done then
+    return done
+end
 local value = count_at(KEYS[1])
 if value == false then
     return not_a_count(KEYS[1])
@@ -36,4 +43,4 @@ if ARGV[4] == 'release' then
 else
     redis.call('set', KEYS[1], string.format('%.0f', new))
 end
-return new
+return latch_answer(KEYS[2], ARGV[7], new)

@@ -3,7 +3,7 @@
 //! `sync_common.lua` (the count's shape check), and the expirable semaphore's with
 //! `permit_common.lua` too (server clock, reclaiming expired permits).
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
@@ -72,6 +72,41 @@ fn call<'s>(script: &'s LuaScript, names: &SyncNames, keys: usize, args: usize) 
     call
 }
 
+/// A count change's request latch, sent by a cluster client (see `sync::call`): the key
+/// (in the count's slot) where the change's answer is kept for `ttl_ms`, so that a retry
+/// of a request whose first try ran answers as that try did instead of counting again.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestLatch {
+    pub(crate) key: Arc<str>,
+    pub(crate) ttl_ms: u64,
+}
+
+/// A call of a count change: the count, then the latch when there is one. The latch's
+/// time-to-live goes last of the arguments ([`latch_ttl`]).
+fn change_call<'s>(
+    script: &'s LuaScript,
+    names: &SyncNames,
+    latch: Option<&RequestLatch>,
+    args: usize,
+) -> EvalSha<'s> {
+    let keys = 1 + usize::from(latch.is_some());
+    let latch_bytes = latch.map_or(0, |l| l.key.len());
+    let bytes = names.key.len() + latch_bytes + names.channel.len() + (args + 1) * NUMBER_BYTES;
+    let mut call = EvalSha::new(script, keys, keys + args + 1, bytes + 32);
+    call.arg(&*names.key);
+    if let Some(latch) = latch {
+        call.arg(&*latch.key);
+    }
+    call
+}
+
+/// Appends the latch's time-to-live, the last argument of a count change with a latch.
+fn latch_ttl(call: &mut EvalSha<'_>, latch: Option<&RequestLatch>) {
+    if let Some(latch) = latch {
+        call.arg(latch.ttl_ms);
+    }
+}
+
 /// A decimal count as the scripts answer it.
 fn parse_count(text: &str) -> RedisResult<i64> {
     text.parse().map_err(|_| {
@@ -124,10 +159,13 @@ pub(crate) async fn delete<C: RedisConn>(mut conn: C, names: &SyncNames) -> Redi
 pub(crate) async fn semaphore_acquire<C: RedisConn>(
     mut conn: C,
     names: &SyncNames,
+    latch: Option<RequestLatch>,
     permits: u64,
 ) -> RedisResult<bool> {
-    let mut call = call(&SEMAPHORE_ACQUIRE, names, 1, 1);
+    let latch = latch.as_ref();
+    let mut call = change_call(&SEMAPHORE_ACQUIRE, names, latch, 1);
     call.arg(permits);
+    latch_ttl(&mut call, latch);
     call.query(&mut conn).await
 }
 
@@ -147,10 +185,12 @@ pub(crate) enum Change {
 pub(crate) async fn change_permits<C: RedisConn>(
     mut conn: C,
     names: &SyncNames,
+    latch: Option<RequestLatch>,
     permits: i64,
     change: Change,
 ) -> RedisResult<i64> {
-    let mut call = call(&SEMAPHORE_CHANGE, names, 1, 6);
+    let latch = latch.as_ref();
+    let mut call = change_call(&SEMAPHORE_CHANGE, names, latch, 6);
     call.arg(permits)
         .arg(&*names.channel)
         .arg(names.publish_command())
@@ -161,18 +201,32 @@ pub(crate) async fn change_permits<C: RedisConn>(
         })
         .arg(*PERMITS_RANGE.start())
         .arg(*PERMITS_RANGE.end());
+    latch_ttl(&mut call, latch);
     call.query(&mut conn).await
 }
 
 /// `semaphore_drain.lua`: takes every free permit; the count there was.
-pub(crate) async fn drain<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<i64> {
-    call(&SEMAPHORE_DRAIN, names, 1, 0).query(&mut conn).await
+pub(crate) async fn drain<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    latch: Option<RequestLatch>,
+) -> RedisResult<i64> {
+    let latch = latch.as_ref();
+    let mut call = change_call(&SEMAPHORE_DRAIN, names, latch, 0);
+    latch_ttl(&mut call, latch);
+    call.query(&mut conn).await
 }
 
 /// `latch_count_down.lua`: counts the latch down by one, opening it at zero. The count left.
-pub(crate) async fn count_down<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<i64> {
-    let mut call = call(&LATCH_COUNT_DOWN, names, 1, 2);
+pub(crate) async fn count_down<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    latch: Option<RequestLatch>,
+) -> RedisResult<i64> {
+    let latch = latch.as_ref();
+    let mut call = change_call(&LATCH_COUNT_DOWN, names, latch, 2);
     call.arg(&*names.channel).arg(names.publish_command());
+    latch_ttl(&mut call, latch);
     call.query(&mut conn).await
 }
 

@@ -38,3 +38,28 @@ local function out_of_range(key, value, low, high)
     return redis.error_reply(string.format(
         'OVERFLOW the count of %s would become %.0f, outside %s..%s', key, value, low, high))
 end
+
+-- A count change's request latch (a Redis Cluster client sends one; see src/sync/call.rs):
+-- the answer an earlier run of the same request left at `latch`, or nil (also when no
+-- latch is given). A retry whose first try ran then answers as that try did, instead of
+-- counting a second time.
+local function latched(latch)
+    if latch == nil then
+        return nil
+    end
+    local answer = redis.call('get', latch)
+    if answer then
+        return tonumber(answer)
+    end
+    return nil
+end
+
+-- Records `answer` at `latch` for `ttl` ms, in the same script run as the change it
+-- answers (so that a replica has both or neither), and returns it. Nothing without a
+-- latch.
+local function latch_answer(latch, ttl, answer)
+    if latch ~= nil then
+        redis.call('set', latch, string.format('%.0f', answer), 'px', ttl)
+    end
+    return answer
+end
