@@ -97,7 +97,7 @@ impl Verdict {
 /// Runs every check.
 pub fn check(input: &CheckInput<'_>) -> Verdict {
     let mut all = acquisitions(input.events);
-    mark_force_unlocked(&mut all, input.faults);
+    mark_force_unlocked(&mut all, input.faults, &killed_at(input.exits));
     let mut verdict = Verdict::default();
     for garbled in input.garbled {
         verdict.violation("events_readable", garbled.clone());
@@ -386,16 +386,32 @@ fn resource_log_is_fenced(
     }
 }
 
+/// When each killed worker died.
+fn killed_at(exits: &[WorkerExit]) -> BTreeMap<WorkerId, Micros> {
+    exits
+        .iter()
+        .filter_map(|exit| Some((exit.worker, exit.killed_at?)))
+        .collect()
+}
+
 /// Marks the acquisitions a `force_unlock` fault may have deleted the key of: those whose
-/// acquire returned before the fault ended and whose section had not ended when it began.
-fn mark_force_unlocked(all: &mut [Acquisition], faults: &[Fault]) {
+/// acquire returned before the fault ended and whose section had not ended when it began,
+/// by a worker still alive then (a killed worker's section never ends).
+fn mark_force_unlocked(
+    all: &mut [Acquisition],
+    faults: &[Fault],
+    killed_at: &BTreeMap<WorkerId, Micros>,
+) {
     for fault in faults
         .iter()
         .filter(|f| f.kind == FaultKind::ForceUnlock && f.hit)
     {
         for a in all.iter_mut().filter(|a| a.worker != COORDINATOR) {
             let open = a.end.as_ref().map_or(true, |end| end.at > fault.began);
-            if a.call.ended() < fault.ended && open {
+            let alive = killed_at
+                .get(&a.worker)
+                .map_or(true, |&died| died > fault.began);
+            if a.call.ended() < fault.ended && open && alive {
                 a.force_unlocked = Some((fault.began, fault.ended));
             }
         }
@@ -458,11 +474,7 @@ fn no_valid_holder_is_refused(all: &[Acquisition], input: &CheckInput<'_>, verdi
 /// before its deadline; its unlock then fails to reach Redis, which is no loss to report.)
 fn cut_off_holders_are_told(all: &[Acquisition], input: &CheckInput<'_>, verdict: &mut Verdict) {
     let told_bound = micros(input.bounds.told);
-    let killed_at: BTreeMap<WorkerId, Micros> = input
-        .exits
-        .iter()
-        .filter_map(|exit| Some((exit.worker, exit.killed_at?)))
-        .collect();
+    let killed_at = killed_at(input.exits);
     for fault in input.faults.iter().filter(|f| f.cut_off > input.lease) {
         let caught = all.iter().filter(|a| {
             let open_at = |at: Micros| a.end.as_ref().map_or(true, |end| end.at > at);
@@ -528,12 +540,18 @@ fn force_unlocked_holders_are_told(
     verdict: &mut Verdict,
 ) {
     let bound = micros(input.lease + input.bounds.told);
+    let killed_at = killed_at(input.exits);
     for (a, ended) in force_unlocked_victims(all) {
         let told = match (&a.end, &a.unlock) {
             (Some(end), _) if end.lost.is_some() => Some(end.at),
             (Some(_), Some((UnlockOutcome::LockLost(_), call))) => Some(call.ended()),
             _ => None,
         };
+        let died = killed_at.get(&a.worker).copied().unwrap_or(Micros::MAX);
+        if told.is_none() && died <= ended + bound {
+            // Killed by a later fault before it was due to be told: nothing to check.
+            continue;
+        }
         let tally = verdict.cut_off.entry(FaultKind::ForceUnlock).or_default();
         tally.caught += 1;
         let Some(at) = told else {
@@ -820,6 +838,8 @@ mod tests {
         faults: Vec<Fault>,
         log: Vec<Result<LogEntry, String>>,
         workers: BTreeSet<WorkerId>,
+        /// Workers killed, and when.
+        killed: BTreeMap<WorkerId, Micros>,
         stop_requested: Micros,
     }
 
@@ -938,8 +958,8 @@ mod tests {
                 .iter()
                 .map(|&worker| WorkerExit {
                     worker,
-                    killed: false,
-                    killed_at: None,
+                    killed: self.killed.contains_key(&worker),
+                    killed_at: self.killed.get(&worker).copied(),
                     clean: true,
                     in_time: true,
                     status: "exit status: 0".to_string(),
@@ -1234,6 +1254,31 @@ mod tests {
         );
         story.finish(500 * MS, 3);
         assert_eq!(story.checks_failed(), names(&[]));
+    }
+
+    #[test]
+    fn a_worker_killed_inside_its_section_is_no_victim_of_a_later_force_unlock() {
+        let mut story = Story::default();
+        story.acquired(1, 1, 1, 10 * MS);
+        story.killed.insert(1, 20 * MS);
+        story.section(2, 1, 2, 2 * LEASE, 2 * LEASE + 100 * MS);
+        let mut fault = force_unlock_of_worker_1(3 * LEASE);
+        fault.worker = Some(3);
+        story.faults.push(fault);
+        // Worker 3 is the one it hit, and is told at its unlock.
+        story.acquired(3, 1, 3, 3 * LEASE - 10 * MS).released(
+            3,
+            1,
+            3 * LEASE + 100 * MS,
+            3 * LEASE + 100 * MS,
+            UnlockOutcome::LockLost("Released".to_string()),
+        );
+        story.finish(4 * LEASE, 4);
+        assert!(
+            !story.checks_failed().contains("force_unlocked_holder_told"),
+            "{:?}",
+            story.checks_failed()
+        );
     }
 
     #[test]
