@@ -558,3 +558,45 @@ async fn an_owner_reenters_only_its_own_holds_from_any_task() {
         .await
         .unwrap();
 }
+
+/// A guard whose lock was force-unlocked behind its back is dropped, and the same task takes
+/// the lock again at once: the dropped guard's background release must not take the new
+/// hold's count (it would free the lock under the new guard). The two go out through
+/// separate batches, so the acquire waits for the release to be answered.
+async fn a_dropped_lost_guard_never_frees_the_next_hold<K: LockKind, R: LockKind>(
+    make: impl Fn(&Client) -> Lock<K>,
+    rival: impl Fn(&Client) -> Lock<R>,
+) {
+    let server = RedisServer::start();
+    let (mine, other) = (client(&server).await, client(&server).await);
+    let lock = make(&mine);
+    for round in 0..5 {
+        let g1 = lock.lock().await.unwrap();
+        assert!(make(&other).force_unlock().await.unwrap());
+        drop(g1);
+        let g2 = lock.lock().await.unwrap();
+        // Whatever the background release did, it has been answered by now (the acquire
+        // waited for it): the lock must still be g2's.
+        assert!(!g2.is_lost(), "round {round}");
+        assert_eq!(lock.hold_count().await.unwrap(), 1, "round {round}");
+        assert!(
+            rival(&other).try_lock().await.unwrap().is_none(),
+            "round {round}: another client got in under g2"
+        );
+        g2.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_lost_guard_never_frees_the_next_hold_of_any_kind() {
+    let write = |c: &Client| c.read_write_lock("l").write_lock();
+    a_dropped_lost_guard_never_frees_the_next_hold(|c| c.lock("l"), |c| c.lock("l")).await;
+    a_dropped_lost_guard_never_frees_the_next_hold(|c| c.fair_lock("l"), |c| c.fair_lock("l"))
+        .await;
+    a_dropped_lost_guard_never_frees_the_next_hold(|c| c.fenced_lock("l"), |c| c.fenced_lock("l"))
+        .await;
+    a_dropped_lost_guard_never_frees_the_next_hold(write, write).await;
+    // A reader's rival is a writer: readers share.
+    a_dropped_lost_guard_never_frees_the_next_hold(|c| c.read_write_lock("l").read_lock(), write)
+        .await;
+}

@@ -125,7 +125,7 @@ impl Hold {
     }
 
     /// The registry entry of this hold.
-    pub(super) fn id(&self) -> HoldId {
+    pub(crate) fn id(&self) -> HoldId {
         HoldId {
             key: self.key.clone(),
             owner: self.owner.clone(),

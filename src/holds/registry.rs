@@ -75,6 +75,28 @@ pub(crate) struct Holds {
     /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
     /// Redis before their holds are here.
     in_flight: ById<usize>,
+    /// Releases of each (lock key, owner) on their way: an acquire of the same owner waits
+    /// for them (see [`Holds::releases_done`]).
+    releasing: ById<usize>,
+    /// Told whenever a release leaves `releasing`.
+    release_ended: tokio::sync::Notify,
+}
+
+/// One release on its way: counted in [`Holds::releases_done`] until dropped.
+#[derive(Debug)]
+pub(crate) struct Releasing {
+    holds: Arc<Holds>,
+    key: HoldId,
+}
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        self.holds.releasing.remove_if_mut(&self.key, |_, count| {
+            *count -= 1;
+            *count == 0
+        });
+        self.holds.release_ended.notify_waiters();
+    }
 }
 
 /// One acquire on its way: counted in [`Holds::is_busy`] until dropped.
@@ -296,6 +318,35 @@ impl Holds {
         InFlight {
             holds: self.clone(),
             key,
+        }
+    }
+
+    /// Counts a release of `id` as on its way until the returned guard drops: from the
+    /// moment its guard lets go (before anything is sent) until its answer is in.
+    pub(crate) fn release_started(self: &Arc<Self>, id: &HoldId) -> Releasing {
+        let key = id.clone();
+        *self.releasing.entry(key.clone()).or_insert(0) += 1;
+        Releasing {
+            holds: self.clone(),
+            key,
+        }
+    }
+
+    /// Waits until no release of `id` is on its way. An acquire sends only then: the same
+    /// owner's release and acquire go out through separate batches and may reach Redis in
+    /// either order, and a release that ran after the acquire would take the acquire's
+    /// count (freeing the lock under the new guard, if the released hold had already left
+    /// Redis). Releases are bounded by the client's retries, so this wait is too.
+    pub(crate) async fn releases_done(&self, id: &HoldId) {
+        loop {
+            let ended = self.release_ended.notified();
+            tokio::pin!(ended);
+            // Registered before the check: a release ending in between is heard.
+            ended.as_mut().enable();
+            if !self.releasing.contains_key(id) {
+                return;
+            }
+            ended.await;
         }
     }
 

@@ -81,10 +81,13 @@ pub(crate) async fn attempt(
 ) -> Result<Tried<LockGuard>> {
     // At the kind's first use: may the user run every command its scripts run?
     core.commands.ensure(&core.connections, names).await?;
+    let id = core.holds.id(&names.key, owner);
+    // A release of this owner's hold still on its way goes first (see
+    // `Holds::releases_done`).
+    core.holds.releases_done(&id).await;
     let mut route = Route::for_acquire(core).await?;
     // Until this attempt is settled, a release of the owner's leftover counts keeps off
     // the lock: the count this attempt adds may be in Redis before its hold is here.
-    let id = core.holds.id(&names.key, owner);
     let _in_flight = core.holds.attempt_started(&id);
     let started = Instant::now();
     let terms = core.holds.terms_for(&id, request.terms(started));
@@ -362,7 +365,9 @@ fn undo(
     });
     let lease_ms = restore.map_or(0, |applied| applied.ms);
     let counts = core.replica_sync.is_none();
+    let releasing = holds.release_started(&holds.id(&names.key, &owner));
     async move {
+        let _releasing = releasing;
         let key = names.key.clone();
         let release = Release::new(core, names, owner, lease_ms).pinned_to(pinned);
         match release.run().await {

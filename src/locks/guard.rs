@@ -185,6 +185,9 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
     } = state;
     // Whether it was lost is decided before the release retires the hold.
     let lost = hold.lost_reason();
+    // Before the hold lets go: from then on a new acquire of the owner waits for this
+    // release to be answered.
+    let releasing = core.holds.release_started(&hold.id());
     let last = core.holds.release(&hold);
     let kind = names.kind.label();
     if last {
@@ -192,6 +195,7 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
     }
     async move {
         let (outcome, result) = release_hold(&core, &names, &hold, lost, last).await;
+        drop(releasing);
         metrics::released(kind, outcome);
         result
     }

@@ -41,7 +41,9 @@
 //!   ([`Released`](crate::LostReason::Released)) before the new guard is returned, and the
 //!   new guard is a hold of its own, so releasing it never leaves an earlier guard looking
 //!   valid on a free lock. A release that frees the lock while other guards of its hold
-//!   remain marks those lost too. Without a re-entry, another client's force unlock is told
+//!   remain marks those lost too. An acquire waits for a release of the same owner still
+//!   on its way (a guard just dropped), so that release never takes the new hold's count.
+//!   Without a re-entry, another client's force unlock is told
 //!   at this client's next renewal (a third of the lease at most), and a restart at its
 //!   reconnection (below).
 //! - **What the watchdog promises.** Renewal every `watchdog_timeout / 3` (10 s by default,
