@@ -353,6 +353,9 @@ async fn a_refused_publish_leaves_a_fair_lock_held_for_its_queue() {
     let client = user_client(&server).await;
     let admin = testkit::client(&server).await;
     let raw = server.raw().await;
+    // The first call of a kind checks PUBLISH on its own lock's channel, which is allowed:
+    // a lock whose channel is refused is taken after that, and its unlock is what refuses.
+    take_and_release(&client.fair_lock("app:ok1")).await;
 
     let guard = client.fair_lock("app:bad").lock().await.unwrap();
     let owner = guard.owner().to_string();
@@ -385,6 +388,7 @@ async fn a_refused_publish_fails_force_unlock_and_leaves_the_lock() {
         OK_CHANNELS,
     ));
     let client = user_client(&server).await;
+    take_and_release(&client.lock("app:ok1")).await;
     let guard = client.lock("app:bad").lock().await.unwrap();
 
     let error = refused(client.lock("app:bad").force_unlock().await);
@@ -587,7 +591,9 @@ async fn a_refused_subscribe_leaves_the_other_waiters_of_the_client_served() {
 /// its first use, and refuses the call, with nothing written, when one is missing.
 #[tokio::test]
 async fn a_user_without_a_command_every_lock_runs_is_refused_before_anything_is_written() {
-    for rule in ["+hrandfield", "+pexpire"] {
+    // `+publish`: the release would fail after the lock was taken (a fair lock's waiters
+    // stalled for a lease). `+evalsha`: every call is a script.
+    for rule in ["+hrandfield", "+pexpire", "+publish", "+evalsha"] {
         let server = server_with_user(&without(&readme_rules("app:*"), rule));
         let client = user_client(&server).await;
         let error = refused(client.lock("app:r").lock().await);

@@ -83,6 +83,43 @@ fn operations_have_spans_and_only_a_lost_lock_warns() {
                 .unwrap();
             assert_eq!(reason, LostReason::Released);
             drop(held);
+            let before_outage = captured.text().len();
+
+            // An outage of 2.2 s while a client with a 3 s watchdog holds a lock: its
+            // renewals fail about three times (every 500 ms after the first, at 1 s) and the
+            // lock survives. One WARN says Redis is out of reach, one INFO that it is back,
+            // and the repeats are DEBUG.
+            let steady = Client::builder(server.url())
+                .watchdog_timeout(Duration::from_secs(3))
+                .build()
+                .await
+                .unwrap();
+            let held = steady.lock("order:4").lock().await.unwrap();
+            let frozen = server.pid().to_string();
+            let signal = |sig: &str| {
+                std::process::Command::new("kill")
+                    .args([sig, &frozen])
+                    .status()
+                    .unwrap()
+            };
+            signal("-STOP");
+            tokio::time::sleep(Duration::from_millis(2200)).await;
+            signal("-CONT");
+            held.unlock().await.unwrap();
+            let outage = captured.text()[before_outage..].to_string();
+            let lines = |level: &str, what: &str| {
+                outage
+                    .lines()
+                    .filter(|l| l.contains(level) && l.contains(what))
+                    .count()
+            };
+            assert_eq!(lines(" WARN ", "cannot reach Redis"), 1, "{outage}");
+            assert!(
+                lines(" DEBUG ", "still cannot reach Redis") >= 1,
+                "{outage}"
+            );
+            assert_eq!(lines(" INFO ", "reachable again"), 1, "{outage}");
+            assert_eq!(lines(" WARN ", ""), 1, "nothing else warns:\n{outage}");
         });
     });
     let text = captured.text();
@@ -109,7 +146,10 @@ fn operations_have_spans_and_only_a_lost_lock_warns() {
         "{text}"
     );
     assert!(closed("renewal_round") >= 2, "renewal rounds:\n{text}");
-    let warnings: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" WARN ") && !l.contains("cannot reach Redis"))
+        .collect();
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(
         warnings[0].contains("lock lost") && warnings[0].contains("order:3"),

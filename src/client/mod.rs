@@ -180,7 +180,7 @@ impl Client {
     /// [`Owner`](crate::Owner) and [`Lock::with_owner`]): its hash field is
     /// `<client-uuid>:<id>` with an id no task, thread or other owner of this process has.
     /// Nothing is sent.
-    pub fn new_owner(&self) -> crate::Owner {
+    pub fn new_owner(&self) -> crate::protocol::Owner {
         crate::protocol::owner::Owner::new()
     }
 

@@ -137,7 +137,7 @@ impl Refreshes {
         let shared = match self.connections.shared().await {
             Ok(shared) => shared,
             Err(e) => {
-                tracing::warn!(error = %e, waiters = places.len(), "heartbeat cannot reach Redis");
+                self.connections.unreachable("fair-queue heartbeat", &e);
                 return;
             }
         };
@@ -170,7 +170,11 @@ impl Refreshes {
                 }
                 Err(e) => {
                     self.connections.report(&shared, &e);
-                    tracing::warn!(error = %e, waiters = batch.len(), "queue heartbeat failed");
+                    if crate::error::is_transient(&e) {
+                        self.connections.unreachable("fair-queue heartbeat", &e);
+                    } else {
+                        tracing::warn!(error = %e, waiters = batch.len(), "queue heartbeat refused");
+                    }
                 }
             }
         }

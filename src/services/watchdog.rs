@@ -154,8 +154,10 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
         Ok(Ok(conn)) => conn,
         failed => {
             match failed {
-                Ok(Err(e)) => tracing::warn!(error = %e, slots, "watchdog cannot reach Redis"),
-                _ => tracing::warn!(slots, "watchdog: no connection to Redis in time"),
+                Ok(Err(e)) => renewals.connections.unreachable("watchdog", &e),
+                _ => renewals
+                    .connections
+                    .unreachable("watchdog", &"no connection in time"),
             }
             // A deadline passing now is a lost connection, not a holder that never asked.
             let (due, _) = renewals.holds.due(0, slots, usize::MAX, Instant::now());
@@ -184,11 +186,11 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
         Some(sync) => sync.wait_round(&mut conn).await,
         None => Replicated::All,
     };
-    let mut all_answered = true;
+    let mut failure = None;
     let mut all_counted = true;
     for batch in batches {
         match batch {
-            Batch::Failed => all_answered = false,
+            Batch::Failed(e) => failure = Some(e),
             Batch::Settled => {}
             Batch::Answered(renewed) => {
                 // A batch is of one slot on a cluster: its first key tells which.
@@ -198,7 +200,14 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
             }
         }
     }
-    all_answered && all_counted
+    match &failure {
+        Some(e) if crate::error::is_transient(e) => {
+            renewals.connections.unreachable("watchdog", e);
+        }
+        Some(e) => tracing::warn!(error = %e, "lock renewal refused"),
+        None => renewals.connections.reachable(),
+    }
+    failure.is_none() && all_counted
 }
 
 /// One round on one Redis: each batch takes its holds from the list when it goes out, not
@@ -287,8 +296,8 @@ fn by_script(due: Vec<Arc<Hold>>) -> Vec<Vec<Arc<Hold>>> {
 
 /// What became of one renewal batch.
 enum Batch {
-    /// It could not reach Redis.
-    Failed,
+    /// It could not reach Redis, or Redis refused it.
+    Failed(redis::RedisError),
     /// Answered and applied to its holds.
     Settled,
     /// Answered; to be applied once the round's WAIT says whether it counts.
@@ -331,17 +340,22 @@ async fn renew_and_settle(
     settle_now: bool,
 ) -> Batch {
     match renew_batch(conn, lease_ms, due).await {
-        None => Batch::Failed,
-        Some(renewed) if settle_now => {
+        Err(e) => Batch::Failed(e),
+        Ok(renewed) if settle_now => {
             renewed.settle(true);
             Batch::Settled
         }
-        Some(renewed) => Batch::Answered(renewed),
+        Ok(renewed) => Batch::Answered(renewed),
     }
 }
 
-/// Sends one batch; `None` when it could not reach Redis.
-async fn renew_batch(mut conn: Conn, lease_ms: u64, due: Vec<Arc<Hold>>) -> Option<Renewed> {
+/// Sends one batch; the error when it could not reach Redis or Redis refused it (logged
+/// once per round by the caller).
+async fn renew_batch(
+    mut conn: Conn,
+    lease_ms: u64,
+    due: Vec<Arc<Hold>>,
+) -> Result<Renewed, redis::RedisError> {
     let started = Instant::now();
     let mut holds = Vec::with_capacity(due.len());
     for hold in due {
@@ -357,7 +371,7 @@ async fn renew_batch(mut conn: Conn, lease_ms: u64, due: Vec<Arc<Hold>>) -> Opti
         holds.push((hold, applied));
     }
     if holds.is_empty() {
-        return Some(Renewed {
+        return Ok(Renewed {
             holds,
             found: Vec::new(),
             started,
@@ -383,7 +397,7 @@ async fn renew_batch(mut conn: Conn, lease_ms: u64, due: Vec<Arc<Hold>>) -> Opti
         Ok(found) => {
             let renewed = found.iter().filter(|&&renewed| renewed).count() as u64;
             metrics::renewals(renewed, found.len() as u64 - renewed);
-            Some(Renewed {
+            Ok(Renewed {
                 holds,
                 found,
                 started,
@@ -391,8 +405,8 @@ async fn renew_batch(mut conn: Conn, lease_ms: u64, due: Vec<Arc<Hold>>) -> Opti
         }
         Err(e) => {
             metrics::renewal_failed();
-            tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
-            None
+            tracing::debug!(error = %e, locks = holds.len(), "lock renewal failed");
+            Err(e)
         }
     }
 }

@@ -124,6 +124,8 @@ pub(crate) struct Connections {
     /// Set when the runtime the connections were opened on has shut down: their drivers
     /// are gone with it, and every call would fail with a broken pipe.
     runtime_gone: Arc<AtomicBool>,
+    /// Whether the background services last found Redis out of reach.
+    outage: AtomicBool,
 }
 
 /// The services told when the client reconnects to Redis after losing it (the shared
@@ -205,6 +207,7 @@ impl Connections {
             allow_evicting_policy: settings.allow_evicting_policy,
             reconnects,
             runtime_gone: Arc::new(AtomicBool::new(false)),
+            outage: AtomicBool::new(false),
         };
         // The drivers of the connections run on the current runtime; a task that never
         // ends tells when it is gone.
@@ -437,6 +440,27 @@ impl Connections {
         // Read first: the common case writes nothing, keeping the cache line shared.
         if self.timeouts_in_a_row.load(Ordering::Relaxed) != 0 {
             self.timeouts_in_a_row.store(0, Ordering::Relaxed);
+        }
+        if self.outage.load(Ordering::Relaxed) {
+            self.reachable();
+        }
+    }
+
+    /// A background service (`service`: the watchdog, the queue heartbeat) could not
+    /// reach Redis. The first failure of an outage is logged at WARN, the ones after it at
+    /// DEBUG: a service retrying every 500 ms would otherwise fill the log.
+    pub(crate) fn unreachable(&self, service: &'static str, error: &dyn std::fmt::Display) {
+        if self.outage.swap(true, Ordering::AcqRel) {
+            tracing::debug!(service, %error, "still cannot reach Redis");
+        } else {
+            tracing::warn!(service, %error, server = %self.url, "cannot reach Redis; retrying");
+        }
+    }
+
+    /// A call reached Redis: logs the end of an outage, once, at INFO.
+    pub(crate) fn reachable(&self) {
+        if self.outage.swap(false, Ordering::AcqRel) {
+            tracing::info!(server = %self.url, "Redis is reachable again");
         }
     }
 

@@ -163,8 +163,10 @@ impl CommandCheck {
             ],
             _ => Vec::new(),
         };
+        if matches!(group, Group::Count) {
+            commands.push(vec![self.channel_kind.publish(), channel, "0"]);
+        }
         if self.channel_kind == ChannelKind::Sharded && matches!(group, Group::Count) {
-            commands.push(vec!["spublish", channel, "0"]);
             commands.push(vec!["ssubscribe", channel]);
             commands.push(vec!["sunsubscribe", channel]);
         }
@@ -188,7 +190,8 @@ impl CommandCheck {
             .with_retries(
                 |mut conn| async move { scripts::refused_checks(&mut conn, commands).await },
             )
-            .await?;
+            .await
+            .map_err(|e| refused_probe(target, e))?;
         if refused.is_empty() {
             for group in groups.iter().flatten() {
                 self.checked[*group as usize].store(true, Ordering::Release);
@@ -281,12 +284,15 @@ impl CommandCheck {
                 return words;
             }
         };
-        // Sharded pub/sub has commands of its own, which a user granted the classic ones
-        // may lack. Asked about with the lock's channel (Redis checks the channel's
-        // permission along with the command's); the classic ones are not asked about: a
-        // refused PUBLISH or SUBSCRIBE is reported by the call it fails, naming the channel.
+        // The publish command every release runs, asked about with the lock's channel
+        // (Redis checks the channel's permission along with the command's): a user without
+        // it would take the lock and then fail to release it. Sharded pub/sub has commands
+        // of its own, which a user granted the classic ones may lack. A refused SUBSCRIBE
+        // is reported by the wait it fails, naming the channel.
+        if matches!(group, Group::Every) {
+            commands.push(vec![self.channel_kind.publish(), channel, "0"]);
+        }
         if self.channel_kind == ChannelKind::Sharded && matches!(group, Group::Every) {
-            commands.push(vec!["spublish", channel, "0"]);
             commands.push(vec!["ssubscribe", channel]);
             commands.push(vec!["sunsubscribe", channel]);
         }
@@ -298,6 +304,27 @@ impl CommandCheck {
             .into_iter()
             .map(|words| words.into_iter().map(str::to_string).collect())
             .collect()
+    }
+}
+
+/// The probe's own refusal, named: it runs as a script (`EVALSHA`), which every call of the
+/// crate does, so a user without `+evalsha` learns it here, at its first lock call.
+fn refused_probe(target: &str, error: Error) -> Error {
+    match &error {
+        Error::Redis(e) if crate::error::is_permission_failure(e) => {
+            let message = crate::error::server_message(e);
+            let missing = if message.to_lowercase().contains("evalsha") {
+                "permission to run `+evalsha` (every lock call runs its script with it)".into()
+            } else {
+                message
+            };
+            Error::PermissionDenied {
+                operation: "using",
+                target: target.to_string(),
+                missing,
+            }
+        }
+        _ => error,
     }
 }
 
@@ -324,7 +351,12 @@ fn describe(command: &[String]) -> String {
             "time" | "pubsub|numsub" | "pubsub|shardnumsub"
         )
     }) {
-        Some(channel) if matches!(full.as_str(), "spublish" | "ssubscribe" | "sunsubscribe") => {
+        Some(channel)
+            if matches!(
+                full.as_str(),
+                "publish" | "spublish" | "ssubscribe" | "sunsubscribe"
+            ) =>
+        {
             let rule = crate::error::channel_rule(channel);
             format!("`+{full}` on channel `{channel}` (`{rule}`)")
         }
@@ -374,6 +406,10 @@ mod tests {
         assert_eq!(
             describe(&words(&["ssubscribe", "redisson_rwlock:{a}"])),
             "`+ssubscribe` on channel `redisson_rwlock:{a}` (`&redisson_rwlock:*`)"
+        );
+        assert_eq!(
+            describe(&words(&["publish", "redisson_lock__channel:{a}", "0"])),
+            "`+publish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)"
         );
         assert_eq!(describe(&words(&["time"])), "`+time`");
         assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");
