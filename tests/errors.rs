@@ -181,9 +181,14 @@ async fn a_frozen_server_gives_errors_in_bounded_time() {
     let (holder, lock) = (testkit::client(&server).await, client.lock("frozen"));
     let held = holder.lock("frozen").lock().await.unwrap();
     server.freeze();
+    // Without a wait budget: an error after the retries.
     let started = Instant::now();
-    let outcome = lock.try_lock_for(Duration::from_secs(30)).await;
+    let outcome = lock.lock().await;
     let took = started.elapsed();
+    // With one: an error once the budget is spent (it rides out what may be brief).
+    let budgeted = Instant::now();
+    let within_budget = lock.try_lock_for(Duration::from_secs(2)).await;
+    let budget_took = budgeted.elapsed();
     server.thaw();
     let err = outcome.unwrap_err();
     assert!(err.is_timeout() || err.is_connection_error(), "{err}");
@@ -192,6 +197,9 @@ async fn a_frozen_server_gives_errors_in_bounded_time() {
         err,
         Error::Redis(_) | Error::Timeout { .. } | Error::Pool { .. }
     ));
+    let err = within_budget.unwrap_err();
+    assert!(err.is_timeout() || err.is_connection_error(), "{err}");
+    assert!(budget_took < Duration::from_secs(6), "{budget_took:?}");
     held.unlock().await.unwrap();
 }
 
@@ -347,4 +355,83 @@ async fn a_cluster_node_is_refused_at_connect_until_cluster_support_exists() {
     let err = Client::connect(node.url()).await.unwrap_err();
     assert!(matches!(err, Error::UnsupportedServer { .. }), "{err:?}");
     assert!(err.to_string().contains("cluster mode"), "{err}");
+}
+
+/// A call with a wait budget rides out a brief outage: Redis stopped, and started again 3 s
+/// later while `try_lock_for(10 s)` waits, and the call takes the lock.
+#[tokio::test]
+async fn a_budgeted_call_rides_out_a_brief_outage() {
+    let mut server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("outage");
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    server.kill();
+    let waiting = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.try_lock_for(Duration::from_secs(10)).await }
+    });
+    // A semaphore's timed wait too: its permit is set once Redis is back.
+    let permits = client.semaphore("outage:pool");
+    let waiting_permit = tokio::spawn({
+        let permits = permits.clone();
+        async move {
+            permits
+                .try_acquire_for(1, Duration::from_secs(10))
+                .await
+                .map(|guard| guard.map(|g| g.forget()))
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !waiting.is_finished(),
+        "it gave up while it had time to wait"
+    );
+    assert!(!waiting_permit.is_finished(), "the semaphore gave up");
+    server.restart();
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let permit = tokio::time::timeout(Duration::from_secs(10), waiting_permit)
+        .await
+        .expect("the semaphore's wait ends within its budget")
+        .unwrap();
+    assert!(matches!(permit, Ok(Some(1))), "{permit:?}");
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the call ends within its budget")
+        .unwrap()
+        .expect("no error once Redis is back")
+        .expect("the lock is free");
+    guard.unlock().await.unwrap();
+}
+
+/// A budget spent while Redis stays down ends in the last connection error, at the budget's
+/// end: not after the first few retries.
+#[tokio::test]
+async fn a_budgeted_call_returns_the_connection_error_when_its_budget_is_spent() {
+    let mut server = RedisServer::start();
+    let client = client(&server).await;
+    let lock = client.lock("outage");
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    server.kill();
+    let started = Instant::now();
+    let err = lock
+        .try_lock_for(Duration::from_secs(2))
+        .await
+        .expect_err("Redis stayed down");
+    let took = started.elapsed();
+    assert!(err.is_connection_error(), "{err}");
+    assert!(
+        took >= Duration::from_millis(1500),
+        "gave up after {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // `lock()`, without a budget, keeps its contract: an error after its retries.
+    let started = Instant::now();
+    assert!(lock.lock().await.unwrap_err().is_connection_error());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -334,8 +334,15 @@ impl<K: LockKind> Lock<K> {
     /// time this returns (if Redis fails just then, the leave is retried in the background,
     /// and the place expires with its deadline at the latest).
     ///
+    /// The wait is a budget for outages too: failures to reach Redis (a refused or reset
+    /// connection, a timeout, a server loading or failing over) are retried, with a backoff
+    /// that doubles up to a second, until `wait` is spent, so a Redis restarted within the
+    /// wait costs time, not an error. [`lock`](Lock::lock), which has no budget, fails after
+    /// the client's `retry_attempts` instead.
+    ///
     /// # Errors
-    /// As [`lock`](Lock::lock).
+    /// As [`lock`](Lock::lock), except that a connection error comes only once `wait` is
+    /// spent (the last one seen); refused credentials, permissions and input at once.
     ///
     /// # Cancel safety
     /// As [`lock`](Lock::lock).
@@ -343,10 +350,13 @@ impl<K: LockKind> Lock<K> {
         DistributedLock::try_lock_for(self, wait).await
     }
 
-    /// Waits up to `wait` for the lock and takes it with a fixed `lease` (no watchdog).
+    /// Waits up to `wait` for the lock and takes it with a fixed `lease` (no watchdog),
+    /// riding out failures to reach Redis within `wait` as
+    /// [`try_lock_for`](Lock::try_lock_for) does.
     ///
     /// # Errors
-    /// As [`lock_with_lease`](Lock::lock_with_lease).
+    /// As [`lock_with_lease`](Lock::lock_with_lease), with connection errors only once
+    /// `wait` is spent.
     ///
     /// # Cancel safety
     /// As [`lock`](Lock::lock).

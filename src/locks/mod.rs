@@ -85,11 +85,14 @@
 //!   unlock latch, so a retry never releases a second hold.
 //! - **Waiting is bounded.** Each wait lasts at most the holder's remaining TTL and the
 //!   caller's remaining wait, so a missed unlock message costs at most the TTL; after a
-//!   pub/sub reconnection every waiter re-checks at once. Redis errors are returned after
-//!   `retry_attempts` tries; connecting and subscribing have timeouts of their own; the
-//!   pub/sub connection is pinged every `ping_interval` (5 s; on RESP2 and RESP3 alike, a
-//!   healthy one is kept), and the command connection is replaced after three timed-out
-//!   replies in a row (a half-open connection). Nothing waits forever on a dead server.
+//!   pub/sub reconnection every waiter re-checks at once. A call with a wait budget
+//!   (`try_lock_for`, `try_lock_with`, a synchronizer's or a group's timed wait) rides out
+//!   failures to reach Redis until the budget is spent, then returns the last error;
+//!   `lock()`, without one, returns it after `retry_attempts` tries. Connecting and
+//!   subscribing have timeouts of their own; the pub/sub connection is pinged every
+//!   `ping_interval` (5 s; on RESP2 and RESP3 alike, a healthy one is kept), and the
+//!   command connection is replaced after three timed-out replies in a row (a half-open
+//!   connection). Nothing waits forever on a dead server.
 //! - **A cancelled call leaves nothing behind.** A `lock()` future dropped at any point leaves
 //!   no subscription and no lock. An acquire that timed out may still run in Redis later: if
 //!   the caller held nothing, the library undoes it at once (and may try again); if it was

@@ -7,6 +7,14 @@
 //! between the try and the subscription would otherwise be missed. The TTL bound makes
 //! a lost message cost time, never a hang.
 //!
+//! A call with a wait budget (`try_lock_for`, `try_lock_with`, a synchronizer's timed wait,
+//! a group's) rides out failures to reach Redis (a refused or reset connection, a timeout,
+//! `LOADING`, `MASTERDOWN`, `READONLY` while a master changes) until its budget is spent,
+//! pausing with a backoff that doubles up to a second; it then returns the last error, or
+//! `Ok(None)` when Redis answered and the lock was busy. A call without a budget (`lock()`)
+//! fails after `retry_attempts` tries, and `try_lock` after its one. Refused credentials,
+//! permissions and input are final at once.
+//!
 //! On a Redis Cluster, a try refused because the cluster is moving the lock's slot or
 //! failing over its master (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: the script
 //! certainly did not run) costs time, not an error: the loop tries again after the retry
@@ -145,6 +153,10 @@ pub(crate) async fn wait_for<C: Contender>(
     let retry_attempts = contender.pacing().retry_attempts();
     // Whether the caller gave any time to wait (`try_lock` gives none).
     let waits = deadline.map_or(true, |deadline| deadline > Instant::now());
+    // A call with a wait budget rides out failures to reach Redis until the budget is
+    // spent, rather than for `retry_attempts` tries: a brief outage costs it time, not an
+    // error.
+    let budgeted = deadline.is_some() && waits;
     let mut failures = 0;
     let mut topology = TopologyWait::new(contender.pacing());
     // Counted among the waiting calls from its first wait on.
@@ -175,6 +187,13 @@ pub(crate) async fn wait_for<C: Contender>(
                 tokio::time::sleep(contender.pacing().backoff().min(left)).await;
                 continue;
             }
+            Err(e) if budgeted && e.is_connection_error() && contender.may_retry(&e) => {
+                failures += 1;
+                if !ride_out(&e, failures, contender.pacing(), deadline).await {
+                    return Err(e);
+                }
+                continue;
+            }
             Err(e)
                 if e.is_connection_error()
                     && failures + 1 < retry_attempts
@@ -195,7 +214,19 @@ pub(crate) async fn wait_for<C: Contender>(
         if remaining.is_zero() {
             return Ok(None);
         }
-        match contender.listen(remaining).await? {
+        let listening = match contender.listen(remaining).await {
+            Ok(listening) => listening,
+            // Subscribing failed to reach Redis: within a budget, as a failed try.
+            Err(e) if budgeted && e.is_connection_error() => {
+                failures += 1;
+                if !ride_out(&e, failures, contender.pacing(), deadline).await {
+                    return Err(e);
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        match listening {
             Listening::Already => {}
             Listening::Started => continue,
             Listening::GaveUp => return Ok(None),
@@ -207,6 +238,32 @@ pub(crate) async fn wait_for<C: Contender>(
         waiting.get_or_insert_with(metrics::Waiting::start);
         contender.wait(bound).await;
     }
+}
+
+/// The longest pause between two tries of a call riding out an outage.
+const OUTAGE_PAUSE_CAP: Duration = Duration::from_secs(1);
+
+/// Pauses a budgeted call after its `failures`-th failure in a row to reach Redis (`error`):
+/// the retry backoff, doubled with each failure up to [`OUTAGE_PAUSE_CAP`], and never past
+/// `deadline`, so that the last try is made when the budget ends. Returns false when no
+/// budget is left: the caller returns the error.
+async fn ride_out(
+    error: &Error,
+    failures: u32,
+    pacing: &Connections,
+    deadline: Option<Instant>,
+) -> bool {
+    let left = remaining(deadline);
+    if left.is_zero() {
+        return false;
+    }
+    let doubled = pacing
+        .backoff()
+        .saturating_mul(1 << failures.saturating_sub(1).min(10));
+    let pause = doubled.min(OUTAGE_PAUSE_CAP).min(left);
+    tracing::debug!(%error, failures, ?pause, "cannot reach Redis; retrying within the caller's wait");
+    tokio::time::sleep(pause).await;
+    true
 }
 
 /// Time left until `deadline` (`None`: no deadline, so without end).

@@ -178,7 +178,7 @@ impl PermitExpirableSemaphore {
         wait: Option<Duration>,
     ) -> Result<Option<ExpirablePermit>> {
         let lease_ms = check::lease(lease)?;
-        let (core, names) = self.handle.parts().await?;
+        let (core, names) = self.handle.waiting_parts()?;
         let take = TakePermit {
             core: core.clone(),
             names: names.clone(),

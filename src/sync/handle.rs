@@ -42,6 +42,14 @@ impl Handle {
         }
     }
 
+    /// The client and names a waiting call uses: [`wait_until`] checks the user's
+    /// permissions in each try, so that a wait rides out an outage from its start.
+    ///
+    /// [`wait_until`]: crate::sync::waiting::wait_until
+    pub(crate) fn waiting_parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
+        Ok((&self.core, self.names()?))
+    }
+
     /// The client and names a call uses, once the connected user is known to be allowed
     /// every command of this kind (checked at the kind's first use).
     pub(crate) async fn parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {

@@ -155,7 +155,7 @@ impl CountDownLatch {
     }
 
     async fn open_within(&self, wait: Option<Duration>) -> Result<bool> {
-        let (core, names) = self.handle.parts().await?;
+        let (core, names) = self.handle.waiting_parts()?;
         let open = Open {
             core: core.clone(),
             names: names.clone(),

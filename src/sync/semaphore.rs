@@ -170,7 +170,7 @@ impl Semaphore {
 
     async fn take(&self, permits: u64, wait: Option<Duration>) -> Result<Option<SemaphoreGuard>> {
         let permits = check::permits("acquire", permits)?;
-        let (core, names) = self.handle.parts().await?;
+        let (core, names) = self.handle.waiting_parts()?;
         let take = Take {
             core: core.clone(),
             names: names.clone(),

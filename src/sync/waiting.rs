@@ -52,6 +52,7 @@ pub(crate) async fn wait_until<T: Try>(
     let mut timed = Timed::start(names.kind.label());
     let mut waiter = Waiter {
         core,
+        names,
         channel: names.channel.clone(),
         wake,
         tried,
@@ -65,6 +66,7 @@ pub(crate) async fn wait_until<T: Try>(
 /// A waiting call, as the waiting loop drives it; its subscription ends with it.
 struct Waiter<'a, T> {
     core: &'a Arc<Core>,
+    names: &'a Arc<SyncNames>,
     channel: Arc<str>,
     wake: Wake,
     tried: T,
@@ -75,6 +77,12 @@ impl<T: Try> Contender for Waiter<'_, T> {
     type Guard = T::Output;
 
     async fn attempt(&mut self) -> Result<Tried<T::Output>> {
+        // At the kind's first use, inside the try: a check that cannot reach Redis is
+        // ridden out within the caller's wait like the try itself.
+        self.core
+            .commands
+            .ensure_sync(&self.core.connections, self.names)
+            .await?;
         // Before the try: a message that comes while it runs makes the next wait return
         // at once, whether or not the try saw what the message announced.
         if let Some(subscription) = self.subscription.as_mut() {
