@@ -309,15 +309,7 @@ async fn every_call_rides_out_a_migration_half_way_and_counts_once() {
     }
     counts_are_exact(&cluster, &s).await;
 
-    assert!(!waiter.is_finished() && !waiting.is_finished());
-    s.batch.count_down().await.unwrap();
-    for wait in [waiter, waiting] {
-        let opened = tokio::time::timeout(GENEROUS, wait)
-            .await
-            .expect("the waits return once the latch opens")
-            .unwrap();
-        assert!(matches!(opened, Ok(true)), "{opened:?}");
-    }
+    latch_opens_for(&s, [waiter, waiting]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -346,15 +338,7 @@ async fn every_call_rides_out_a_failover_after_a_master_died_and_counts_once() {
     }
     counts_are_exact(&cluster, &s).await;
 
-    assert!(!waiter.is_finished() && !waiting.is_finished());
-    s.batch.count_down().await.unwrap();
-    for wait in [waiter, waiting] {
-        let opened = tokio::time::timeout(GENEROUS, wait)
-            .await
-            .expect("the waits return once the latch opens")
-            .unwrap();
-        assert!(matches!(opened, Ok(true)), "{opened:?}");
-    }
+    latch_opens_for(&s, [waiter, waiting]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,4 +369,21 @@ async fn count_changes_whose_replies_time_out_are_sent_again_and_count_once() {
     let (outcomes, ()) = tokio::join!(during_the_fault(&s, held), thaw);
     all_rode_it_out(&outcomes);
     counts_are_exact(&cluster, &s).await;
+}
+
+/// The latch's waits, one started before the fault and one during it, are still waiting
+/// after it, and return `true` at the last count-down.
+async fn latch_opens_for(
+    s: &Synchronizers,
+    waits: [tokio::task::JoinHandle<redis_rlock::Result<bool>>; 2],
+) {
+    assert!(waits.iter().all(|wait| !wait.is_finished()));
+    s.batch.count_down().await.unwrap();
+    for wait in waits {
+        let opened = tokio::time::timeout(GENEROUS, wait)
+            .await
+            .expect("the waits return once the latch opens")
+            .unwrap();
+        assert!(matches!(opened, Ok(true)), "{opened:?}");
+    }
 }

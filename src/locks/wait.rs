@@ -12,8 +12,9 @@
 //! `LOADING`, `MASTERDOWN`, `READONLY` while a master changes) until its budget is spent,
 //! pausing with a backoff that doubles up to a second; it then returns the last error, or
 //! `Ok(None)` when Redis answered and the lock was busy. A call without a budget (`lock()`)
-//! fails after `retry_attempts` tries, and `try_lock` after its one. Refused credentials,
-//! permissions and input are final at once.
+//! fails after `retry_attempts` tries, and `try_lock` after its one; so does a write no
+//! replica acknowledged, with replica sync. Refused credentials, permissions and input are
+//! final at once.
 //!
 //! On a Redis Cluster, a try refused because the cluster is moving the lock's slot or
 //! failing over its master (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: the script
@@ -187,7 +188,7 @@ pub(crate) async fn wait_for<C: Contender>(
                 tokio::time::sleep(contender.pacing().backoff().min(left)).await;
                 continue;
             }
-            Err(e) if budgeted && e.is_connection_error() && contender.may_retry(&e) => {
+            Err(e) if budgeted && rides_out_outage(&e) && contender.may_retry(&e) => {
                 failures += 1;
                 if !ride_out(&e, failures, contender.pacing(), deadline).await {
                     return Err(e);
@@ -217,7 +218,7 @@ pub(crate) async fn wait_for<C: Contender>(
         let listening = match contender.listen(remaining).await {
             Ok(listening) => listening,
             // Subscribing failed to reach Redis: within a budget, as a failed try.
-            Err(e) if budgeted && e.is_connection_error() => {
+            Err(e) if budgeted && rides_out_outage(&e) => {
                 failures += 1;
                 if !ride_out(&e, failures, contender.pacing(), deadline).await {
                     return Err(e);
@@ -238,6 +239,14 @@ pub(crate) async fn wait_for<C: Contender>(
         waiting.get_or_insert_with(metrics::Waiting::start);
         contender.wait(bound).await;
     }
+}
+
+/// Whether a budgeted call rides out `error`: a failure to reach Redis. Not a write no
+/// replica acknowledged ([`Error::NotReplicated`]): each try writes and rolls back on the
+/// master, and a replica that does not answer is a deployment's problem, reported after
+/// `retry_attempts` tries as before.
+fn rides_out_outage(error: &Error) -> bool {
+    error.is_connection_error() && !error.is_not_replicated()
 }
 
 /// The longest pause between two tries of a call riding out an outage.
