@@ -41,6 +41,16 @@ struct Shared<R> {
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
+impl<R: Rounds> Drop for Periodic<R> {
+    /// The client is gone (no guard or waiter is left either, they hold it): the task ends
+    /// now rather than at its next round, up to a third of a lease later.
+    fn drop(&mut self) {
+        if let Some(task) = sync::locked(&self.shared.task).take() {
+            task.abort();
+        }
+    }
+}
+
 impl<R: Rounds> Periodic<R> {
     pub(crate) fn new(rounds: R, runtime: tokio::runtime::Handle) -> Self {
         Periodic {

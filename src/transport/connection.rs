@@ -126,6 +126,15 @@ pub(crate) struct Connections {
     runtime_gone: Arc<AtomicBool>,
     /// Whether the background services last found Redis out of reach.
     outage: AtomicBool,
+    /// Cancelled when the connections go (their client is gone): the tasks started with
+    /// them (the runtime watch, a Sentinel client's follower) end then.
+    closing: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Connections {
+    fn drop(&mut self) {
+        self.closing.cancel();
+    }
 }
 
 /// The services told when the client reconnects to Redis after losing it (the shared
@@ -172,6 +181,7 @@ impl Connections {
         endpoints: &Endpoints,
         reconnects: Arc<Reconnects>,
     ) -> Result<Self> {
+        let closing = tokio_util::sync::CancellationToken::new();
         let backend = match (&endpoints.cluster, &endpoints.sentinel) {
             (Some(cluster), _) => Backend::Cluster(Box::new(cluster.clone())),
             (None, Some(sentinel)) => {
@@ -180,6 +190,7 @@ impl Connections {
                     settings.connect_timeout,
                     settings.response_timeout,
                     reconnects.clone(),
+                    closing.clone(),
                 )
                 .await?;
                 let master = watch.current();
@@ -208,13 +219,17 @@ impl Connections {
             reconnects,
             runtime_gone: Arc::new(AtomicBool::new(false)),
             outage: AtomicBool::new(false),
+            closing,
         };
-        // The drivers of the connections run on the current runtime; a task that never
-        // ends tells when it is gone.
+        // The drivers of the connections run on the current runtime; a task that lasts as
+        // long as the connections tells when it is gone first.
         let watch = RuntimeWatch(connections.runtime_gone.clone());
+        let closed = connections.closing.clone();
         tokio::spawn(async move {
+            // Dropped with the task: when the runtime shuts down, or (telling nobody) when
+            // the connections are gone.
             let _watch = watch;
-            std::future::pending::<()>().await
+            closed.cancelled().await;
         });
         connections.shared().await?;
         Ok(connections)

@@ -79,6 +79,7 @@ impl MasterWatch {
         connect_timeout: Duration,
         response_timeout: Duration,
         reconnects: Arc<Reconnects>,
+        closing: tokio_util::sync::CancellationToken,
     ) -> Result<Self> {
         let (index, (host, port)) = Probe::new(&endpoints, connect_timeout, response_timeout)
             .ask_all(0)
@@ -101,7 +102,8 @@ impl MasterWatch {
             response_timeout,
             reconnects,
         });
-        tokio::spawn(follow(Arc::downgrade(&inner)));
+        // Until the client's connections go, rather than until it next finds them gone.
+        tokio::spawn(closing.run_until_cancelled_owned(follow(Arc::downgrade(&inner))));
         Ok(MasterWatch { inner })
     }
 

@@ -6,6 +6,8 @@
 //! subscribed.
 
 use std::collections::{HashMap, HashSet};
+use tokio_util::sync::CancellationToken;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +46,15 @@ pub(super) struct Hub {
     /// Where the tasks run: the runtime the client was built on.
     runtime: tokio::runtime::Handle,
     state: Mutex<State>,
+    /// Cancelled when the hub goes (its client is gone): every node task and the watcher
+    /// end then, rather than when they next find the hub gone.
+    closing: CancellationToken,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.closing.cancel();
+    }
 }
 
 struct State {
@@ -52,7 +63,7 @@ struct State {
     slots: Option<Arc<SlotMap>>,
     nodes: HashMap<NodeId, NodeTask>,
     /// The cluster watcher, while there are channels to watch over.
-    watcher: Option<JoinHandle<()>>,
+    watcher: Option<JoinHandle<Option<()>>>,
 }
 
 /// A channel some waiter of this client wants, and the node its subscription belongs on
@@ -64,7 +75,7 @@ struct Wanted {
 
 /// A node's connection task and its queue of channels to look at again.
 struct NodeTask {
-    handle: JoinHandle<()>,
+    handle: JoinHandle<Option<()>>,
     sender: mpsc::UnboundedSender<Arc<str>>,
 }
 
@@ -104,6 +115,7 @@ impl Hub {
                 nodes: HashMap::new(),
                 watcher: None,
             }),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -184,12 +196,14 @@ impl Hub {
             }
         }
         let (sender, receiver) = mpsc::unbounded_channel();
-        let handle = self.runtime.spawn(node::run(
-            Arc::downgrade(self),
-            node.clone(),
-            receiver,
-            respawn,
-        ));
+        let handle = self
+            .runtime
+            .spawn(self.closing.clone().run_until_cancelled_owned(node::run(
+                Arc::downgrade(self),
+                node.clone(),
+                receiver,
+                respawn,
+            )));
         state
             .nodes
             .insert(node.clone(), NodeTask { handle, sender });
@@ -200,9 +214,10 @@ impl Hub {
             return;
         }
         let refresh = self.topology.refresh_signal();
+        let watch = watcher::run(Arc::downgrade(self), refresh);
         state.watcher = Some(
             self.runtime
-                .spawn(watcher::run(Arc::downgrade(self), refresh)),
+                .spawn(self.closing.clone().run_until_cancelled_owned(watch)),
         );
     }
 
