@@ -2,7 +2,7 @@
 //! way; the registry the watchdog renews from and the lease check reads.
 
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry;
@@ -78,8 +78,11 @@ pub(crate) struct Holds {
     /// Releases of each (lock key, owner) on their way: an acquire of the same owner waits
     /// for them (see [`Holds::releases_done`]).
     releasing: ById<usize>,
-    /// Told whenever a release leaves `releasing`.
+    /// Told when a release leaves `releasing` while an acquire waits for one.
     release_ended: tokio::sync::Notify,
+    /// Acquires waiting in [`Holds::releases_done`]: a release told nobody skips the
+    /// notify (a lock per release otherwise).
+    release_waiters: AtomicUsize,
 }
 
 /// One release on its way: counted in [`Holds::releases_done`] until dropped.
@@ -95,7 +98,10 @@ impl Drop for Releasing {
             *count -= 1;
             *count == 0
         });
-        self.holds.release_ended.notify_waiters();
+        // SeqCst, paired with the waiter's: either it sees the entry gone, or this sees it.
+        if self.holds.release_waiters.load(Ordering::SeqCst) > 0 {
+            self.holds.release_ended.notify_waiters();
+        }
     }
 }
 
@@ -338,13 +344,26 @@ impl Holds {
     /// count (freeing the lock under the new guard, if the released hold had already left
     /// Redis). Releases are bounded by the client's retries, so this wait is too.
     pub(crate) async fn releases_done(&self, id: &HoldId) {
+        // The common case, on every acquire: nothing to wait for, nothing to register.
+        if !self.releasing.contains_key(id) {
+            return;
+        }
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            // Also when the acquire is dropped while it waits.
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.release_waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.release_waiters);
         loop {
             let ended = self.release_ended.notified();
             tokio::pin!(ended);
             // Registered before the check: a release ending in between is heard.
             ended.as_mut().enable();
             if !self.releasing.contains_key(id) {
-                return;
+                break;
             }
             ended.await;
         }
