@@ -8,6 +8,10 @@
 //! waiters first come, first served, and a consumer that finishes a turn queues again
 //! behind the others, the turns go round: 1 2 3 4 1 2 3 4 ... An `RLock` in its place would
 //! let whoever is quickest take the lock again and again.
+//!
+//! Stop it with Ctrl-C or `kill` (SIGINT, SIGTERM): each consumer's [`Client::shutdown`]
+//! releases its turn if it has one, takes it out of the queue if it waits, and the
+//! consumers stop.
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -45,16 +49,41 @@ async fn run(url: &str, consumers: usize, jobs: usize) -> redis_rlock::Result<()
 
     let turns = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
+    let mut clients = Vec::new();
     for id in 1..=consumers {
         // One client per consumer: separate owners, as on separate machines.
         let client = Client::connect(url).await?;
         let jobs = redis::Client::open(url)?
             .get_multiplexed_async_connection()
             .await?;
+        clients.push(client.clone());
         tasks.push(tokio::spawn(consume(client, jobs, id, turns.clone())));
     }
-    for task in tasks {
-        task.await.expect("a consumer panicked")?;
+    let all_done = futures_util::future::join_all(tasks.iter_mut());
+    let outcomes = tokio::select! {
+        outcomes = all_done => outcomes,
+        () = stop_requested() => {
+            println!("stop requested");
+            // Each consumer's turn is released, or its place in the queue left; a
+            // consumer waiting for its turn gets `Error::ShutDown` and stops.
+            for client in &clients {
+                let report = client.shutdown(Duration::from_secs(5)).await;
+                for left in report.not_released {
+                    eprintln!("not released: {} `{}`: {}", left.what, left.key, left.error);
+                }
+            }
+            futures_util::future::join_all(tasks).await
+        }
+    };
+    for outcome in outcomes {
+        match outcome.expect("a consumer panicked") {
+            Err(e) if e.is_shut_down() => {}
+            other => other?,
+        }
+    }
+    // Done: the clients have nothing left to release, and close.
+    for client in &clients {
+        client.shutdown(Duration::from_secs(5)).await;
     }
 
     let turns = turns.lock().unwrap_or_else(|p| p.into_inner());
@@ -90,6 +119,21 @@ async fn consume(
         tokio::time::sleep(Duration::from_millis(20)).await;
         turn.unlock().await?;
     }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `kill`, systemd and Kubernetes send).
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 async fn seed_jobs(url: &str, jobs: usize) -> redis_rlock::Result<()> {

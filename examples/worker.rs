@@ -4,6 +4,10 @@
 //! Redis at `REDIS_URL` (default `redis://127.0.0.1:6379`). The watchdog timeout is 3 s, so
 //! the job outlives its lease and the renewals (every 1 s) show in the remaining TTL. Run
 //! `redis-cli DEL worker:nightly-report` meanwhile to see the job told it lost the lock.
+//!
+//! Stop it with Ctrl-C or `kill` (SIGINT, SIGTERM): the job is abandoned and
+//! [`Client::shutdown`] releases the lock at once, so the next worker need not wait for the
+//! lease to run out, as it would if the process just exited.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,13 +33,38 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run(&client, steps).await {
-        Ok(()) => ExitCode::SUCCESS,
+    let outcome = run(&client, steps).await;
+    // Whatever happened, nothing stays held past this point, and no release is cut short
+    // by the runtime ending with `main`.
+    let report = client.shutdown(Duration::from_secs(5)).await;
+    println!(
+        "shut down: {} released, {} not released",
+        report.released,
+        report.not_released.len()
+    );
+    match outcome {
+        Ok(()) if report.is_complete() => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `kill`, systemd and Kubernetes send).
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 async fn run(client: &Client, steps: u32) -> redis_rlock::Result<()> {
@@ -53,6 +82,11 @@ async fn run(client: &Client, steps: u32) -> redis_rlock::Result<()> {
         reason = lost => {
             // Someone else may hold the lock now: stop touching the resource.
             println!("lock lost ({reason}); job abandoned");
+        }
+        () = stop_requested() => {
+            // The guard drops on the way out, and its release starts in the background:
+            // `main`'s shutdown waits for it, and releases whatever else is still held.
+            println!("stop requested; job abandoned");
         }
     }
     Ok(())

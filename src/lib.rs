@@ -49,7 +49,7 @@ mod util;
 /// public API hands out inside [`Error::Redis`]: match on it with the same version.
 pub use redis;
 
-pub use client::{Client, ClientBuilder, PubSubMode, Status};
+pub use client::{Client, ClientBuilder, NotReleased, PubSubMode, ShutdownReport, Status};
 pub use error::{Error, LostReason, Result};
 pub use groups::guard::GroupGuard;
 pub use groups::{MultiLock, RedLock};

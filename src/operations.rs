@@ -27,7 +27,7 @@
 //! | `rlock_releases_total` | counter | `kind`, `outcome` | releases: `freed`, `still_held` (an inner re-entry), `lost` (the lock was gone), `failed` (Redis not reached: the lock expires with its lease) |
 //! | `rlock_renewals_total` | counter | `outcome` | locks the watchdog renewed: `renewed`, `not_held` (gone: reported lost) |
 //! | `rlock_renewal_failures_total` | counter | | renewal calls that failed: their locks were not renewed that round |
-//! | `rlock_locks_lost_total` | counter | `reason` | holds lost: `expired`, `released`, `connection_lost`, `quorum_lost`, `max_hold_reached` (see [`LostReason`](crate::LostReason)) |
+//! | `rlock_locks_lost_total` | counter | `reason` | holds lost: `expired`, `released`, `connection_lost`, `quorum_lost`, `max_hold_reached` (see [`LostReason`](crate::LostReason)); a shutdown's releases are not counted |
 //! | `rlock_held_locks` | gauge | | holds of the process (one per owner and lock, however often re-entered) |
 //! | `rlock_waiting_tasks` | gauge | | calls waiting for a lock after a first busy try |
 //! | `rlock_subscribed_channels` | gauge | | unlock channels the process listens on |
@@ -66,9 +66,20 @@
 //! heartbeat that cannot reach Redis, lock writes no replica acknowledged, unlock channels
 //! that cannot be subscribed again (once per outage: waiters fall back to their TTL-bounded
 //! re-checks), an ACL that forbids an unlock channel, a release or an undo that could not be
-//! sent (that lock expires with its lease), and Sentinel trouble. `INFO` says when unlock
-//! channels are subscribed again; everything else is `DEBUG` or `TRACE`. Passwords never
+//! sent (that lock expires with its lease), what a shutdown could not release, and Sentinel
+//! trouble. `INFO` says when a client connects, starts and ends a shutdown (`shutting down`,
+//! `shut down` with what it released), and when unlock channels are subscribed again;
+//! everything else is `DEBUG` or `TRACE`. Passwords never
 //! appear in any of them.
+//!
+//! # Deploys
+//!
+//! A process that exits without [`Client::shutdown`](crate::Client::shutdown) leaves each
+//! lock it held until its lease runs out (30 s with the default watchdog timeout): a
+//! rolling deploy of N workers would stall the others that long per lock. Stop processes
+//! with SIGTERM, and have them call `shutdown` on it (see `examples/worker.rs` and
+//! `examples/job_consumer.rs`): their locks, permits and fair-queue places are released
+//! before they exit, and the waiters elsewhere get in at once.
 //!
 //! # When a lock is stuck
 //!

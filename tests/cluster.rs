@@ -54,6 +54,20 @@ async fn a_lock_lives_on_its_key_master_and_re_enters() {
     assert!(!lock.is_locked().await.unwrap());
 }
 
+/// `shutdown` on a cluster client releases every kind on its slot's master, through its
+/// script: another client's waiters get in within 100 ms, the fair queue place is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_every_kind_on_its_master() {
+    let cluster = RedisCluster::start_async().await;
+    let (holder, other) = (connect(&cluster).await, connect(&cluster).await);
+    testkit::every_kind::shutdown_releases_everything(&holder, &other).await;
+    let mut on_master = cluster.master_of_key("fair-queued").raw().await;
+    assert_eq!(
+        testkit::fair_queue(&mut on_master, "fair-queued").await,
+        Vec::<String>::new()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_is_woken_by_the_unlock_message() {
     let cluster = RedisCluster::start_async().await;

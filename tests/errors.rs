@@ -125,13 +125,19 @@ async fn an_unreachable_redis_fails_connect_quickly() {
         .unwrap()
         .port();
     let started = Instant::now();
-    let err = Client::connect(format!("redis://127.0.0.1:{port}"))
+    let err = Client::connect(format!("redis://app:s3cret@127.0.0.1:{port}"))
         .await
         .unwrap_err();
     assert!(err.is_connection_error(), "{err}");
-    // Said once, however the chain is printed.
+    assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
+    // Said once, however the chain is printed, with the address and without the password.
     let printed = chain(&err);
     assert_eq!(printed.matches("refused").count(), 1, "{printed}");
+    assert!(
+        printed.contains(&format!("redis://app:***@127.0.0.1:{port}")),
+        "{printed}"
+    );
+    assert!(!printed.contains("s3cret"), "{printed}");
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
@@ -152,6 +158,11 @@ async fn a_killed_server_gives_errors_in_bounded_time_and_a_restarted_one_works_
     assert!(err.is_connection_error(), "{err}");
     let printed = chain(&err);
     assert_eq!(printed.matches("refused").count(), 1, "{printed}");
+    // Which Redis: the address is in the message.
+    assert!(
+        printed.contains(&format!("127.0.0.1:{}", server.port())),
+        "{printed}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -195,7 +206,7 @@ async fn a_frozen_server_gives_errors_in_bounded_time() {
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert!(matches!(
         err,
-        Error::Redis(_) | Error::Timeout { .. } | Error::Pool { .. }
+        Error::Redis(_) | Error::Unreachable { .. } | Error::Timeout { .. } | Error::Pool { .. }
     ));
     let err = within_budget.unwrap_err();
     assert!(err.is_timeout() || err.is_connection_error(), "{err}");

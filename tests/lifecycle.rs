@@ -2,7 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use redis_rlock::Client;
+use redis_rlock::{Client, LostReason};
+use testkit::every_kind::{
+    hold_everything, prepare, unix_ms, wait_on_everything, waiters_woke, GUARDS_HELD,
+};
 use testkit::RedisServer;
 
 fn alive_tasks() -> usize {
@@ -53,5 +56,327 @@ async fn a_client_made_and_dropped_a_thousand_times_leaves_no_task_running() {
     assert!(
         alive <= baseline,
         "{alive} tasks alive after 1,000 clients came and went, {baseline} before"
+    );
+}
+
+/// Every key, field, list entry and set member that names the client `id`: what a client
+/// leaves behind (unlock latches name none).
+async fn traces_of(server: &RedisServer, id: &str) -> Vec<String> {
+    let mut raw = server.raw().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mut traces = Vec::new();
+    for key in keys {
+        if key.contains(id) {
+            traces.push(key.clone());
+        }
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let command = match kind.as_str() {
+            "hash" => redis::cmd("HKEYS").arg(&key).clone(),
+            "list" => redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).clone(),
+            "zset" => redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).clone(),
+            _ => continue,
+        };
+        // Bytes: an expirable permit's id is 16 raw bytes.
+        let members: Vec<Vec<u8>> = command.query_async(&mut raw).await.unwrap();
+        traces.extend(
+            members
+                .iter()
+                .map(|member| String::from_utf8_lossy(member))
+                .filter(|member| member.contains(id))
+                .map(|member| format!("{key} {member}")),
+        );
+    }
+    traces
+}
+
+/// A service told to stop mid-work: `shutdown` releases every lock, permit and queue place
+/// through each kind's own script, so another client's waiters get in at once; the
+/// guards learn why, and the client refuses everything afterwards, sending nothing.
+#[tokio::test]
+async fn shutdown_releases_every_kind_and_wakes_the_waiters_at_once() {
+    let server = RedisServer::start();
+    let other = testkit::client(&server).await;
+    let holder = testkit::client(&server).await;
+    let held_by_other = prepare(&other).await;
+    let holdings = hold_everything(&holder).await;
+    let raw = server.raw().await;
+    testkit::fair::queue_len(&raw, "fair-queued").await;
+    testkit::eventually(
+        "the holder waits in the fair queue",
+        Duration::from_secs(10),
+        || holder.status().queued_waiters == 1,
+    )
+    .await;
+    let waiters = wait_on_everything(&other).await;
+    let lost = holdings.watchdog[0].lost();
+
+    let report = holder.shutdown(Duration::from_secs(10)).await;
+    let released_at = unix_ms();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.released, GUARDS_HELD, "{report:?}");
+    waiters_woke(waiters, released_at).await;
+    assert_eq!(
+        testkit::bounded("the queued wait", holdings.queued)
+            .await
+            .unwrap()
+            .unwrap_err()
+            .to_string(),
+        redis_rlock::Error::ShutDown.to_string()
+    );
+    assert_eq!(testkit::fair::queue_len(&raw, "fair-queued").await, (0, 0));
+    let id = holder.id().to_string();
+    assert_eq!(traces_of(&server, &id).await, Vec::<String>::new());
+
+    // The guards know, and send nothing.
+    assert_eq!(testkit::bounded("lost()", lost).await, LostReason::ShutDown);
+    let [first, second] = holdings.watchdog;
+    assert!(first.unlock().await.unwrap_err().is_shut_down());
+    for guard in [
+        second,
+        holdings.fixed_lease,
+        holdings.fair,
+        holdings.read,
+        holdings.write,
+    ] {
+        assert!(guard.is_lost());
+        assert!(guard.unlock().await.unwrap_err().is_shut_down());
+    }
+    assert!(holdings.permits.release().await.unwrap_err().is_shut_down());
+    assert!(holdings.permit.release().await.unwrap_err().is_shut_down());
+    // And the client takes nothing more, nor answers.
+    assert!(holder
+        .lock("later")
+        .try_lock()
+        .await
+        .unwrap_err()
+        .is_shut_down());
+    let refused = holder.lock("later").is_locked().await.unwrap_err();
+    assert!(refused.is_shut_down(), "{refused:?}");
+    assert!(holder
+        .semaphore("permits")
+        .try_acquire(1)
+        .await
+        .unwrap_err()
+        .is_shut_down());
+    assert!(!holder.status().watchdog_running);
+    assert_eq!(holder.status().held_locks, 0);
+    // A second shutdown has nothing left to do.
+    assert_eq!(holder.shutdown(Duration::from_secs(1)).await.released, 0);
+    held_by_other.unlock().await.unwrap();
+}
+
+/// The child process of [`a_process_that_shuts_down_and_exits_leaves_nothing_behind`]:
+/// connects to the URL it is given, holds everything, prints its client id, and on a line
+/// on stdin shuts down, prints when it was done, and returns.
+#[tokio::test]
+#[ignore = "the child process of a_process_that_shuts_down_and_exits_leaves_nothing_behind"]
+async fn child_holding_everything_shuts_down() {
+    let url = std::env::var(CHILD_URL).expect("run by the parent test, which sets the URL");
+    let client = Client::connect(url).await.unwrap();
+    let holdings = hold_everything(&client).await;
+    testkit::eventually(
+        "it waits in the fair queue",
+        Duration::from_secs(10),
+        || client.status().queued_waiters == 1,
+    )
+    .await;
+    println!("HELD {}", client.id());
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    let report = client.shutdown(Duration::from_secs(10)).await;
+    println!("RELEASED {} {}", unix_ms(), report.released);
+    assert!(report.is_complete(), "{report:?}");
+    // Leaving `main` with the guards alive: they send nothing.
+    drop(holdings);
+}
+
+/// The lines a child process prints, as they come.
+fn lines_of(stdout: std::process::ChildStdout) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use std::io::BufRead;
+    let (lines, received) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines.send(line);
+        }
+    });
+    received
+}
+
+/// What follows `prefix` on the child's next line that starts with it.
+async fn next_line(
+    lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    prefix: &'static str,
+) -> String {
+    loop {
+        let line = testkit::bounded(prefix, lines.recv()).await;
+        let line = line.unwrap_or_else(|| panic!("the child ended before `{prefix}`"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.trim().to_string();
+        }
+    }
+}
+
+const CHILD_URL: &str = "RLOCK_TEST_SHUTDOWN_CHILD_URL";
+
+/// A process that holds one of every kind and calls `shutdown` before it exits leaves
+/// nothing behind: its locks, permits and queue place are gone at once (not after a
+/// lease), and another process's waiters get in within 100 ms.
+#[tokio::test]
+async fn a_process_that_shuts_down_and_exits_leaves_nothing_behind() {
+    use std::io::Write;
+    let server = RedisServer::start();
+    let other = testkit::client(&server).await;
+    let held_by_other = prepare(&other).await;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_holding_everything_shuts_down",
+            "--nocapture",
+        ])
+        .env(CHILD_URL, server.url())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines_rx = lines_of(child.stdout.take().unwrap());
+    let id = next_line(&mut lines_rx, "HELD").await;
+    let raw = server.raw().await;
+    let waiters = wait_on_everything(&other).await;
+
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let released = next_line(&mut lines_rx, "RELEASED").await;
+    let mut released = released.split(' ');
+    let released_at: u128 = released.next().unwrap().parse().unwrap();
+    assert_eq!(released.next().unwrap(), GUARDS_HELD.to_string());
+    let exited = testkit::bounded(
+        "the child's exit",
+        tokio::task::spawn_blocking(move || child.wait()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(exited.success(), "the child failed: {exited}");
+
+    waiters_woke(waiters, released_at).await;
+    assert_eq!(testkit::fair::queue_len(&raw, "fair-queued").await, (0, 0));
+    assert_eq!(traces_of(&server, &id).await, Vec::<String>::new());
+    held_by_other.unlock().await.unwrap();
+}
+
+/// `target/<profile>/examples/<name>`, which plain `cargo test` builds beside the tests.
+fn example_binary(name: &str) -> std::path::PathBuf {
+    let test_binary = std::env::current_exe().unwrap();
+    let profile_dir = test_binary
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap();
+    let binary = profile_dir.join("examples").join(name);
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(format!("{name}.rs"));
+    let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified());
+    assert!(
+        matches!((modified(&binary), modified(&source)), (Ok(built), Ok(written)) if built >= written),
+        "{} is missing or older than its source: build it with `cargo build --example {name}` \
+         (plain `cargo test` does)",
+        binary.display()
+    );
+    binary
+}
+
+/// The `worker` example, stopped by SIGTERM in the middle of its job, releases its lock
+/// before it exits: the key is gone when the process is, well before its lease would end.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_worker_example_stopped_by_sigterm_frees_its_lock_at_once() {
+    let server = RedisServer::start();
+    let mut worker = std::process::Command::new(example_binary("worker"))
+        .arg("60")
+        .env("REDIS_URL", server.url())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines_rx = lines_of(worker.stdout.take().unwrap());
+    next_line(&mut lines_rx, "took").await;
+    let mut raw = server.raw().await;
+    let lease_left: i64 = redis::cmd("PTTL")
+        .arg("worker:nightly-report")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(lease_left > 0, "the worker holds its lock");
+    let signalled = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exited = testkit::bounded(
+        "the worker's exit",
+        tokio::task::spawn_blocking(move || worker.wait()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let took = signalled.elapsed();
+    assert!(exited.success(), "the worker failed: {exited}");
+    let held: bool = redis::cmd("EXISTS")
+        .arg("worker:nightly-report")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(!held, "the lock outlived the worker");
+    assert!(
+        took < Duration::from_millis(u64::try_from(lease_left).unwrap()),
+        "the worker took {took:?} to exit, longer than the {lease_left} ms its lease had left: \
+         this run cannot tell a release from an expiry"
+    );
+    next_line(&mut lines_rx, "stop requested").await;
+}
+
+/// A client whose last handle is dropped inside its runtime deletes the unlock latches it
+/// had not sent for deletion yet, rather than leaving them to expire.
+#[tokio::test]
+async fn a_dropped_client_deletes_its_pending_unlock_latches() {
+    let server = RedisServer::start();
+    let client = testkit::client(&server).await;
+    client
+        .lock("latched")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let raw = server.raw().await;
+    let latches = || {
+        let mut raw = raw.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("redisson_unlock_latch:*")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            keys.len()
+        }
+    };
+    assert_eq!(latches().await, 1, "the unlock's latch waits for its batch");
+    drop(client);
+    // Seconds before the latch would expire by itself.
+    assert_eq!(
+        testkit::settles_to(0, Duration::from_secs(2), latches).await,
+        0
     );
 }

@@ -57,8 +57,13 @@ fn log_lines_never_carry_the_password() {
             let waiter = client.lock("order:1");
             let waiting = tokio::spawn(async move { waiter.lock().await.map(drop) });
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            // The waiter's pub/sub connection, lost and made again, logs its node.
+            server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
             guard.unlock().await.unwrap();
             waiting.await.unwrap().unwrap();
+            let report = client.shutdown(std::time::Duration::from_secs(5)).await;
+            assert!(report.is_complete(), "{report:?}");
             let wrong = format!("redis://app:{SECRET}x@127.0.0.1:{}", server.port());
             Client::connect(wrong.as_str()).await.unwrap_err();
         });
@@ -71,6 +76,15 @@ fn log_lines_never_carry_the_password() {
     assert!(
         logged.contains("app:***@"),
         "the URL is logged redacted:\n{logged}"
+    );
+    assert!(
+        logged.contains(&format!("node=127.0.0.1:{}", server.port())),
+        "pub/sub lines name the node by its address:\n{logged}"
+    );
+    assert!(!logged.contains("node=the server"), "{logged}");
+    assert!(
+        logged.contains("shut down"),
+        "the shutdown is logged:\n{logged}"
     );
     assert!(!logged.contains(SECRET), "{logged}");
 }

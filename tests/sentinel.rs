@@ -72,6 +72,13 @@ async fn every_lock_kind_works_on_the_master_the_sentinels_name() {
     let second = fenced.lock().await.unwrap();
     assert!(second.fencing_token().unwrap() > token, "tokens increase");
     second.unlock().await.unwrap();
+
+    // And `shutdown` releases every kind there, waking another client's waiters at once.
+    let other = self::client(&sentinels, Duration::from_secs(30)).await;
+    testkit::every_kind::shutdown_releases_everything(&client, &other).await;
+    assert!(testkit::fair_queue(&mut on_master, "fair-queued")
+        .await
+        .is_empty());
 }
 
 #[tokio::test]

@@ -15,9 +15,11 @@ use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock, ReadWriteLock};
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 
 pub(crate) mod builder;
+mod shutdown;
 mod status;
 
 pub use builder::{ClientBuilder, PubSubMode};
+pub use shutdown::{NotReleased, ShutdownReport};
 pub use status::Status;
 
 /// A connection to one Redis server and the source of its locks.
@@ -290,6 +292,47 @@ impl Client {
     /// Not cancel safe: if dropped, the value may or may not have been written.
     pub async fn fenced_set(&self, key: &str, token: u64, value: &[u8]) -> Result<bool> {
         fenced::fenced_set(&self.core, key, token, value).await
+    }
+
+    /// Releases everything the client holds and closes it, within `timeout`: for a
+    /// service's clean exit (on SIGTERM, at the end of `main`), so that the locks it held
+    /// free at once rather than at the end of their leases.
+    ///
+    /// - From the moment it is called, acquires (of locks, of permits) fail with
+    ///   [`Error::ShutDown`](crate::Error::ShutDown), and calls waiting for a lock or for
+    ///   permits return with it at once, leaving their fair-queue places. A try already
+    ///   sent gets up to half of `timeout` to finish; a lock it took is released again.
+    /// - Every lock, expirable permit and semaphore permit that a guard of this client
+    ///   still holds is released through its kind's own script, so that other clients'
+    ///   waiters are woken at once and fair queues move on. The guards' [`lost`](crate::LockGuard::lost)
+    ///   resolves [`LostReason::ShutDown`](crate::LostReason::ShutDown), and their
+    ///   `unlock()`/`release()` returns [`Error::ShutDown`](crate::Error::ShutDown) and sends
+    ///   nothing.
+    /// - Releases running in the background (from dropped guards) finish, and unlock
+    ///   latches are deleted; then the watchdog and the other background tasks stop and the
+    ///   connections close. Every later call on the client, its handles and guards returns
+    ///   [`Error::ShutDown`](crate::Error::ShutDown).
+    ///
+    /// Returns what was released and what could not be (those expire with their leases).
+    /// A second call, or one on a clone, waits for the first to end and returns an empty
+    /// report. A client that is dropped instead (its last handle, lock or guard gone)
+    /// releases guards as they drop, in the background, which a runtime that is ending
+    /// may cut short: call this before leaving `main`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// let guard = client.lock("nightly-report").lock().await?;
+    /// tokio::select! {
+    ///     _ = run_report() => guard.unlock().await?,
+    ///     _ = tokio::signal::ctrl_c() => {} // the guard is released below
+    /// }
+    /// let report = client.shutdown(std::time::Duration::from_secs(5)).await;
+    /// assert!(report.is_complete(), "{report:?}");
+    /// # Ok(()) }
+    /// # async fn run_report() {}
+    /// ```
+    pub async fn shutdown(&self, timeout: Duration) -> ShutdownReport {
+        shutdown::shut_down(&self.core, timeout).await
     }
 
     /// What the client holds and waits for right now: held locks, watchdog holds, queued

@@ -27,6 +27,10 @@ use crate::transport::permissions::CommandCheck;
 use crate::transport::pubsub::UnlockListener;
 use crate::transport::replica_sync::ReplicaSync;
 use crate::transport::server_check;
+use crate::util::lifecycle::Background;
+use handed_out::HandedOut;
+
+pub(crate) mod handed_out;
 
 /// One client's connections, state and services; shared by the client's handles and locks.
 pub(crate) struct Core {
@@ -36,6 +40,8 @@ pub(crate) struct Core {
     pub(crate) settings: Settings,
     pub(crate) connections: Arc<Connections>,
     pub(crate) holds: Arc<Holds>,
+    /// Every guard handed out and not yet released, for the shutdown to release.
+    pub(crate) handed_out: HandedOut,
     pub(crate) watchdog: Watchdog,
     /// Checks fixed-lease holds after a reconnection.
     pub(crate) lease_check: LeaseCheck,
@@ -53,8 +59,18 @@ pub(crate) struct Core {
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
     /// Whether the user may run each lock kind's commands, checked at its first use.
     pub(crate) commands: CommandCheck,
-    /// The runtime the client was built on, where its connections are driven.
-    runtime: tokio::runtime::Handle,
+    /// The runtime the client was built on, where its connections are driven and its
+    /// clean-up work runs.
+    background: Background,
+}
+
+impl Drop for Core {
+    /// The client's last handle is gone: no guard, lock handle or background release is
+    /// left (each holds the core), so what remains is the unlock latches waiting for their
+    /// batch, sent now while the connections are still here.
+    fn drop(&mut self) {
+        self.latches.send_pending();
+    }
 }
 
 impl Core {
@@ -111,7 +127,8 @@ impl Core {
         )?;
         let commands = CommandCheck::new(settings.replica_sync.is_some(), channel_kind);
         let holds = Arc::new(Holds::default());
-        let latches = LatchReaper::new(&connections, &runtime);
+        let background = connections.lifecycle.background(runtime.clone());
+        let latches = LatchReaper::new(&connections, background.clone());
         let replica_sync = settings
             .replica_sync
             .map(|(replicas, timeout)| Arc::new(ReplicaSync::new(replicas, timeout)));
@@ -146,8 +163,8 @@ impl Core {
             id,
             id_text: id.to_string(),
             settings,
-            connections,
             holds,
+            handed_out: HandedOut::default(),
             watchdog,
             lease_check,
             heartbeat,
@@ -158,21 +175,36 @@ impl Core {
             releases: Batcher::new(runtime.clone(), cluster),
             replica_sync,
             commands,
-            runtime,
+            background,
+            connections,
         }))
     }
 
     /// Runs clean-up work (a release from a `Drop`, the undo of an abandoned acquire) on the
     /// client's runtime, which drives its connections: it works from a `Drop` outside any
-    /// runtime too, and does not die with a caller's runtime that is shutting down. If the
-    /// client's own runtime is gone, nothing can be sent: locks expire with their leases.
+    /// runtime too, does not die with a caller's runtime that is shutting down, and is
+    /// waited for by [`Client::shutdown`](crate::Client::shutdown). If the client's own
+    /// runtime is gone, nothing can be sent: locks expire with their leases.
     pub(crate) fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
-        drop(self.runtime.spawn(work));
+        self.background.spawn(work);
     }
 
-    /// The runtime the client was built on (see [`Core::spawn`]).
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.runtime
+    /// Where clean-up work runs (see [`Core::spawn`]).
+    pub(crate) fn background(&self) -> &Background {
+        &self.background
+    }
+
+    /// Counts a release (a guard's, from any task) as on its way until the token drops, so
+    /// that a shutdown waits for it before it closes the connections.
+    pub(crate) fn track(&self) -> tokio_util::task::task_tracker::TaskTrackerToken {
+        self.connections.lifecycle.track()
+    }
+
+    /// Counts a call that may take something (an acquire, a wait for permits) as on its
+    /// way until the token drops, so that a shutdown waits for it; or refuses it with
+    /// [`Error::ShutDown`] once a shutdown has begun.
+    pub(crate) fn admit(&self) -> Result<tokio_util::task::task_tracker::TaskTrackerToken> {
+        self.connections.lifecycle.admit()
     }
 }
 

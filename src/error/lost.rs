@@ -25,6 +25,9 @@ pub enum LostReason {
     /// The hold reached the cap set with [`Lock::with_max_hold`](crate::Lock::with_max_hold):
     /// the watchdog stopped renewing it, and its last lease ran out.
     MaxHoldReached,
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)), which
+    /// released the lock (or permit) on the guard's behalf.
+    ShutDown,
 }
 
 impl LostReason {
@@ -36,6 +39,7 @@ impl LostReason {
             LostReason::ConnectionLost => "connection_lost",
             LostReason::QuorumLost => "quorum_lost",
             LostReason::MaxHoldReached => "max_hold_reached",
+            LostReason::ShutDown => "shut_down",
         }
     }
 }
@@ -50,6 +54,7 @@ impl fmt::Display for LostReason {
             LostReason::ConnectionLost => "Redis could not be reached to renew the lease",
             LostReason::QuorumLost => "fewer than a quorum of the RedLock's nodes still hold it",
             LostReason::MaxHoldReached => "it was held for the longest time allowed",
+            LostReason::ShutDown => "the client was shut down, which released it",
         })
     }
 }

@@ -61,6 +61,18 @@ pub enum Error {
     #[error("redis error: {0}")]
     Redis(redis::RedisError),
 
+    /// No connection to Redis could be made: the address refused it, could not be reached,
+    /// or did not answer in time. Nothing was sent, and a later try may succeed. The URL
+    /// shows no password (`***` in its place); the message says what redis-rs said, so the
+    /// error has no `source()`.
+    #[error("cannot reach Redis at {url}: {error}")]
+    Unreachable {
+        /// The server's URL, its password replaced by `***`.
+        url: String,
+        /// What redis-rs said.
+        error: redis::RedisError,
+    },
+
     /// No connection could be taken from, or made by, the connection pool.
     #[error("connection pool error: {message}")]
     Pool {
@@ -226,6 +238,12 @@ pub enum Error {
     /// use.
     #[error("the tokio runtime this client was built on has shut down")]
     RuntimeGone,
+
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)): it takes
+    /// no lock, permit or call any more, and a guard it released on shutdown sends nothing
+    /// when it is unlocked. Nothing was sent.
+    #[error("the client was shut down")]
+    ShutDown,
 }
 
 impl Error {
@@ -244,7 +262,7 @@ impl Error {
     pub fn is_timeout(&self) -> bool {
         match self {
             Error::Timeout { .. } => true,
-            Error::Redis(e) => e.is_timeout(),
+            Error::Redis(e) | Error::Unreachable { error: e, .. } => e.is_timeout(),
             _ => false,
         }
     }
@@ -256,6 +274,7 @@ impl Error {
         match self {
             Error::Redis(e) => is_transient(e),
             Error::Pool { .. }
+            | Error::Unreachable { .. }
             | Error::Timeout { .. }
             | Error::QuorumUnreachable { .. }
             | Error::NotReplicated { .. } => true,
@@ -307,6 +326,11 @@ impl Error {
     /// read-write lock ([`Error::UpgradeRefused`](crate::Error::UpgradeRefused)).
     pub fn is_upgrade_refused(&self) -> bool {
         matches!(self, Error::UpgradeRefused { .. })
+    }
+
+    /// True when the client was shut down ([`Error::ShutDown`](crate::Error::ShutDown)).
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, Error::ShutDown)
     }
 
     /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost) (and an

@@ -299,6 +299,8 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
         fixed_lease_ms: Option<u64>,
         wait: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
+        // The caller's wait counts from the call, the independence check included.
+        let deadline = deadline_after(wait);
         let nodes = self.nodes(fixed_lease_ms)?;
         if P::DISTINCT_NODES {
             self.independence
@@ -318,6 +320,6 @@ impl<P: GroupPolicy, K: GroupKind> LockGroup<P, K> {
             split: false,
             kind: PhantomData,
         };
-        wait_for(&mut contender, deadline_after(wait)).await
+        wait_for(&mut contender, deadline).await
     }
 }

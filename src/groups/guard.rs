@@ -273,12 +273,16 @@ impl GroupState {
 
     /// Why the group is lost, from the reasons its lost holds gave: a `MultiLock`'s first;
     /// for a `RedLock`, the reason all of them share if they do (every hold reaching the
-    /// maximum hold time), else [`LostReason::QuorumLost`].
+    /// maximum hold time, or released by its client's shutdown), else
+    /// [`LostReason::QuorumLost`].
     fn reason(&self, reasons: &[LostReason]) -> LostReason {
         match reasons.first() {
             Some(&first) if self.quorum == self.total => first,
-            Some(_) if reasons.iter().all(|&r| r == LostReason::MaxHoldReached) => {
-                LostReason::MaxHoldReached
+            Some(&first)
+                if matches!(first, LostReason::MaxHoldReached | LostReason::ShutDown)
+                    && reasons.iter().all(|&r| r == first) =>
+            {
+                first
             }
             _ => LostReason::QuorumLost,
         }

@@ -260,8 +260,11 @@ impl Hold {
         if marked {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
-            // Counted before anyone awaiting `lost()` is told, who may read the metrics.
-            metrics::lost(reason.label());
+            // Counted before anyone awaiting `lost()` is told, who may read the metrics. A
+            // shutdown's release is no loss to alert on: every deploy makes them.
+            if reason != LostReason::ShutDown {
+                metrics::lost(reason.label());
+            }
             self.uncount();
             self.lost_set.notify_waiters();
             tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
@@ -378,6 +381,7 @@ impl LostCode {
             LostReason::ConnectionLost => 3,
             LostReason::QuorumLost => 4,
             LostReason::MaxHoldReached => 5,
+            LostReason::ShutDown => 6,
         }
     }
 
@@ -388,6 +392,7 @@ impl LostCode {
             3 => Some(LostReason::ConnectionLost),
             4 => Some(LostReason::QuorumLost),
             5 => Some(LostReason::MaxHoldReached),
+            6 => Some(LostReason::ShutDown),
             _ => None,
         }
     }

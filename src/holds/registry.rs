@@ -494,6 +494,7 @@ mod tests {
             LostReason::ConnectionLost,
             LostReason::QuorumLost,
             LostReason::MaxHoldReached,
+            LostReason::ShutDown,
         ] {
             assert_eq!(LostCode::reason(LostCode::of(reason)), Some(reason));
         }

@@ -32,6 +32,15 @@ pub(crate) async fn acquire(
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let mut timed = Timed::start(names.kind.label());
+    // Counted until it returns, queue place left and all, so that a shutdown waits for it.
+    let _admitted = match core.admit() {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            let outcome = Err(refused);
+            timed.ended::<LockGuard>(&outcome);
+            return outcome;
+        }
+    };
     let task = identity.field(&core.id_text);
     let owner = names.owner_field(&task);
     if let Err(refused) = crate::locks::read_write::refuse_upgrade(core, names, &task, &owner) {

@@ -79,6 +79,9 @@ pub(crate) async fn attempt(
     request: Request,
     join_queue: bool,
 ) -> Result<Tried<LockGuard>> {
+    // Refused once the client shuts down; counted meanwhile (for a group's node, whose
+    // client may not be the one whose call waits), so that the shutdown waits for it.
+    let _admitted = core.admit()?;
     // At the kind's first use: may the user run every command its scripts run?
     core.commands.ensure(&core.connections, names).await?;
     let id = core.holds.id(&names.key, owner);
@@ -109,7 +112,7 @@ pub(crate) async fn attempt(
     let call = script_call(&sent, route);
     let orphaned = sent.clone();
     let outcome = FinishOnDrop::new(call, move |outcome| orphaned.abandoned(&outcome))
-        .on(core.runtime())
+        .on(core.background())
         .await;
     if let Some(shared) = &shared {
         match &outcome {
@@ -258,7 +261,7 @@ impl Sent {
                 // we counted on it. Taken back, awaited so that it reaches Redis before a
                 // retry.
                 FinishOnDrop::new(self.undo(), |()| {})
-                    .on(core.runtime())
+                    .on(core.background())
                     .await;
                 Err(unreplicated)
             }
@@ -306,7 +309,7 @@ impl Sent {
                     // Awaited, so that it reaches Redis before any retry of the acquire;
                     // finished in the background if the caller leaves meanwhile.
                     FinishOnDrop::new(undo.run_once(), |()| {})
-                        .on(core.runtime())
+                        .on(core.background())
                         .await;
                 }
                 let error = explain::explain(&core.connections, "acquiring", &self.names, e.into());

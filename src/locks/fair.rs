@@ -108,7 +108,7 @@ impl QueuePlace {
                 leave_in_background(core, names, owner);
             }
         };
-        let runtime = self.core.runtime().clone();
+        let runtime = self.core.background().clone();
         FinishOnDrop::new(leaving, |()| {}).on(&runtime).await;
     }
 

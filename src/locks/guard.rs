@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::core::handed_out::Outstanding;
 use crate::core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
@@ -38,6 +39,8 @@ struct GuardState {
     names: Arc<LockNames>,
     hold: Arc<Hold>,
     token: Option<u64>,
+    /// Its entry in the client's list of guards (see [`HandedOut`](crate::core::handed_out)).
+    ticket: u64,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -60,12 +63,17 @@ impl LockGuard {
         hold: Arc<Hold>,
         token: Option<u64>,
     ) -> Self {
+        let ticket = core.handed_out.list(Outstanding::Lock {
+            names: names.clone(),
+            hold: hold.clone(),
+        });
         LockGuard {
             state: Some(GuardState {
                 core,
                 names,
                 hold,
                 token,
+                ticket,
             }),
         }
     }
@@ -158,14 +166,16 @@ impl LockGuard {
     ///
     /// # Errors
     /// [`Error::LockLost`](crate::Error::LockLost) when the lock was lost before this call (nothing is deleted, and
-    /// another owner's lock is never touched); a connection error when Redis could not be
-    /// reached after the configured retries (the lock then expires with its lease).
+    /// another owner's lock is never touched); [`Error::ShutDown`](crate::Error::ShutDown)
+    /// when the client's [`shutdown`](crate::Client::shutdown) released it already (nothing
+    /// is sent); a connection error when Redis could not be reached after the configured
+    /// retries (the lock then expires with its lease).
     ///
     /// # Cancel safety
     /// The release runs to completion in the background if this future is dropped.
     pub async fn unlock(mut self) -> Result<()> {
         let state = self.state.take().expect("a guard is released once");
-        let runtime = state.core.runtime().clone();
+        let runtime = state.core.background().clone();
         let span = tracing::debug_span!("unlock", lock = %state.names.key, kind = state.names.kind.label());
         FinishOnDrop::new(release(state).instrument(span), |_| {})
             .on(&runtime)
@@ -176,18 +186,43 @@ impl LockGuard {
 /// How many extra counts a last release takes back at most (see [`release_leftovers`]).
 const MAX_LEFTOVERS: usize = 8;
 
-/// Releases one hold. The local registry lets go at once, before anything is sent, so the
-/// watchdog stops renewing a hold the moment its last guard goes, whatever Redis answers
-/// (and even if the returned future never runs).
+/// Releases one hold, unless the client's shutdown released it already. The local registry
+/// lets go at once, before anything is sent, so the watchdog stops renewing a hold the
+/// moment its last guard goes, whatever Redis answers (and even if the returned future
+/// never runs).
 fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'static {
     let GuardState {
-        core, names, hold, ..
+        core,
+        names,
+        hold,
+        ticket,
+        ..
     } = state;
-    // Whether it was lost is decided before the release retires the hold.
-    let lost = hold.lost_reason();
+    let sending = core.handed_out.take(ticket).then(|| {
+        // Whether it was lost is decided before the release retires the hold.
+        let lost = hold.lost_reason();
+        release_one(core, names, hold, lost)
+    });
+    async move {
+        match sending {
+            Some(sending) => sending.await,
+            None => Err(Error::ShutDown),
+        }
+    }
+}
+
+/// Releases one guard's hold, found `lost` or not (sent if not): for the guard's own
+/// release, and for the client's shutdown, which took the guard off its list.
+pub(crate) fn release_one(
+    core: Arc<Core>,
+    names: Arc<LockNames>,
+    hold: Arc<Hold>,
+    lost: Option<LostReason>,
+) -> impl Future<Output = Result<()>> + Send + 'static {
     // Before the hold lets go: from then on a new acquire of the owner waits for this
     // release to be answered.
     let releasing = core.holds.release_started(&hold.id());
+    let tracked = core.track();
     let last = core.holds.release(&hold);
     let kind = names.kind.label();
     if last {
@@ -195,7 +230,7 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
     }
     async move {
         let (outcome, result) = release_hold(&core, &names, &hold, lost, last).await;
-        drop(releasing);
+        drop((releasing, tracked));
         metrics::released(kind, outcome);
         result
     }
@@ -310,7 +345,7 @@ impl Drop for LockGuard {
         core.spawn(async move {
             match releasing.await {
                 Ok(()) => tracing::debug!(lock = %key, "released in the background"),
-                Err(e) if e.is_lock_lost() => tracing::debug!(lock = %key, error = %e, "dropped a lost guard"),
+                Err(e) if e.is_lock_lost() || e.is_shut_down() => tracing::debug!(lock = %key, error = %e, "dropped a lost guard"),
                 Err(e) => tracing::warn!(lock = %key, error = %e, "background release failed; the lock expires with its lease"),
             }
         });

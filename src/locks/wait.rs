@@ -163,7 +163,15 @@ pub(crate) async fn wait_for<C: Contender>(
     // Counted among the waiting calls from its first wait on.
     let mut waiting = None;
     loop {
+        if contender.pacing().lifecycle.is_stopping() {
+            return Err(Error::ShutDown);
+        }
         let retry_within = match contender.attempt().await {
+            // Taken while the client began to shut down: given back (the guard's drop
+            // releases it in the background, which the shutdown waits for).
+            Ok(Tried::Acquired(_)) if contender.pacing().lifecycle.is_stopping() => {
+                return Err(Error::ShutDown)
+            }
             Ok(Tried::Acquired(guard)) => {
                 contender.wakeups_used();
                 return Ok(Some(guard));
@@ -185,7 +193,7 @@ pub(crate) async fn wait_for<C: Contender>(
                 }
                 tracing::debug!(error = %e, "the cluster is changing its topology; retrying");
                 // The last pause ends at the deadline, for one more try there.
-                tokio::time::sleep(contender.pacing().backoff().min(left)).await;
+                pause(contender.pacing(), contender.pacing().backoff().min(left)).await;
                 continue;
             }
             Err(e) if budgeted && rides_out_outage(&e) && contender.may_retry(&e) => {
@@ -203,7 +211,7 @@ pub(crate) async fn wait_for<C: Contender>(
                 failures += 1;
                 tracing::debug!(error = %e, "acquire failed; retrying");
                 let pause = contender.pacing().backoff();
-                if !sleep_within(pause, deadline).await {
+                if !sleep_within(contender.pacing(), pause, deadline).await {
                     return Err(e);
                 }
                 continue;
@@ -237,7 +245,12 @@ pub(crate) async fn wait_for<C: Contender>(
             .max(Duration::from_millis(1))
             .min(remaining);
         waiting.get_or_insert_with(metrics::Waiting::start);
-        contender.wait(bound).await;
+        // A shutdown ends the wait at once; the loop's top then returns.
+        let stopping = contender.pacing().lifecycle.stop_signal();
+        tokio::select! {
+            () = contender.wait(bound) => {}
+            () = stopping.cancelled() => {}
+        }
     }
 }
 
@@ -271,8 +284,16 @@ async fn ride_out(
         .saturating_mul(1 << failures.saturating_sub(1).min(10));
     let pause = doubled.min(OUTAGE_PAUSE_CAP).min(left);
     tracing::debug!(%error, failures, ?pause, "cannot reach Redis; retrying within the caller's wait");
-    tokio::time::sleep(pause).await;
+    self::pause(pacing, pause).await;
     true
+}
+
+/// Sleeps `length`, or until the client begins to shut down.
+async fn pause(pacing: &Connections, length: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(length) => {}
+        () = pacing.lifecycle.stopping() => {}
+    }
 }
 
 /// Time left until `deadline` (`None`: no deadline, so without end).
@@ -289,11 +310,12 @@ pub(crate) fn deadline_after(wait: Option<Duration>) -> Option<Instant> {
     wait.and_then(|wait| Instant::now().checked_add(wait))
 }
 
-/// Sleeps `pause` unless that would pass `deadline`; returns whether time is left after it.
-async fn sleep_within(pause: Duration, deadline: Option<Instant>) -> bool {
-    if pause >= remaining(deadline) {
+/// Sleeps `length` (see [`pause`]) unless that would pass `deadline`; returns whether time
+/// is left after it.
+async fn sleep_within(pacing: &Connections, length: Duration, deadline: Option<Instant>) -> bool {
+    if length >= remaining(deadline) {
         return false;
     }
-    tokio::time::sleep(pause).await;
+    pause(pacing, length).await;
     true
 }

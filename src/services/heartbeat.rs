@@ -47,6 +47,11 @@ struct Refreshes {
 impl Heartbeat {
     /// `waiter_timeout`: how long a dead waiter may hold its place at most (at the head of
     /// the queue; `redisson_wait` more for each waiter ahead of it).
+    /// Stops refreshing queue places, for the client's shutdown.
+    pub(crate) fn stop(&self) {
+        self.task.stop();
+    }
+
     pub(crate) fn new(
         connections: Arc<Connections>,
         listener: UnlockListener,

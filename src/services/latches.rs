@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crate::transport::connection::Connections;
+use crate::util::lifecycle::Background;
 use crate::util::sync;
 
 /// Keys per UNLINK, to keep each command small.
@@ -28,8 +29,9 @@ const FLUSH_AFTER: Duration = Duration::from_secs(1);
 pub(crate) struct LatchReaper {
     pending: Mutex<Pending>,
     connections: Weak<Connections>,
-    /// Where the UNLINKs run: the client's runtime, which drives its connections.
-    runtime: tokio::runtime::Handle,
+    /// Where the UNLINKs run: the client's runtime, which drives its connections, and
+    /// where its shutdown waits for them.
+    background: Background,
 }
 
 #[derive(Default)]
@@ -40,11 +42,11 @@ struct Pending {
 }
 
 impl LatchReaper {
-    pub(crate) fn new(connections: &Arc<Connections>, runtime: &tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(connections: &Arc<Connections>, background: Background) -> Self {
         LatchReaper {
             pending: Mutex::new(Pending::default()),
             connections: Arc::downgrade(connections),
-            runtime: runtime.clone(),
+            background,
         }
     }
 
@@ -64,16 +66,29 @@ impl LatchReaper {
         self.send(due);
     }
 
+    /// Deletes every latch waiting for its batch, now: the client shuts down.
+    pub(crate) async fn flush(&self) {
+        let latches = {
+            let mut pending = sync::locked(&self.pending);
+            pending.since = None;
+            std::mem::take(&mut pending.latches)
+        };
+        if let (false, Some(connections)) = (latches.is_empty(), self.connections.upgrade()) {
+            unlink(latches, connections).await;
+        }
+    }
+
     fn send(&self, latches: Vec<Arc<str>>) {
         let Some(connections) = self.connections.upgrade() else {
             return; // the client is going away: they expire by themselves
         };
-        drop(self.runtime.spawn(unlink(latches, connections)));
+        self.background.spawn(unlink(latches, connections));
     }
 }
 
-impl Drop for LatchReaper {
-    fn drop(&mut self) {
+impl LatchReaper {
+    /// Sends the latches waiting for their batch, in the background: the client is going.
+    pub(crate) fn send_pending(&self) {
         let latches = std::mem::take(&mut sync::locked(&self.pending).latches);
         if !latches.is_empty() {
             self.send(latches);

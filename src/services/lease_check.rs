@@ -51,6 +51,11 @@ struct Checks {
 }
 
 impl LeaseCheck {
+    /// Stops checking fixed leases, for the client's shutdown.
+    pub(crate) fn stop(&self) {
+        self.task.stop();
+    }
+
     pub(crate) fn new(
         holds: Arc<Holds>,
         connections: Arc<Connections>,

@@ -75,6 +75,14 @@ impl<R: Rounds> Periodic<R> {
         *task = Some(self.shared.runtime.spawn(run(self.shared.clone())));
     }
 
+    /// Ends the task now, for the client's shutdown (which leaves it no work to start
+    /// another for).
+    pub(crate) fn stop(&self) {
+        if let Some(task) = sync::locked(&self.shared.task).take() {
+            task.abort();
+        }
+    }
+
     /// Whether the task is running (for tests and diagnostics).
     pub(crate) fn is_running(&self) -> bool {
         let task = sync::locked(&self.shared.task);

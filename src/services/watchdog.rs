@@ -55,6 +55,11 @@ struct Renewals {
 }
 
 impl Watchdog {
+    /// Stops renewing, for the client's shutdown.
+    pub(crate) fn stop(&self) {
+        self.task.stop();
+    }
+
     pub(crate) fn new(
         holds: Arc<Holds>,
         connections: Arc<Connections>,

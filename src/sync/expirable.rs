@@ -336,7 +336,7 @@ impl Try for TakePermit {
                 });
             }
         })
-        .on(core.runtime())
+        .on(core.background())
         .await;
         match &outcome {
             Ok(_) => core.connections.report_success(),
@@ -385,7 +385,7 @@ impl Try for TakePermit {
                     // before the next try. Awaited, so that it is sent before that try on
                     // the same connection.
                     let (core, names) = (core.clone(), names.clone());
-                    let runtime = core.runtime().clone();
+                    let runtime = core.background().clone();
                     FinishOnDrop::new(
                         async move {
                             let _ = release_id(&core, &names, &id).await;

@@ -163,9 +163,9 @@ mod check;
 mod expirable;
 mod handle;
 mod latch;
-mod permit;
+pub(crate) mod permit;
 mod semaphore;
-mod semaphore_guard;
+pub(crate) mod semaphore_guard;
 mod waiting;
 
 pub use expirable::PermitExpirableSemaphore;

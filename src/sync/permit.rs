@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::core::handed_out::Outstanding;
 use crate::core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
@@ -44,6 +45,8 @@ struct PermitState {
     /// Its registration with the client: the id in hex is its owner, the permits' sorted
     /// set its key; the lease check looks for it there after a reconnection.
     hold: Arc<Hold>,
+    /// Its entry in the client's list of guards (see [`HandedOut`](crate::core::handed_out)).
+    ticket: u64,
 }
 
 impl std::fmt::Debug for ExpirablePermit {
@@ -66,12 +69,18 @@ impl ExpirablePermit {
         id: [u8; 16],
         hold: Arc<Hold>,
     ) -> Self {
+        let ticket = core.handed_out.list(Outstanding::Permit {
+            names: names.clone(),
+            id,
+            hold: hold.clone(),
+        });
         ExpirablePermit {
             state: Some(PermitState {
                 core,
                 names,
                 id,
                 hold,
+                ticket,
             }),
         }
     }
@@ -126,6 +135,8 @@ impl ExpirablePermit {
     /// [`Error::PermitLost`](crate::Error::PermitLost) when the permit was lost before
     /// (nothing is sent) or is found gone (its lease ran out, someone released it by id,
     /// Redis forgot it): nobody else's permit is touched;
+    /// [`Error::ShutDown`](crate::Error::ShutDown) when the client's
+    /// [`shutdown`](crate::Client::shutdown) released it already (nothing is sent);
     /// [`Error::NotALock`](crate::Error::NotALock) when a key now holds other data; a
     /// connection error when Redis could not be reached after the retries (the permit
     /// then comes back when its lease runs out).
@@ -134,7 +145,7 @@ impl ExpirablePermit {
     /// The release runs to completion in the background if this future is dropped.
     pub async fn release(mut self) -> Result<()> {
         let state = self.state.take().expect("a permit is released once");
-        let runtime = state.core.runtime().clone();
+        let runtime = state.core.background().clone();
         FinishOnDrop::new(release(state), |_| {}).on(&runtime).await
     }
 
@@ -143,24 +154,50 @@ impl ExpirablePermit {
     /// comes back when its lease runs out.
     pub fn forget(mut self) -> String {
         let state = self.state.take().expect("a permit is consumed once");
+        state.core.handed_out.take(state.ticket);
         state.core.holds.release(&state.hold);
         tracing::debug!(semaphore = %state.names.key, permit = %state.hold.owner, "permit forgotten");
         state.hold.owner.to_string()
     }
 }
 
-/// Releases one permit. The client stops watching it at once, before anything is sent.
+/// Releases one permit, unless the client's shutdown released it already. The client stops
+/// watching it at once, before anything is sent.
 fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'static {
     let PermitState {
         core,
         names,
         id,
         hold,
+        ticket,
     } = state;
-    // Whether it was lost is decided before the release retires it.
-    let lost = hold.lost_reason();
-    core.holds.release(&hold);
+    let sending = core.handed_out.take(ticket).then(|| {
+        // Whether it was lost is decided before the release retires it.
+        let lost = hold.lost_reason();
+        release_one(core, names, id, hold, lost)
+    });
     async move {
+        match sending {
+            Some(sending) => sending.await,
+            None => Err(Error::ShutDown),
+        }
+    }
+}
+
+/// Releases one permit, found `lost` or not (sent if not): for the guard's own release,
+/// and for the client's shutdown, which took the guard off its list.
+pub(crate) fn release_one(
+    core: Arc<Core>,
+    names: Arc<SyncNames>,
+    id: [u8; 16],
+    hold: Arc<Hold>,
+    lost: Option<LostReason>,
+) -> impl Future<Output = Result<()>> + Send + 'static {
+    core.holds.release(&hold);
+    // A shutdown waits for it.
+    let tracked = core.track();
+    async move {
+        let _tracked = tracked;
         if let Some(reason) = lost {
             return Err(lost_from(&names, &hold, reason));
         }
@@ -242,7 +279,7 @@ impl Drop for ExpirablePermit {
         core.spawn(async move {
             match releasing.await {
                 Ok(()) => tracing::debug!(semaphore = %key, permit = %id, "released in the background"),
-                Err(e) if e.is_lock_lost() => tracing::debug!(semaphore = %key, error = %e, "dropped a lost permit"),
+                Err(e) if e.is_lock_lost() || e.is_shut_down() => tracing::debug!(semaphore = %key, error = %e, "dropped a lost permit"),
                 Err(e) => tracing::warn!(semaphore = %key, permit = %id, error = %e, "background release failed; the permit comes back when its lease runs out"),
             }
         });

@@ -295,7 +295,7 @@ impl Try for Take {
                 });
             }
         })
-        .on(core.runtime())
+        .on(core.background())
         .await;
         match &outcome {
             Ok(_) => core.connections.report_success(),

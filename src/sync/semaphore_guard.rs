@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::core::handed_out::Outstanding;
 use crate::core::Core;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, Change};
 use crate::sync::call;
@@ -28,6 +29,8 @@ struct GuardState {
     core: Arc<Core>,
     names: Arc<SyncNames>,
     permits: u64,
+    /// Its entry in the client's list of guards (see [`HandedOut`](crate::core::handed_out)).
+    ticket: u64,
 }
 
 impl std::fmt::Debug for SemaphoreGuard {
@@ -44,11 +47,16 @@ impl std::fmt::Debug for SemaphoreGuard {
 
 impl SemaphoreGuard {
     pub(crate) fn new(core: Arc<Core>, names: Arc<SyncNames>, permits: u64) -> Self {
+        let ticket = core.handed_out.list(Outstanding::Permits {
+            names: names.clone(),
+            permits,
+        });
         SemaphoreGuard {
             state: Some(GuardState {
                 core,
                 names,
                 permits,
+                ticket,
             }),
         }
     }
@@ -74,6 +82,8 @@ impl SemaphoreGuard {
     /// # Errors
     /// [`Error::Rejected`](crate::Error::Rejected) when the count would pass a Java
     /// `int`'s range (permits were added meanwhile; nothing written);
+    /// [`Error::ShutDown`](crate::Error::ShutDown) when the client's
+    /// [`shutdown`](crate::Client::shutdown) gave them back already (nothing is sent);
     /// [`Error::NotALock`](crate::Error::NotALock) when the key now holds other data; a
     /// connection error when Redis could not be reached. A try whose reply was lost is
     /// not sent again (it may have run, and the count has no owner to check): the
@@ -85,17 +95,23 @@ impl SemaphoreGuard {
     /// The release runs to completion in the background if this future is dropped.
     pub async fn release(mut self) -> Result<()> {
         let state = self.state.take().expect("a guard is released once");
-        let runtime = state.core.runtime().clone();
+        if !state.core.handed_out.take(state.ticket) {
+            return Err(Error::ShutDown);
+        }
+        let runtime = state.core.background().clone();
         FinishOnDrop::new(give_back(state.core, state.names, state.permits), |_| {})
             .on(&runtime)
             .await
     }
 
-    /// Keeps the permits taken: nothing is given back, now or on drop. Returns how many
-    /// they are; [`Semaphore::release`](crate::Semaphore::release) gives them back later,
-    /// from anywhere.
+    /// Keeps the permits taken: nothing is given back, now or on drop, nor by the client's
+    /// [`shutdown`](crate::Client::shutdown). Returns how many they are;
+    /// [`Semaphore::release`](crate::Semaphore::release) gives them back later, from
+    /// anywhere. (After a shutdown, which gave them back, it returns their number all the
+    /// same.)
     pub fn forget(mut self) -> u64 {
         let state = self.state.take().expect("a guard is consumed once");
+        state.core.handed_out.take(state.ticket);
         tracing::debug!(semaphore = %state.names.key, permits = state.permits, "permits forgotten");
         state.permits
     }
@@ -105,6 +121,8 @@ impl SemaphoreGuard {
 /// after failures that certainly did not reach Redis, since a count change that ran twice
 /// would give them back twice.
 pub(crate) async fn give_back(core: Arc<Core>, names: Arc<SyncNames>, permits: u64) -> Result<()> {
+    // A shutdown waits for it.
+    let _tracked = core.track();
     let names: &SyncNames = &names;
     let added = i64::try_from(permits).expect("permits are checked to fit an int");
     call::change(&core, names, "releasing permits of", |conn, latch| {
@@ -119,6 +137,9 @@ impl Drop for SemaphoreGuard {
         let Some(state) = self.state.take() else {
             return;
         };
+        if !state.core.handed_out.take(state.ticket) {
+            return; // the shutdown gave them back
+        }
         let core = state.core.clone();
         let key = state.names.key.clone();
         let releasing = give_back(state.core, state.names, state.permits);

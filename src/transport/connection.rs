@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
 use crate::transport::sentinel::MasterWatch;
 use crate::transport::server_check;
+use crate::util::lifecycle::Lifecycle;
 use crate::util::sync;
 
 /// Timed-out replies in a row, with none arriving in between, after which the shared
@@ -94,6 +95,26 @@ impl SentinelBackend {
     }
 }
 
+/// A failure to open a connection to `url`, naming the address when it is one of reaching
+/// it (refused, unreachable, timed out, reset): an answer (a refused password, a reply
+/// that is not Redis's) stays as it is, for the checks that read it.
+fn unreachable(error: Error, url: &ServerUrl) -> Error {
+    match error {
+        Error::Redis(e)
+            if e.is_io_error()
+                || e.is_connection_refusal()
+                || e.is_timeout()
+                || e.is_connection_dropped() =>
+        {
+            Error::Unreachable {
+                url: url.to_string(),
+                error: e,
+            }
+        }
+        other => other,
+    }
+}
+
 /// A connection for background work (see [`Connections::pooled`]): on one Redis, checked
 /// out of the pool until dropped; on a cluster, a clone of the shared cluster connection.
 pub(crate) struct Pooled {
@@ -126,9 +147,11 @@ pub(crate) struct Connections {
     runtime_gone: Arc<AtomicBool>,
     /// Whether the background services last found Redis out of reach.
     outage: AtomicBool,
-    /// Cancelled when the connections go (their client is gone): the tasks started with
-    /// them (the runtime watch, a Sentinel client's follower) end then.
+    /// Cancelled when the connections go (their client is gone, or shut down): the tasks
+    /// started with them (the runtime watch, a Sentinel client's follower) end then.
     closing: tokio_util::sync::CancellationToken,
+    /// The client's way to a shutdown: once it closes them, every call is refused.
+    pub(crate) lifecycle: Lifecycle,
 }
 
 impl Drop for Connections {
@@ -220,6 +243,7 @@ impl Connections {
             runtime_gone: Arc::new(AtomicBool::new(false)),
             outage: AtomicBool::new(false),
             closing,
+            lifecycle: Lifecycle::default(),
         };
         // The drivers of the connections run on the current runtime; a task that lasts as
         // long as the connections tells when it is gone first.
@@ -259,12 +283,29 @@ impl Connections {
         Ok(pool)
     }
 
-    /// [`Error::RuntimeGone`] once the client's runtime has shut down.
+    /// [`Error::RuntimeGone`] once the client's runtime has shut down, [`Error::ShutDown`]
+    /// once the client has.
     fn check_runtime(&self) -> Result<()> {
+        // First: closing the connections ends the runtime watch too.
+        self.lifecycle.check_open()?;
         if self.runtime_gone.load(Ordering::Acquire) {
             return Err(Error::RuntimeGone);
         }
         Ok(())
+    }
+
+    /// Closes the connections for good, at the end of a shutdown: every call is refused
+    /// from now on, the shared connection and the pools' idle ones are dropped (their
+    /// drivers end with them), and the tasks started with the connections end.
+    pub(crate) fn close(&self) {
+        self.lifecycle.close();
+        *sync::write(&self.shared) = None;
+        match &self.backend {
+            Backend::Single(pool) => pool.close(),
+            Backend::Cluster(_) => {}
+            Backend::Sentinel(sentinel) => sync::read(&sentinel.pool).1.close(),
+        }
+        self.closing.cancel();
     }
 
     /// The shared connection, opened anew from the pool if the last one was retired.
@@ -361,7 +402,7 @@ impl Connections {
             // for the watchdog.
             Backend::Single(pool) => match pool.get().await {
                 Ok(conn) => Ok((0, Conn::Single(deadpool_redis::Connection::take(conn)))),
-                Err(e) => Err(Error::from(e)),
+                Err(e) => Err(unreachable(Error::from(e), &self.url)),
             },
             Backend::Sentinel(sentinel) => {
                 let (master, pool) = sentinel.pool()?;
@@ -369,7 +410,7 @@ impl Connections {
                     Ok(conn) => Ok((master, Conn::Single(deadpool_redis::Connection::take(conn)))),
                     Err(e) => {
                         sentinel.watch.suspect();
-                        Err(Error::from(e))
+                        Err(unreachable(Error::from(e), &sentinel.watch.current().url))
                     }
                 }
             }
@@ -380,7 +421,7 @@ impl Connections {
                 let limit = self.connect_timeout * 2 + Duration::from_secs(1);
                 match tokio::time::timeout(limit, client.get_async_connection()).await {
                     Ok(Ok(conn)) => Ok((0, Conn::Cluster(conn))),
-                    Ok(Err(e)) => Err(Error::Redis(e)),
+                    Ok(Err(e)) => Err(unreachable(Error::Redis(e), &self.url)),
                     Err(_) => Err(Error::Timeout {
                         during: "connecting to the cluster",
                         after: limit,

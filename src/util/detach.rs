@@ -9,6 +9,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use super::lifecycle::Background;
+
 /// Drives `future`; if dropped before it completes, spawns the rest of it on the current
 /// runtime and passes its output to `orphaned`.
 ///
@@ -23,7 +25,7 @@ where
     future: Option<Pin<Box<F>>>,
     orphaned: Option<O>,
     /// Where the rest runs if dropped: the current runtime when `None`.
-    runtime: Option<tokio::runtime::Handle>,
+    background: Option<Background>,
 }
 
 impl<F, O> FinishOnDrop<F, O>
@@ -36,14 +38,15 @@ where
         FinishOnDrop {
             future: Some(Box::pin(future)),
             orphaned: Some(orphaned),
-            runtime: None,
+            background: None,
         }
     }
 
-    /// Finishes on `runtime` if dropped (a client's, which outlives a caller's runtime
-    /// that is shutting down) rather than on the current one.
-    pub(crate) fn on(mut self, runtime: &tokio::runtime::Handle) -> Self {
-        self.runtime = Some(runtime.clone());
+    /// Finishes on `background` if dropped (a client's runtime, which outlives a caller's
+    /// runtime that is shutting down, and where the client's shutdown waits for it) rather
+    /// than on the current runtime.
+    pub(crate) fn on(mut self, background: &Background) -> Self {
+        self.background = Some(background.clone());
         self
     }
 }
@@ -85,13 +88,14 @@ where
         let (Some(future), Some(orphaned)) = (self.future.take(), self.orphaned.take()) else {
             return;
         };
-        match self
-            .runtime
-            .take()
-            .map_or_else(tokio::runtime::Handle::try_current, Ok)
-        {
+        let rest = async move { orphaned(future.await) };
+        if let Some(background) = self.background.take() {
+            background.spawn(rest);
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { orphaned(future.await) });
+                runtime.spawn(rest);
             }
             Err(_) => tracing::warn!(
                 "a Redis call was abandoned outside any runtime; \

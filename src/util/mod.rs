@@ -4,6 +4,7 @@
 //! metrics the crate reports ([`metrics`]).
 
 pub(crate) mod detach;
+pub(crate) mod lifecycle;
 pub(crate) mod metrics;
 pub(crate) mod sync;
 pub(crate) mod time;

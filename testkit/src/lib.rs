@@ -14,6 +14,7 @@
 //! - [`wait`]: bounded waits for local state, for Redis state to settle, for a call.
 //! - [`calls`]: every acquire and read call of a lock, each bounded.
 //! - [`fair`]: fair-lock waiters confirmed in the queue, and waiters of a crashing process.
+//! - [`every_kind`]: one hold of every kind, and waiters on each, for shutdown tests.
 //! - [`group`]: lock groups over several masters, and which masters hold a key.
 //! - [`acl`]: ACL users with the README's rules and variations of them.
 //! - [`tls`]: a test PKI and a server with a TLS port (with the `tls` feature).
@@ -24,6 +25,7 @@ pub mod acl;
 pub mod calls;
 pub mod clients;
 pub mod cluster;
+pub mod every_kind;
 pub mod fair;
 pub mod group;
 pub mod inspect;

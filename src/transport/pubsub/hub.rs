@@ -57,6 +57,14 @@ impl Drop for Hub {
     }
 }
 
+impl Hub {
+    /// Ends every node task and the watcher, closing their connections: the client shuts
+    /// down.
+    pub(super) fn close(&self) {
+        self.closing.cancel();
+    }
+}
+
 struct State {
     channels: HashMap<Arc<str>, Wanted>,
     /// The cluster's slot map as last read; `None` on one Redis, or before the first read.

@@ -106,6 +106,12 @@ impl UnlockListener {
         })
     }
 
+    /// Closes the pub/sub connections for good: the client shuts down, and nothing waits
+    /// any more.
+    pub(crate) fn close(&self) {
+        self.hub.close();
+    }
+
     /// Registers a waiter on `channel` and returns once Redis confirmed the subscription.
     ///
     /// # Errors

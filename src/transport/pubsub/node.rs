@@ -64,16 +64,18 @@ pub(super) async fn run(
                 None => return,
             }
         }
-        let opened = Session::open(&listener, &node).await;
+        // Where it is now (a Sentinel master moves), for the logs.
+        let address = listener.topology.address_of(&node);
+        let opened = Session::open(&listener, &node, &address).await;
         let (mut session, mut pushes) = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 // Once per outage, for waiters who had a subscription: they now wait out
                 // their TTL-bounded re-checks. Reconnect tries go on every RECONNECT_DELAY.
                 if reconnecting && failing_since.is_none() {
-                    tracing::warn!(%node, error = %e, waiting = listener.assigned_to(&node).len(), "cannot resubscribe unlock channels; their waiters re-check at their TTL bounds until it can");
+                    tracing::warn!(node = %address, error = %e, waiting = listener.assigned_to(&node).len(), "cannot resubscribe unlock channels; their waiters re-check at their TTL bounds until it can");
                 } else {
-                    tracing::debug!(%node, error = %e, "pub/sub connect failed; retrying");
+                    tracing::debug!(node = %address, error = %e, "pub/sub connect failed; retrying");
                 }
                 failing_since.get_or_insert_with(tokio::time::Instant::now);
                 // The node may be gone for good: its slots may have moved.
@@ -89,7 +91,7 @@ pub(super) async fn run(
                     listener.reconnects.tell();
                 }
                 if let Some(since) = failing_since.take() {
-                    tracing::info!(%node, after = ?since.elapsed(), "unlock channels subscribed again");
+                    tracing::info!(node = %address, after = ?since.elapsed(), "unlock channels subscribed again");
                 }
                 reconnecting = true;
                 drop(listener);
@@ -101,7 +103,7 @@ pub(super) async fn run(
         if let End::Done = end {
             return;
         }
-        tracing::debug!(%node, "pub/sub connection lost; reconnecting");
+        tracing::debug!(node = %address, "pub/sub connection lost; reconnecting");
         if let Some(listener) = hub.upgrade() {
             listener.unconfirm_all(&node);
             listener.topology.request_refresh();
@@ -113,6 +115,8 @@ pub(super) async fn run(
 /// One connection to the node, and what the server confirmed on it.
 struct Session {
     node: NodeId,
+    /// Where it is, as logs name it.
+    address: String,
     conn: MultiplexedConnection,
     /// Channels whose subscription the server confirmed on this connection, and has not
     /// dropped since.
@@ -131,6 +135,7 @@ impl Session {
     async fn open(
         hub: &Hub,
         node: &NodeId,
+        address: &str,
     ) -> Result<(Session, mpsc::UnboundedReceiver<PushInfo>)> {
         let timing = hub.timing;
         let master_changes = hub.topology.master_changes();
@@ -153,6 +158,7 @@ impl Session {
         })??;
         let session = Session {
             node: node.clone(),
+            address: address.to_string(),
             conn,
             subscribed: HashSet::new(),
             unsubscribing: HashMap::new(),
@@ -181,7 +187,7 @@ impl Session {
             };
             tokio::select! {
                 true = master_changed => {
-                    tracing::debug!(node = %self.node, "the master changed; moving the pub/sub connection");
+                    tracing::debug!(node = %self.address, "the master changed; moving the pub/sub connection");
                     return End::Lost;
                 }
                 _ = keepalive.tick() => {
@@ -193,7 +199,7 @@ impl Session {
                     )
                     .await;
                     if !matches!(pong, Ok(Ok(_))) {
-                        tracing::debug!(node = %self.node, "pub/sub ping failed");
+                        tracing::debug!(node = %self.address, "pub/sub ping failed");
                         return End::Lost;
                     }
                 }
@@ -286,11 +292,11 @@ impl Session {
                 })
                 .collect()),
             Ok(Err(e)) => {
-                tracing::debug!(node = %self.node, error = %e, "pub/sub command failed");
+                tracing::debug!(node = %self.address, error = %e, "pub/sub command failed");
                 Err(End::Lost)
             }
             Err(_) => {
-                tracing::debug!(node = %self.node, "pub/sub command timed out");
+                tracing::debug!(node = %self.address, "pub/sub command timed out");
                 Err(End::Lost)
             }
         }
@@ -349,7 +355,7 @@ impl Session {
                 } else {
                     // The server dropped it on its own: the channel's slot left this node
                     // (a failover, a migration). Find where it lives now.
-                    tracing::debug!(node = %self.node, channel = %name, "subscription dropped by the server");
+                    tracing::debug!(node = %self.address, channel = %name, "subscription dropped by the server");
                     hub.on_assigned(&name, &self.node, |channel| channel.unconfirm());
                     hub.topology.request_refresh();
                 }

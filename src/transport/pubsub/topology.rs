@@ -81,6 +81,21 @@ impl Topology {
     /// How to open a pub/sub connection to `node`: RESP3, so that subscription changes
     /// the server makes on its own (a shard channel's `sunsubscribe` after a failover or a
     /// slot migration) arrive as pushes (see the module docs).
+    /// Where `node` is, as logs name it: `host:port`, which holds no credentials.
+    pub(super) fn address_of(&self, node: &NodeId) -> String {
+        match (self, node) {
+            (_, NodeId::At(addr)) => format!("{}:{}", addr.host, addr.port),
+            (Topology::Standalone { node }, NodeId::Only) => node.addr().to_string(),
+            (Topology::Sentinel { master }, NodeId::Only) => master
+                .current()
+                .client
+                .get_connection_info()
+                .addr()
+                .to_string(),
+            (Topology::Cluster(_), NodeId::Only) => node.to_string(),
+        }
+    }
+
     pub(super) async fn client_for(&self, node: &NodeId) -> Result<redis::Client> {
         let info = match (self, node) {
             (Topology::Standalone { node }, NodeId::Only) => node.clone(),

@@ -1,0 +1,244 @@
+//! [`Client::shutdown`](crate::Client::shutdown): a service's clean exit, and what it
+//! reports ([`ShutdownReport`]).
+//!
+//! Without it, a process that exits leaves every lock it held for the rest of its lease
+//! (the watchdog's 30 s by default): a release from a guard's `Drop` runs in the
+//! background, on a runtime that is about to end. Redisson's `shutdown()` is the model.
+//!
+//! The steps, within the caller's timeout:
+//! 1. acquires are refused from now on ([`Error::ShutDown`]), and calls waiting for a lock
+//!    or for permits return with it at once, leaving their fair-queue places on the way
+//!    out; a try already sent finishes (a lock it took is released again);
+//! 2. every guard still out is taken off the client's list, its lost signal resolves
+//!    [`LostReason::ShutDown`](crate::LostReason::ShutDown), and what it holds is released
+//!    through its kind's own script, so that waiters are told at once (fair queues move
+//!    on, read and write holds go each by their own rules, permits come back);
+//! 3. releases already running in the background finish, and the unlock latches waiting
+//!    for their batch are deleted;
+//! 4. the watchdog, the fair-queue heartbeat, the lease check and the unlock listener stop,
+//!    and the connections close.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
+use crate::core::handed_out::Outstanding;
+use crate::core::Core;
+use crate::error::{Error, LostReason, Result};
+use crate::holds::Hold;
+use crate::protocol::names::LockNames;
+
+/// What [`Client::shutdown`](crate::Client::shutdown) did.
+///
+/// ```no_run
+/// # async fn demo(client: redis_rlock::Client) {
+/// let report = client.shutdown(std::time::Duration::from_secs(5)).await;
+/// for left in &report.not_released {
+///     eprintln!("{} `{}` stays until its lease runs out: {}", left.what, left.key, left.error);
+/// }
+/// # }
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Guards whose hold (a lock's, an expirable permit's) or permits were released.
+    pub released: usize,
+    /// Guards whose lock or permit was lost before the shutdown (expired, released by
+    /// someone else): nothing was left to release.
+    pub already_lost: usize,
+    /// What could not be released, and why: each stays until its lease runs out (a
+    /// [`Semaphore`](crate::Semaphore)'s permits, which have none, stay taken).
+    pub not_released: Vec<NotReleased>,
+}
+
+impl ShutdownReport {
+    /// Whether everything the client held was released (or was lost already).
+    pub fn is_complete(&self) -> bool {
+        self.not_released.is_empty()
+    }
+}
+
+/// One thing a shutdown could not release.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct NotReleased {
+    /// `"lock"`, `"semaphore permits"` or `"expirable permit"`.
+    pub what: &'static str,
+    /// Its Redis key.
+    pub key: String,
+    /// Why: a connection error, or [`Error::Timeout`] when the shutdown's time ran out
+    /// first.
+    pub error: Error,
+}
+
+/// One thing to release: a lock hold with all its guards, permits, or a permit; each is
+/// released on its own, the guards of one hold one after the other.
+struct Unit {
+    what: &'static str,
+    key: String,
+    /// The guards it stands for.
+    guards: usize,
+}
+
+type Releasing = Pin<Box<dyn std::future::Future<Output = (usize, Vec<Result<()>>)> + Send>>;
+
+/// Runs the shutdown of `core` within `timeout` (see the module docs).
+pub(crate) async fn shut_down(core: &Arc<Core>, timeout: Duration) -> ShutdownReport {
+    let lifecycle = &core.connections.lifecycle;
+    if !lifecycle.begin() {
+        // Another call shuts the client down: this one waits for it.
+        let _ = tokio::time::timeout(timeout, lifecycle.finished()).await;
+        return ShutdownReport::default();
+    }
+    let started = Instant::now();
+    let deadline = started + timeout;
+    tracing::info!(client = %core.id, "shutting down");
+    // Waiting calls return at once; a try in flight gets up to half the time to finish,
+    // and the releases the rest.
+    let settled = tokio::time::timeout(timeout / 2, lifecycle.work_done()).await;
+    if settled.is_err() {
+        tracing::debug!(client = %core.id, "calls still on their way; releasing what is held");
+    }
+    let report = release_all(core, deadline, timeout).await;
+    // Releases that guards dropped meanwhile started in the background, then the latches.
+    let _ = tokio::time::timeout_at(deadline, async {
+        lifecycle.work_done().await;
+        core.latches.flush().await;
+    })
+    .await;
+    core.watchdog.stop();
+    core.lease_check.stop();
+    core.heartbeat.stop();
+    core.listener.close();
+    core.connections.close();
+    lifecycle.finish();
+    tracing::info!(
+        client = %core.id,
+        released = report.released,
+        not_released = report.not_released.len(),
+        took = ?started.elapsed(),
+        "shut down"
+    );
+    report
+}
+
+/// Releases what every guard still out holds, each through its kind's script, until
+/// `deadline`.
+async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> ShutdownReport {
+    let mut units = Vec::new();
+    let mut pending: FuturesUnordered<Releasing> = FuturesUnordered::new();
+    // Each hold once, with its guards (the hold's address tells them apart while held).
+    let mut locks: HashMap<*const Hold, (Arc<LockNames>, Arc<Hold>, usize)> = HashMap::new();
+    for holding in core.handed_out.take_all() {
+        match holding {
+            Outstanding::Lock { names, hold } => {
+                locks
+                    .entry(Arc::as_ptr(&hold))
+                    .or_insert_with(|| (names, hold, 0))
+                    .2 += 1;
+            }
+            Outstanding::Permits { names, permits } => {
+                let index = units.len();
+                units.push(Unit {
+                    what: "semaphore permits",
+                    key: names.key.to_string(),
+                    guards: 1,
+                });
+                let core = core.clone();
+                pending.push(Box::pin(async move {
+                    let given = crate::sync::semaphore_guard::give_back(core, names, permits);
+                    (index, vec![given.await])
+                }));
+            }
+            Outstanding::Permit { names, id, hold } => {
+                let index = units.len();
+                units.push(Unit {
+                    what: "expirable permit",
+                    key: names.key.to_string(),
+                    guards: 1,
+                });
+                let lost = lost_before(&hold);
+                let released =
+                    crate::sync::permit::release_one(core.clone(), names, id, hold, lost);
+                pending.push(Box::pin(async move { (index, vec![released.await]) }));
+            }
+        }
+    }
+    for (names, hold, guards) in locks.into_values() {
+        let index = units.len();
+        units.push(Unit {
+            what: "lock",
+            key: names.key.to_string(),
+            guards,
+        });
+        let lost = lost_before(&hold);
+        let core = core.clone();
+        // One guard after the other: each release takes one count, and the last one
+        // frees the lock and tells the next waiter.
+        pending.push(Box::pin(async move {
+            let mut outcomes = Vec::with_capacity(guards);
+            for _ in 0..guards {
+                let release = crate::locks::guard::release_one(
+                    core.clone(),
+                    names.clone(),
+                    hold.clone(),
+                    lost,
+                );
+                outcomes.push(release.await);
+            }
+            (index, outcomes)
+        }));
+    }
+    let mut report = ShutdownReport::default();
+    let mut done = vec![false; units.len()];
+    loop {
+        match tokio::time::timeout_at(deadline, pending.next()).await {
+            Ok(Some((index, outcomes))) => {
+                done[index] = true;
+                for outcome in outcomes {
+                    match outcome {
+                        Ok(()) => report.released += 1,
+                        Err(e) if e.is_lock_lost() => report.already_lost += 1,
+                        Err(error) => report.not_released.push(NotReleased {
+                            what: units[index].what,
+                            key: units[index].key.clone(),
+                            error,
+                        }),
+                    }
+                }
+            }
+            Ok(None) => break,
+            Err(_) => {
+                for (unit, _) in units.iter().zip(&done).filter(|(_, done)| !**done) {
+                    for _ in 0..unit.guards {
+                        report.not_released.push(NotReleased {
+                            what: unit.what,
+                            key: unit.key.clone(),
+                            error: Error::Timeout {
+                                during: "releasing on shutdown",
+                                after: timeout,
+                            },
+                        });
+                    }
+                }
+                break;
+            }
+        }
+    }
+    for left in &report.not_released {
+        tracing::warn!(what = left.what, key = %left.key, error = %left.error, "not released on shutdown; it expires with its lease");
+    }
+    report
+}
+
+/// Whether `hold` was lost before the shutdown; marks it lost to the shutdown otherwise,
+/// which resolves its guards' lost signals at once.
+fn lost_before(hold: &Hold) -> Option<LostReason> {
+    let before = hold.lost_reason();
+    hold.mark_lost(LostReason::ShutDown);
+    before
+}
