@@ -3,7 +3,9 @@
 //! `id()`, expiries on the server's clock); never more holders than permits; a waiter woken
 //! by a release far sooner than the re-check bound, and by an expiry that no message
 //! announces; a killed holder's permit coming back after its lease; `lost()` at the lease's
-//! end, on a release by id and after a restarted server; releasing a lost permit refused
+//! end once Redis agrees (or cannot answer), on a release by id and after a restarted
+//! server; a lease extended by id elsewhere or by the holder kept, and released past the
+//! deadline; releasing a lost permit refused
 //! and harmless; cancelled waits taking nothing; bad input writing nothing; a short cluster
 //! run in both pub/sub modes.
 
@@ -240,11 +242,16 @@ async fn a_lease_that_runs_out_frees_the_permit_for_a_waiter_without_any_message
             (Instant::now(), permit)
         })
     };
-    // The holder is told first: before the lease's end in Redis.
+    // The holder is told at its deadline, once Redis agreed (a round trip): nobody else
+    // extended the lease.
+    let deadline = stale.valid_until();
     let reason = tokio::time::timeout(GENEROUS, lost).await.unwrap();
     assert_eq!(reason, LostReason::Expired);
-    let lost_after = taken_at.elapsed();
-    assert!(lost_after < Duration::from_millis(600), "{lost_after:?}");
+    let late = std::time::Instant::now().saturating_duration_since(deadline);
+    assert!(
+        late < Duration::from_millis(400),
+        "told {late:?} after the deadline"
+    );
     let (got, permit) = tokio::time::timeout(GENEROUS, waiter)
         .await
         .unwrap()
@@ -650,4 +657,140 @@ async fn a_user_without_a_command_is_refused_before_anything_is_written() {
         .await
         .unwrap();
     assert!(testkit::acl::refusals(&server).await.is_empty());
+}
+
+/// Another client extends a permit's lease by id (as Redisson's `updateLeaseTime` does):
+/// the holder's `lost()` asks Redis at its own deadline and keeps watching instead of
+/// saying `Expired`, and its release after that deadline still frees the permit.
+#[tokio::test]
+async fn a_lease_extended_elsewhere_is_kept_by_its_holder_and_freed_by_its_release() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let (holder, other) = (client(&server).await, client(&server).await);
+    let gpu = holder.permit_expirable_semaphore("extended");
+    assert!(gpu.try_set_permits(1).await.unwrap());
+    let permit = gpu.acquire(Duration::from_millis(600)).await.unwrap();
+    let lost = tokio::spawn(permit.lost());
+    let elsewhere = other.permit_expirable_semaphore("extended");
+    assert!(elsewhere
+        .update_lease_time(permit.id(), Duration::from_secs(5))
+        .await
+        .unwrap());
+    let expiry = permits(&mut raw, "{extended}:timeout").await[0].1;
+    let left = expiry - server_millis(&mut raw).await;
+    assert!((4_500..=5_000).contains(&left), "{left} ms left in Redis");
+    // Past the permit's own deadline: it asked, and watches on.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(
+        !lost.is_finished(),
+        "lost() resolved though Redis extended the lease"
+    );
+    assert!(!permit.is_lost());
+    assert!(permit.valid_until() > std::time::Instant::now() + Duration::from_secs(2));
+    permit.release().await.unwrap();
+    assert_eq!(raw_get(&mut raw, "extended").await.as_deref(), Some("1"));
+    assert!(permits(&mut raw, "{extended}:timeout").await.is_empty());
+    lost.abort();
+}
+
+/// Nobody asked `lost()`: a release after the permit's local deadline asks Redis all the
+/// same, and frees a permit whose lease another client extended (the permit would stay
+/// taken until the new expiry otherwise).
+#[tokio::test]
+async fn a_release_past_the_deadline_frees_a_permit_extended_elsewhere() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let (holder, other) = (client(&server).await, client(&server).await);
+    let gpu = holder.permit_expirable_semaphore("late");
+    assert!(gpu.try_set_permits(1).await.unwrap());
+    let permit = gpu.acquire(Duration::from_millis(400)).await.unwrap();
+    assert!(other
+        .permit_expirable_semaphore("late")
+        .update_lease_time(permit.id(), Duration::from_secs(8))
+        .await
+        .unwrap());
+    tokio::time::sleep_until((permit.valid_until() + Duration::from_millis(300)).into()).await;
+    assert!(
+        permit.is_lost(),
+        "past its deadline it must be assumed lost"
+    );
+    permit.release().await.unwrap();
+    assert_eq!(raw_get(&mut raw, "late").await.as_deref(), Some("1"));
+    assert!(permits(&mut raw, "{late}:timeout").await.is_empty());
+}
+
+/// The holder sets a new lease itself: Redis has it, the guard's deadline moves, and a
+/// permit that is gone cannot be extended.
+#[tokio::test]
+async fn a_holder_extends_its_own_permit_and_not_a_lost_one() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let holder = client(&server).await;
+    let gpu = holder.permit_expirable_semaphore("own");
+    assert!(gpu.try_set_permits(2).await.unwrap());
+    let permit = gpu.acquire(Duration::from_millis(500)).await.unwrap();
+    let lost = tokio::spawn(permit.lost());
+    permit
+        .update_lease_time(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let expiry = permits(&mut raw, "{own}:timeout").await[0].1;
+    let left = expiry - server_millis(&mut raw).await;
+    assert!((4_500..=5_000).contains(&left), "{left} ms left in Redis");
+    assert!(permit.valid_until() > std::time::Instant::now() + Duration::from_secs(4));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!lost.is_finished() && !permit.is_lost());
+    permit.release().await.unwrap();
+    lost.abort();
+
+    // Released by id: lost, and extending it sends nothing.
+    let permit = gpu.acquire(LEASE).await.unwrap();
+    gpu.release_by_id(permit.id()).await.unwrap();
+    let err = permit
+        .update_lease_time(Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(err.lost_reason(), Some(LostReason::Released), "{err:?}");
+    // By id: false for a permit nobody holds; bad input refused.
+    assert!(!gpu
+        .update_lease_time(permit.id(), Duration::from_secs(5))
+        .await
+        .unwrap());
+    assert!(gpu
+        .update_lease_time("not-hex", Duration::from_secs(5))
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(gpu
+        .update_lease_time(permit.id(), Duration::from_millis(1))
+        .await
+        .unwrap_err()
+        .is_invalid_argument());
+    assert_eq!(raw_get(&mut raw, "own").await.as_deref(), Some("2"));
+}
+
+/// At its deadline a permit nobody extended is lost once Redis agrees, a round trip later;
+/// and with Redis unreachable, at the deadline all the same.
+#[tokio::test]
+async fn a_permit_nobody_extended_is_lost_at_its_deadline_asked_or_not() {
+    let mut server = RedisServer::start();
+    let holder = client(&server).await;
+    let gpu = holder.permit_expirable_semaphore("ends");
+    assert!(gpu.try_set_permits(2).await.unwrap());
+    for unreachable in [false, true] {
+        let permit = gpu.acquire(Duration::from_millis(500)).await.unwrap();
+        let deadline = permit.valid_until();
+        if unreachable {
+            server.kill();
+        }
+        let reason = tokio::time::timeout(GENEROUS, permit.lost()).await.unwrap();
+        let late = std::time::Instant::now().saturating_duration_since(deadline);
+        assert_eq!(reason, LostReason::Expired);
+        assert!(
+            late < Duration::from_millis(400),
+            "told {late:?} after the deadline"
+        );
+        drop(permit);
+    }
+    server.restart();
 }

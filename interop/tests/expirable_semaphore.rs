@@ -2,7 +2,9 @@
 //! both ways: permits set on one side, taken on both, counted on each, with the ids in the
 //! raw sorted set; a waiter woken by the other side's release within 500 ms; a permit id
 //! released from the other side (and the holder told, or refused, as each side does); a
-//! lease running out on one side letting the other side's waiter in without any message.
+//! lease running out on one side letting the other side's waiter in without any message; a
+//! lease extended on one side (`updateLeaseTime`, `update_lease_time`) kept by the holder on
+//! the other, which releases it after its first lease would have run out.
 
 use std::time::Duration;
 
@@ -276,4 +278,73 @@ async fn a_lease_running_out_lets_the_other_side_in_without_a_message() {
     );
     let id = java_id(got);
     assert_eq!(taken_permits(&mut raw, name).await[0].0, id);
+}
+
+/// Redisson's `updateLeaseTime` on a Rust permit, 2 s extended to 8 s: the Rust guard's
+/// `lost()` does not say `Expired` at 2 s (Redis has the new lease), and its release at 3 s
+/// frees the permit, for Java to take at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_java_extends_is_kept_and_released_by_the_rust_holder() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let java = Redisson::start_default(server.url()).await;
+    let rust = testkit::client(&server).await;
+    let t1 = java.thread("t1");
+    let name = "extended-by-java";
+    let gpu = rust.permit_expirable_semaphore(name);
+    assert!(gpu.try_set_permits(1).await.unwrap());
+    let permit = gpu.acquire(Duration::from_secs(2)).await.unwrap();
+    let lost = tokio::spawn(permit.lost());
+    assert!(call(&t1, PES, "updatelease", name, &[permit.id(), "8000"])
+        .await
+        .bool());
+    tokio::time::sleep_until((permit.valid_until() + Duration::from_millis(800)).into()).await;
+    assert!(
+        !lost.is_finished(),
+        "lost() said the permit expired: Java extended it"
+    );
+    assert!(!permit.is_lost());
+    permit.release().await.unwrap();
+    assert_eq!(raw_count(&mut raw, name).await.as_deref(), Some("1"));
+    let next = call(&t1, PES, "tryacquire", name, &["0", LEASE_MS]).await;
+    assert!(
+        next.ok().value.is_string(),
+        "Java could not take the freed permit"
+    );
+    lost.abort();
+}
+
+/// This crate's `update_lease_time` by id on a Java permit, 2 s extended to 8 s: Redisson
+/// releases it at 3 s as its own (its lease had not run out in Redis), and a Rust waiter
+/// is not let in meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_rust_extends_is_kept_and_released_by_the_java_holder() {
+    let server = RedisServer::start();
+    let mut raw = server.raw().await;
+    let java = Redisson::start_default(server.url()).await;
+    let rust = testkit::client(&server).await;
+    let t1 = java.thread("t1");
+    let name = "extended-by-rust";
+    let gpu = rust.permit_expirable_semaphore(name);
+    assert!(gpu.try_set_permits(1).await.unwrap());
+    let id = java_id(call(&t1, PES, "acquire", name, &["2000"]).await);
+    assert!(gpu
+        .update_lease_time(&id, Duration::from_secs(8))
+        .await
+        .unwrap());
+    let left = taken_permits(&mut raw, name).await[0].1 - testkit::server_millis(&mut raw).await;
+    assert!((7_000..=8_000).contains(&left), "{left} ms left in Redis");
+    // Past the first lease: still Java's, so a Rust try finds nothing free.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    assert!(gpu.try_acquire(LEASE).await.unwrap().is_none());
+    assert!(call(&t1, PES, "tryrelease", name, &[&id]).await.bool());
+    assert_eq!(raw_count(&mut raw, name).await.as_deref(), Some("1"));
+    // An id nobody holds: false on both sides.
+    assert!(!gpu
+        .update_lease_time(&id, Duration::from_secs(8))
+        .await
+        .unwrap());
+    assert!(!call(&t1, PES, "updatelease", name, &[&id, "8000"])
+        .await
+        .bool());
 }

@@ -387,13 +387,14 @@ async fn a_java_write_reentry_keeps_one_lease() {
     assert!(ttl <= LEASE_MS, "a re-entered write lock's TTL is {ttl} ms");
 }
 
-/// Difference D5, a Redisson bug before 4.0: its read renewal's inner loop shadows the
+/// Difference D5, a Redisson bug before 4.0 (the run script expects it on 3.x only, and
+/// this scenario to pass on 4.x): its read renewal's inner loop shadows the
 /// batch index (`for i=counter, 1, -1`), so the script fails at the first reader of the
 /// lock that holds it twice, and the Java reader's timeout keys it has not reached by then
 /// expire while held (a later unlock by another reader then frees the lock under it). Here
 /// a Rust reader's re-entry beside a Java reader under Redisson's watchdog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "difference D5: Redisson 3.52's read renewal fails once a reader holds twice"]
+#[ignore = "difference D5 on Redisson 3.x only: its read renewal fails once a reader holds twice (a scenario on 4.x)"]
 async fn a_java_readers_renewals_go_on_beside_a_rust_reader_holding_twice() {
     let server = RedisServer::start();
     let raw = server.raw().await;

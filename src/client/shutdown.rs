@@ -238,7 +238,9 @@ async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> 
 /// Whether `hold` was lost before the shutdown; marks it lost to the shutdown otherwise,
 /// which resolves its guards' lost signals at once.
 fn lost_before(hold: &Hold) -> Option<LostReason> {
-    let before = hold.lost_reason();
+    // A permit only assumed expired is released all the same: its lease may have been
+    // extended elsewhere.
+    let before = hold.known_lost();
     hold.mark_lost(LostReason::ShutDown);
     before
 }

@@ -30,6 +30,10 @@ pub(crate) enum Renewal {
         /// `{<key>}:<owner>:rwlock_timeout` for a read hold; `None` for a write hold.
         read_timeouts: Option<Arc<str>>,
     },
+    /// An expirable permit: never renewed here, but another client (Redisson's
+    /// `updateLeaseTime` too) may extend its lease, so its passed deadline is only an
+    /// assumption until Redis confirms it (see [`Hold::assumed_expired`]).
+    Permit,
 }
 
 /// One owner's holds on one lock, shared by all of that owner's live guards.
@@ -138,6 +142,13 @@ impl Hold {
     /// keep; otherwise the most recent fixed lease, as in Redisson.
     pub(crate) fn lease_ms(&self) -> u64 {
         self.lease_ms.load(Ordering::Relaxed)
+    }
+
+    /// A fixed-lease hold (an expirable permit's) was given a new lease of `lease_ms`.
+    pub(crate) fn set_fixed_lease(&self, lease_ms: u64) {
+        if !self.is_watchdog() {
+            self.lease_ms.store(lease_ms, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn is_watchdog(&self) -> bool {
@@ -293,6 +304,28 @@ impl Hold {
         LostCode::reason(self.lost.load(Ordering::Acquire))
     }
 
+    /// Why the hold is known lost: marked so, or for any hold but a permit's, past its
+    /// deadline. A permit past its deadline is only assumed expired (see
+    /// [`assumed_expired`](Hold::assumed_expired)): its release still asks Redis.
+    pub(crate) fn known_lost(&self) -> Option<LostReason> {
+        let reason = self.lost_reason();
+        if self.assumed_expired() {
+            return None;
+        }
+        reason
+    }
+
+    /// A permit past its deadline that nobody confirmed expired: its lease may have been
+    /// extended elsewhere. [`lost_reason`](Hold::lost_reason) says `Expired` meanwhile, and
+    /// [`lost`](Hold::lost) resolves; the caller asks Redis, then marks it lost or moves the
+    /// deadline ([`lease_applied`](Hold::lease_applied)).
+    pub(crate) fn assumed_expired(&self) -> bool {
+        self.renewal == Renewal::Permit
+            && self.lost_mark().is_none()
+            && !self.retired.load(Ordering::Acquire)
+            && Instant::now() >= self.valid_until()
+    }
+
     /// Why the hold is lost, checking the validity deadline first.
     pub(crate) fn lost_reason(&self) -> Option<LostReason> {
         self.lost_reason_at(Instant::now())
@@ -305,6 +338,10 @@ impl Hold {
             return Some(reason);
         }
         if !self.retired.load(Ordering::Acquire) && now >= self.valid_until() {
+            if self.renewal == Renewal::Permit {
+                // Assumed, not marked: Redis may say the lease was extended.
+                return Some(LostReason::Expired);
+            }
             self.mark_lost(self.reason_for_deadline());
         }
         self.lost_mark()
@@ -358,11 +395,12 @@ impl Hold {
     }
 
     /// Local validity after an acquire or a reentrant unlock, sent at `started`, applied
-    /// `applied` (from [`lease_at`](Hold::lease_at)).
+    /// `applied` (from [`lease_at`](Hold::lease_at)); for a permit, after a new lease, or
+    /// Redis's answer of the time it has left. Nothing moves once the hold is marked lost.
     pub(crate) fn lease_applied(&self, started: Instant, applied: Applied) {
         if self.is_watchdog() {
             self.renewed(started, applied);
-        } else {
+        } else if self.lost_mark().is_none() {
             self.reset_validity(started, applied);
         }
     }

@@ -161,6 +161,15 @@ impl Holds {
             .map(|hold| hold.clone())
     }
 
+    /// The hold of `id` not known lost nor released: a live one, or a permit past its
+    /// deadline that Redis may still have (see [`Hold::assumed_expired`]).
+    pub(crate) fn not_known_lost(&self, id: &HoldId) -> Option<Arc<Hold>> {
+        self.map
+            .get(id)
+            .filter(|hold| hold.known_lost().is_none() && !hold.is_released())
+            .map(|hold| hold.clone())
+    }
+
     /// Whether the owner of `id` has a live (not lost) hold on its key.
     pub(crate) fn is_held(&self, id: &HoldId) -> bool {
         self.map

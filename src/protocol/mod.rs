@@ -101,6 +101,7 @@
 //!   clock, giving expired permits back): `count_try_set.lua`, `count_read.lua`,
 //!   `count_delete.lua`, `semaphore_acquire.lua`, `semaphore_change.lua` (release and add),
 //!   `semaphore_drain.lua`, `permit_acquire.lua`, `permit_release.lua`, `permit_count.lua`,
+//!   `permit_update.lua` (a new lease), `permit_left.lua` (the time a permit has left),
 //!   `latch_count_down.lua`; what each does is in the [`sync`](crate::sync#what-the-scripts-do)
 //!   docs.
 //! - `read_*.lua`, `write_*.lua` and `rw_*.lua`, each prefixed at build time with

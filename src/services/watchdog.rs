@@ -392,7 +392,8 @@ async fn renew_batch(
         let keys = holds.iter().map(|(hold, applied)| {
             let timeouts = match &hold.renewal {
                 Renewal::ReadWrite { read_timeouts } => read_timeouts.as_deref(),
-                Renewal::Key => None,
+                // Never renewed: permits are not watchdog holds.
+                Renewal::Key | Renewal::Permit => None,
             };
             (&*hold.key, &*hold.owner, timeouts, applied.ms)
         });

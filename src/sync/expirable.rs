@@ -16,7 +16,7 @@ use crate::protocol::scripts::{self, Change, PermitAcquire, PermitRelease};
 use crate::sync::call::{self, Retry};
 use crate::sync::check;
 use crate::sync::handle::Handle;
-use crate::sync::permit::{lost_error, release_id, ExpirablePermit};
+use crate::sync::permit::{lost_error, release_id, update_id, ExpirablePermit};
 use crate::sync::waiting::{wait_until, Try, RECHECK};
 use crate::transport::pubsub::Wake;
 use crate::util::detach::FinishOnDrop;
@@ -246,6 +246,53 @@ impl PermitExpirableSemaphore {
         Err(lost_error(&names.key, id, reason, None))
     }
 
+    /// Sets the lease of the permit `id` (32 hex digits), taken by any client, Rust or Java,
+    /// anew: `lease` from now (Redisson's `updateLeaseTime(id, lease)`). True when the
+    /// permit was taken; false when it is not (released, given back after its lease, never
+    /// taken): a permit whose lease ran out is given back first, not revived, as in
+    /// Redisson. A guard of this client on the permit moves its
+    /// [`valid_until`](ExpirablePermit::valid_until) with it.
+    ///
+    /// A guard whose deadline passed asks Redis before it reports the permit lost, so a
+    /// lease extended here (or by a Java client) is kept by its holder, and its release
+    /// frees it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client, id: String) -> redis_rlock::Result<()> {
+    /// use std::time::Duration;
+    /// let gpus = client.permit_expirable_semaphore("gpu");
+    /// if !gpus.update_lease_time(&id, Duration::from_secs(600)).await? {
+    ///     eprintln!("permit {id} is not taken any more");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name, an id
+    /// that is not 32 hex digits, or a lease under 10 ms or over ten years (nothing sent);
+    /// [`Error::NotALock`](crate::Error::NotALock) when a key holds other data; a
+    /// connection error (retried: a new lease set twice is the same lease, a moment later).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: if dropped, the lease may or may not have been set.
+    #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
+    pub async fn update_lease_time(&self, id: &str, lease: Duration) -> Result<bool> {
+        let bytes = check::permit_id(id)?;
+        let lease_ms = check::lease(lease)?;
+        let (core, names) = self.handle.parts().await?;
+        let started = Instant::now();
+        let updated = update_id(core, names, &bytes, lease_ms).await.result?;
+        if let (true, Some(timeouts)) = (updated, &names.timeouts) {
+            let holds = &core.holds;
+            let id = holds.id(timeouts, &Arc::from(id.to_ascii_lowercase()));
+            if let Some(hold) = holds.not_known_lost(&id) {
+                hold.set_fixed_lease(lease_ms);
+                hold.lease_applied(started, Applied::within(lease_ms, None, started));
+            }
+        }
+        Ok(updated)
+    }
+
     /// A permit of this client released by id: its guard reports it lost at once.
     fn tell_local_holder(&self, core: &Core, names: &SyncNames, id: &str) {
         let Some(timeouts) = &names.timeouts else {
@@ -357,7 +404,7 @@ impl Try for TakePermit {
                 let applied = Applied::within(lease_ms, None, started);
                 let hold = holds.add(
                     &holds.id(&timeouts, &hex.into()),
-                    Renewal::Key,
+                    Renewal::Permit,
                     terms,
                     started,
                     applied,

@@ -68,7 +68,10 @@
 //! - Take (expirable): give back up to one expired permit per permit wanted, then as the
 //!   semaphore, and `ZADD` the new id with now + lease; else answer the time until the
 //!   nearest expiry. Release by id: if the id is there, `ZREM`, `INCRBY 1`, publish the new
-//!   count. Counting calls give back every expired permit first, as Redisson's do.
+//!   count. Counting calls give back every expired permit first, as Redisson's do. New
+//!   lease (`update_lease_time`): give back every expired permit, then if the id is there,
+//!   `ZADD` it with now + the lease. Time left (asked when a permit's own deadline passed):
+//!   `ZSCORE` of the id, minus now.
 //! - Count down: `DECR`; at 0 (or below) `DEL`, and at exactly 0 publish `0`.
 //! - Delete: `DEL` (a latch: publish `1` when there was one).
 //!

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::core::handed_out::Outstanding;
 use crate::core::Core;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::Hold;
+use crate::holds::{drift, Applied, Hold};
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, PermitRelease};
 use crate::sync::call::{self, Outcome, Retry};
@@ -23,13 +23,18 @@ use crate::util::detach::FinishOnDrop;
 /// in the background on the client's runtime), released by its id from anywhere
 /// ([`PermitExpirableSemaphore::release_by_id`](crate::PermitExpirableSemaphore::release_by_id),
 /// Redisson's `release(id)`), or its lease runs out: then any call on the semaphore gives
-/// it back. Nothing renews a lease.
+/// it back. Nothing renews a lease by itself; [`update_lease_time`](ExpirablePermit::update_lease_time)
+/// sets a new one, and so may any other client, by id (Redisson's `updateLeaseTime`).
 ///
-/// [`lost`](ExpirablePermit::lost) resolves when the permit is lost, before the semaphore
-/// can give it to someone else: at [`valid_until`](ExpirablePermit::valid_until) (the
-/// acquire's start + the lease − 1 % of the lease − 2 ms, on this process's monotonic
-/// clock), and as soon as this client releases it by id or finds, after a reconnection,
-/// that Redis forgot it (a restart, a failover). Releasing a lost permit is
+/// [`valid_until`](ExpirablePermit::valid_until) is the acquire's start + the lease − 1 %
+/// of the lease − 2 ms, on this process's monotonic clock: from then on
+/// [`is_lost`](ExpirablePermit::is_lost) says the permit must be assumed lost. Since its
+/// lease may have been extended elsewhere, [`lost`](ExpirablePermit::lost) then asks Redis
+/// (one round trip): it resolves `Expired` when Redis agrees, or cannot answer, and
+/// otherwise watches the permit until its new expiry. It resolves at once when this client
+/// releases the permit by id, or finds, after a reconnection, that Redis forgot it (a
+/// restart, a failover). A release past the deadline asks Redis too, and frees the permit
+/// if Redis still has it; releasing a permit known lost is
 /// [`Error::PermitLost`](crate::Error::PermitLost), and never releases anyone else's.
 #[must_use = "if unused the permit is released immediately"]
 #[clippy::has_significant_drop]
@@ -116,8 +121,10 @@ impl ExpirablePermit {
     }
 
     /// Resolves when the permit is lost, with the reason:
-    /// [`Expired`](crate::LostReason::Expired) at
-    /// [`valid_until`](ExpirablePermit::valid_until) at the latest, or
+    /// [`Expired`](crate::LostReason::Expired) once its
+    /// [`valid_until`](ExpirablePermit::valid_until) passed and Redis agrees (another
+    /// client, Redisson's `updateLeaseTime` too, may have extended the lease: the permit is
+    /// then watched until the new expiry), or at that deadline when Redis cannot be asked;
     /// [`Released`](crate::LostReason::Released) as soon as this client releases it by id,
     /// or finds after a reconnection that Redis no longer has it. Never resolves for a
     /// permit that stays taken. It does not borrow the permit, so it can race the work.
@@ -125,16 +132,67 @@ impl ExpirablePermit {
     /// # Cancel safety
     /// Cancel safe: it only observes.
     pub fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        let hold = self.state().hold.clone();
-        async move { hold.lost().await }
+        let state = self.state();
+        let (core, names, id, hold) = (
+            state.core.clone(),
+            state.names.clone(),
+            state.id,
+            state.hold.clone(),
+        );
+        async move {
+            loop {
+                let reason = hold.lost().await;
+                if !hold.assumed_expired() {
+                    return reason;
+                }
+                confirm_expiry(&core, &names, &id, &hold).await;
+            }
+        }
     }
 
-    /// Releases the permit and tells the waiters.
+    /// Sets the permit's lease anew, `lease` from now (Redisson's
+    /// `updateLeaseTime(id, lease)`): for work that takes longer than planned. Its
+    /// [`valid_until`](ExpirablePermit::valid_until) moves with it.
     ///
     /// # Errors
-    /// [`Error::PermitLost`](crate::Error::PermitLost) when the permit was lost before
-    /// (nothing is sent) or is found gone (its lease ran out, someone released it by id,
-    /// Redis forgot it): nobody else's permit is touched;
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 10 ms or
+    /// over ten years (nothing sent); [`Error::PermitLost`](crate::Error::PermitLost) when
+    /// the permit was lost before (nothing sent), or is found gone (its lease ran out,
+    /// someone released it by id); [`Error::ShutDown`](crate::Error::ShutDown) after the
+    /// client's shutdown; a connection error (retried: a new lease set twice is the same
+    /// lease, a moment later).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: if dropped, the lease may or may not have been set.
+    pub async fn update_lease_time(&self, lease: Duration) -> Result<()> {
+        let lease_ms = crate::sync::check::lease(lease)?;
+        let state = self.state();
+        let hold = &state.hold;
+        if let Some(reason) = hold.known_lost() {
+            return Err(lost_from(&state.names, hold, reason));
+        }
+        let started = Instant::now();
+        let outcome = update_id(&state.core, &state.names, &state.id, lease_ms).await;
+        if outcome.result? {
+            hold.set_fixed_lease(lease_ms);
+            hold.lease_applied(started, Applied::within(lease_ms, None, started));
+            return Ok(());
+        }
+        hold.found_gone();
+        let reason = hold.lost_reason().unwrap_or(LostReason::Released);
+        Err(lost_from(&state.names, hold, reason))
+    }
+
+    /// Releases the permit and tells the waiters. Past its
+    /// [`valid_until`](ExpirablePermit::valid_until) too, unless it is known lost: its lease
+    /// may have been extended elsewhere, and Redis, which checks the permit's id, frees it
+    /// if it still has it.
+    ///
+    /// # Errors
+    /// [`Error::PermitLost`](crate::Error::PermitLost) when the permit was known lost before
+    /// (released by id here, found forgotten by Redis, `lost()` resolved: nothing is sent) or
+    /// is found gone (its lease ran out, someone released it by id, Redis forgot it): nobody
+    /// else's permit is touched;
     /// [`Error::ShutDown`](crate::Error::ShutDown) when the client's
     /// [`shutdown`](crate::Client::shutdown) released it already (nothing is sent);
     /// [`Error::NotALock`](crate::Error::NotALock) when a key now holds other data; a
@@ -172,8 +230,10 @@ fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'sta
         ticket,
     } = state;
     let sending = core.handed_out.take(ticket).then(|| {
-        // Whether it was lost is decided before the release retires it.
-        let lost = hold.lost_reason();
+        // Whether it was lost is decided before the release retires it. Past its deadline
+        // it is only assumed expired, and the release asks Redis: its lease may have been
+        // extended elsewhere.
+        let lost = hold.known_lost();
         release_one(core, names, id, hold, lost)
     });
     async move {
@@ -227,6 +287,64 @@ pub(crate) fn release_one(
             hold.lost_reason().unwrap_or(reason),
         ))
     }
+}
+
+/// How long the check at a permit's deadline waits for Redis: past it, the permit is taken
+/// as expired, as when Redis cannot be reached at all. One try, since every moment past the
+/// deadline is one in which the holder may believe in a permit given back.
+const CONFIRM_LIMIT: Duration = Duration::from_millis(250);
+
+/// What Redis may show of a permit's own lease, at its local deadline, beyond the drift
+/// allowance the deadline kept (twice it) and a margin for the acquire's own trip to Redis:
+/// more than that is a lease someone extended.
+const EXTENSION_MARGIN: Duration = Duration::from_millis(50);
+
+/// Asks Redis how long the permit `id` has left, once its local deadline passed: moves the
+/// deadline to the new expiry if another client extended the lease, and otherwise marks the
+/// permit lost (`Expired`), also when Redis cannot be asked within [`CONFIRM_LIMIT`].
+async fn confirm_expiry(core: &Core, names: &SyncNames, id: &[u8; 16], hold: &Hold) {
+    let started = Instant::now();
+    let ask = async {
+        let shared = core.connections.shared().await?;
+        Ok::<_, Error>(scripts::permit_left(shared.conn, names, id).await?)
+    };
+    let own_end = drift(hold.lease_ms()) * 2 + EXTENSION_MARGIN;
+    match tokio::time::timeout(CONFIRM_LIMIT, ask).await {
+        Ok(Ok(Some(left_ms))) if Duration::from_millis(left_ms) > own_end => {
+            tracing::debug!(semaphore = %names.key, permit = %hold.owner, left_ms, "the permit's lease was extended elsewhere");
+            hold.lease_applied(started, Applied::within(left_ms, None, started));
+        }
+        Ok(Ok(_)) => {
+            hold.mark_lost(LostReason::Expired);
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(semaphore = %names.key, error = %e, "cannot ask whether a permit expired; taken as expired");
+            hold.mark_lost(LostReason::Expired);
+        }
+        Err(_) => {
+            tracing::debug!(semaphore = %names.key, "no answer on whether a permit expired; taken as expired");
+            hold.mark_lost(LostReason::Expired);
+        }
+    }
+}
+
+/// Sets the lease of the permit `id` of the semaphore `names` to `lease_ms` from now: true
+/// when it was taken. Retried after failures to reach Redis: a second run sets the same
+/// lease a moment later.
+pub(crate) async fn update_id(
+    core: &Core,
+    names: &SyncNames,
+    id: &[u8; 16],
+    lease_ms: u64,
+) -> Outcome<bool> {
+    call::run(
+        core,
+        names,
+        "extending a permit of",
+        Retry::Always,
+        |conn| scripts::permit_update(conn, names, id, lease_ms),
+    )
+    .await
 }
 
 /// Releases the permit `id` of the semaphore `names`, retried after failures to reach

@@ -65,9 +65,9 @@ macro_rules! fair_script {
 mod sync;
 
 pub(crate) use sync::{
-    change_permits, count_down, delete, drain, permit_acquire, permit_count, permit_release,
-    read_count, semaphore_acquire, try_set_count, Change, PermitAcquire, PermitRelease,
-    RequestLatch, PERMITS_RANGE,
+    change_permits, count_down, delete, drain, permit_acquire, permit_count, permit_left,
+    permit_release, permit_update, read_count, semaphore_acquire, try_set_count, Change,
+    PermitAcquire, PermitRelease, RequestLatch, PERMITS_RANGE,
 };
 
 static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");

@@ -31,9 +31,11 @@ static PERMIT_ACQUIRE: LazyLock<LuaScript> =
 static PERMIT_RELEASE: LazyLock<LuaScript> =
     sync_script!("permit_release.lua", "permit_common.lua");
 static PERMIT_COUNT: LazyLock<LuaScript> = sync_script!("permit_count.lua", "permit_common.lua");
+static PERMIT_UPDATE: LazyLock<LuaScript> = sync_script!("permit_update.lua", "permit_common.lua");
+static PERMIT_LEFT: LazyLock<LuaScript> = sync_script!("permit_left.lua", "permit_common.lua");
 
 /// Every script of this file, for loading at connect.
-pub(super) fn all() -> [&'static LazyLock<LuaScript>; 10] {
+pub(super) fn all() -> [&'static LazyLock<LuaScript>; 12] {
     [
         &COUNT_TRY_SET,
         &COUNT_READ,
@@ -45,6 +47,8 @@ pub(super) fn all() -> [&'static LazyLock<LuaScript>; 10] {
         &PERMIT_ACQUIRE,
         &PERMIT_RELEASE,
         &PERMIT_COUNT,
+        &PERMIT_UPDATE,
+        &PERMIT_LEFT,
     ]
 }
 
@@ -291,6 +295,36 @@ pub(crate) async fn permit_release<C: RedisConn>(
         2 => PermitRelease::Expired,
         _ => PermitRelease::NotFound,
     })
+}
+
+/// `permit_update.lua`: sets the lease of the permit `id` to `lease_ms` from now (on the
+/// server's clock); false when the permit is not taken.
+pub(crate) async fn permit_update<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    id: &[u8; 16],
+    lease_ms: u64,
+) -> RedisResult<bool> {
+    let mut call = call(&PERMIT_UPDATE, names, 2, 4);
+    call.arg(&*names.channel)
+        .arg(names.publish_command())
+        .arg(&id[..])
+        .arg(lease_ms);
+    let updated: i64 = call.query(&mut conn).await?;
+    Ok(updated == 1)
+}
+
+/// `permit_left.lua`: how many milliseconds the permit `id` has left (0: expired, not yet
+/// given back), or `None` when it is not taken.
+pub(crate) async fn permit_left<C: RedisConn>(
+    mut conn: C,
+    names: &SyncNames,
+    id: &[u8; 16],
+) -> RedisResult<Option<u64>> {
+    let mut call = call(&PERMIT_LEFT, names, 2, 1);
+    call.arg(&id[..]);
+    let left: i64 = call.query(&mut conn).await?;
+    Ok(u64::try_from(left).ok())
 }
 
 /// `permit_count.lua`: the free permits, or with `acquired` the permits taken, after

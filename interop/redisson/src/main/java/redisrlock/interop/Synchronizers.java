@@ -20,8 +20,8 @@ import org.redisson.client.RedisException;
  *
  * <p>{@code pes}: {@code trysetpermits N}, {@code acquire LEASE} (blocks; answers the permit
  * id), {@code tryacquire WAIT LEASE} (the id or null), {@code release ID} (throws when the
- * permit is not taken), {@code tryrelease ID} (true or false), {@code addpermits N},
- * {@code available}, {@code acquired}.
+ * permit is not taken), {@code tryrelease ID} (true or false), {@code updatelease ID LEASE}
+ * (true or false), {@code addpermits N}, {@code available}, {@code acquired}.
  *
  * <p>{@code latch}: {@code trysetcount N}, {@code countdown}, {@code count}, {@code await}
  * (blocks), {@code awaitfor WAIT} (true or false), {@code delete}.
@@ -107,6 +107,9 @@ final class Synchronizers {
             }
             case "tryrelease" -> {
                 return semaphore.tryRelease(args[0]);
+            }
+            case "updatelease" -> {
+                return semaphore.updateLeaseTime(args[0], Long.parseLong(args[1]), TimeUnit.MILLISECONDS);
             }
             case "addpermits" -> {
                 semaphore.addPermits(intArg(args, 0));
