@@ -10,7 +10,7 @@ prints redis-server's CPU (`INFO cpu`, user + system) per pair. Run:
 
 Variants:
 - rslock:      SET NX PX, then the compare-and-delete script (what rslock sends).
-- real:        src/protocol/scripts/acquire.lua and unlock.lua, one item per call.
+- real:        lua/acquire.lua and unlock.lua, one item per call.
 - batched:     the same scripts, all 32 items in one call each (the library's batching
                at its best).
 - no_latch:    `real` without the unlock latch's SET.
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "protocol", "scripts")
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lua")
 TASKS = 32
 ROUNDS = int(os.environ.get("ROUNDS", "1500"))
 OWNER = "00000000-0000-4000-8000-000000000000:"

@@ -49,7 +49,7 @@ async fn raw_locks(url: &str, locks: usize) -> Vec<String> {
     keys
 }
 
-/// One raw renewal call of `src/protocol/scripts/renew.lua` over `batch`.
+/// One raw renewal call of `lua/renew.lua` over `batch`.
 fn renew_call(renew: &Script, batch: &[String]) -> redis::Cmd {
     let mut call = redis::cmd("EVALSHA");
     call.arg(renew.get_hash()).arg(batch.len());
@@ -63,7 +63,7 @@ fn renew_call(renew: &Script, batch: &[String]) -> redis::Cmd {
     call
 }
 
-/// The floor of W4: `src/protocol/scripts/renew.lua` called directly over `locks` lock
+/// The floor of W4: `lua/renew.lua` called directly over `locks` lock
 /// hashes, in batches of `batch` with 4 in flight (as the watchdog sends them), a round every
 /// second for `hold`. Returns the client CPU it took, in % of a core.
 async fn raw_floor(server: &RedisServer, locks: usize, hold: Duration, batch: usize) -> f64 {

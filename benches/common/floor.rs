@@ -13,15 +13,15 @@ use redis::Script;
 
 use crate::common::interleave::PairFuture;
 
-/// `src/protocol/scripts/acquire.lua` as the library sends it: after the helpers it shares.
+/// `lua/acquire.lua` as the library sends it: after the helpers it shares.
 pub const ACQUIRE_SOURCE: &str = concat!(
-    include_str!("../../src/protocol/scripts/lock_common.lua"),
-    include_str!("../../src/protocol/scripts/acquire.lua")
+    include_str!("../../lua/lock_common.lua"),
+    include_str!("../../lua/acquire.lua")
 );
 
-pub const UNLOCK_SOURCE: &str = include_str!("../../src/protocol/scripts/unlock.lua");
+pub const UNLOCK_SOURCE: &str = include_str!("../../lua/unlock.lua");
 
-pub const RENEW_SOURCE: &str = include_str!("../../src/protocol/scripts/renew.lua");
+pub const RENEW_SOURCE: &str = include_str!("../../lua/renew.lua");
 
 const DELETE_SOURCE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
@@ -99,7 +99,7 @@ impl<C: FloorConn> RawHash<C> {
             .unwrap()
     }
 
-    /// `src/protocol/scripts/unlock.lua` with one release: the lock and its latch; the
+    /// `lua/unlock.lua` with one release: the lock and its latch; the
     /// message, the latch lifetime and the publish command; the channel, no lease to
     /// re-apply, the owner, and not a retry.
     async fn unlock_on(&self, mut conn: C, latch: &str) -> Vec<i64> {

@@ -53,8 +53,9 @@
 //!
 //! ## Scripts
 //!
-//! The scripts live in `` and run with `EVALSHA` (loaded at connect, and again on
-//! `NOSCRIPT`). Unlock channels are passed as arguments, not keys (a channel needs no key
+//! The scripts live in the repository's top-level `lua/`, one file per script with the
+//! helpers they share beside them; the bindings in `scripts` include them at build time.
+//! They run with `EVALSHA` (loaded at connect, and again on `NOSCRIPT`). Unlock channels are passed as arguments, not keys (a channel needs no key
 //! permission), and so is the command that publishes on them, `publish` or `spublish`
 //! (sharded pub/sub on a cluster), as Redisson passes it; "`PUBLISH`" below means that
 //! command. Every script that frees a lock publishes before it deletes, so a lock is never

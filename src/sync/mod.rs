@@ -55,7 +55,7 @@
 //! # What the scripts do
 //!
 //! The effects are Redisson's, script by script (`count_*.lua`, `semaphore_*.lua`,
-//! `permit_*.lua`, `latch_*.lua` in `src/protocol/scripts/`); each also checks the shape of
+//! `permit_*.lua`, `latch_*.lua` in `lua/`); each also checks the shape of
 //! its keys first, publishes before it writes (so a refused `PUBLISH` leaves nothing half
 //! done), and takes the publish command as an argument (`publish`, or `spublish` with
 //! sharded pub/sub).

@@ -45,8 +45,8 @@ macro_rules! script {
     ($file:literal $(, $shared:literal)*) => {
         LazyLock::new(|| {
             LuaScript::new(assemble(
-                &[$(include_str!($shared)),*],
-                include_str!($file),
+                &[$(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $shared))),*],
+                include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)),
             ))
         })
     };
