@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! The source is in layers, each a folder of `src/`, each using only those before it
-//! (`tests/layering.rs` checks it):
+//! (`tests/programs/layering.rs` checks it):
 //!
 //! - `error` and `util`: the error type and Redis error classification; small utilities
 //!   (futures that finish after their caller left, argument checks, time, locks).

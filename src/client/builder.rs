@@ -279,7 +279,7 @@ impl ClientBuilder {
     /// the new holder. Queued fair waiters and fencing counters may be evicted as well (a
     /// fencing counter evicted starts again from 1, so tokens no longer grow). Only
     /// `noeviction` keeps locks safe: Redis then refuses writes when full, and this crate's
-    /// releases still work (see `tests/out_of_memory.rs`). The choice is logged once, at
+    /// releases still work (see `tests/hardening/out_of_memory.rs`). The choice is logged once, at
     /// `INFO`, with the policy.
     ///
     /// Default: `false`.

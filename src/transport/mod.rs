@@ -92,7 +92,7 @@
 //!   master, lock calls, the pool (renewals, replica sync) and the pub/sub connection move
 //!   to it: the next call opens its connection there, and calls already sent finish where
 //!   they were sent. Measured here, the first acquire after `SENTINEL FAILOVER` lands on the
-//!   new master well under a millisecond after the sentinels name it (`tests/sentinel.rs`).
+//!   new master well under a millisecond after the sentinels name it (`tests/topologies/sentinel.rs`).
 //! - **Why not wait for `READONLY`.** The old master keeps taking writes until the sentinels
 //!   turn it into a replica, about 10 s after the switch. A client that stayed on it until
 //!   refused could take a lock there that another client already holds on the new master.

@@ -242,7 +242,8 @@ async fn a_process_that_shuts_down_and_exits_leaves_nothing_behind() {
         .args([
             "--ignored",
             "--exact",
-            "child_holding_everything_shuts_down",
+            // Its name in this binary, where the file is a module.
+            "lifecycle::child_holding_everything_shuts_down",
             "--nocapture",
         ])
         .env(CHILD_URL, server.url())

@@ -310,7 +310,7 @@ async fn a_multilock_spans_keys_in_different_slots() {
 async fn sharded_pubsub_and_no_seeds_are_refused_before_connecting() {
     use redis_rlock::PubSubMode;
     // Nothing listens on port 1: the settings are refused before anything is sent.
-    // Sharded pub/sub needs a cluster client (tests/cluster_pubsub.rs covers it there).
+    // Sharded pub/sub needs a cluster client (cluster_pubsub.rs covers it there).
     let err = Client::builder("redis://127.0.0.1:1")
         .pubsub_mode(PubSubMode::Sharded)
         .build()

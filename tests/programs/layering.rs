@@ -84,7 +84,7 @@ fn every_module_uses_only_the_layers_below_it() {
             continue;
         }
         let own = rank(top).unwrap_or_else(|| {
-            panic!("src/{top} is in no layer: add it to LAYERS in tests/layering.rs")
+            panic!("src/{top} is in no layer: add it to LAYERS in tests/programs/layering.rs")
         });
         *seen.entry(top.to_string()).or_default() += 1;
         let text = fs::read_to_string(file).expect("a readable source file");

@@ -247,14 +247,14 @@ fn quickstart_binary() -> PathBuf {
     assert!(
         binary.is_file(),
         "no example binary at {}: build it with `cargo build --example quickstart` (plain \
-         `cargo test` builds it too, `cargo test --test quickstart` does not)",
+         `cargo test` builds it too, `cargo test --test programs` does not)",
         binary.display()
     );
     assert_binary_is_not_older_than_sources(&binary);
     binary
 }
 
-/// Guards against testing an old build, which `cargo test --test quickstart` would not
+/// Guards against testing an old build, which `cargo test --test programs` would not
 /// refresh.
 fn assert_binary_is_not_older_than_sources(binary: &Path) {
     let built = modified(binary);

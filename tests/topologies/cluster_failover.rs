@@ -47,16 +47,18 @@ async fn hash_on_master(cluster: &RedisCluster, key: &str) -> HashMap<String, i6
     hash_on(cluster.master_of_key(key), key).await
 }
 
-/// Waits until `key`'s PTTL on `node` rises above what it read first: a renewal landed
-/// there.
+/// Waits until `key`'s PTTL on `node` rises above what it read the time before: a renewal
+/// landed there. (Against the first read alone, a first read just after a renewal would
+/// leave nothing to rise above.)
 async fn renewed_on(node: &RedisServer, key: &str) {
     let mut conn = node.raw().await;
-    let first = pttl(&mut conn, key).await;
-    assert!(first > 0, "{key} on {}: pttl {first}", node.port());
+    let mut last = pttl(&mut conn, key).await;
+    assert!(last > 0, "{key} on {}: pttl {last}", node.port());
     let deadline = Instant::now() + GENEROUS;
     loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
         let now = pttl(&mut conn, key).await;
-        if now > first {
+        if now > last {
             return;
         }
         assert!(now > 0, "{key} expired on {}", node.port());
@@ -65,7 +67,7 @@ async fn renewed_on(node: &RedisServer, key: &str) {
             "{key} not renewed on {}",
             node.port()
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        last = now;
     }
 }
 
