@@ -80,7 +80,7 @@ impl Client {
     /// Every lock kind works on a cluster as on one Redis, with the same keys: each lock's
     /// keys share the hash slot of its key (see [`Error::CrossSlotName`](crate::Error::CrossSlotName)
     /// for names that cannot), and the client routes each call to the master of that
-    /// slot. See the README's "Redis Cluster" section for what is and is not supported
+    /// slot. See the README's "Redis Cluster and Sentinel" section for what is and is not supported
     /// yet.
     ///
     /// ```no_run

@@ -4,8 +4,8 @@
 //!
 //! Labels are bounded: a lock kind, an outcome, a reason or a source, never a lock name or
 //! an owner. Gauges are per process: every client of the process adds to the same ones.
-//! The names, their meaning and an alert worth having are in the README's "Operations"
-//! section.
+//! The names, their meaning and an alert worth having are in the
+//! [`operations`](crate::operations) module docs.
 
 // Without the feature, the names are unused: they stay, so the docs list every metric.
 #![cfg_attr(not(feature = "metrics"), allow(dead_code))]

@@ -32,6 +32,16 @@ pub async fn dbsize(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
         .expect("DBSIZE")
 }
 
+/// How many keys match `pattern` (`KEYS`: a test's own small server only).
+pub async fn keys_matching(conn: &mut redis::aio::MultiplexedConnection, pattern: &str) -> usize {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .expect("KEYS");
+    keys.len()
+}
+
 /// Waits (up to 10 s) until the count at `key` reads `expected`; panics with the last read.
 pub async fn count_becomes(conn: &redis::aio::MultiplexedConnection, key: &str, expected: &str) {
     let last = crate::wait::settles_to(

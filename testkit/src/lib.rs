@@ -40,7 +40,7 @@ pub use clients::{client, client_with_watchdog, fair_client};
 pub use cluster::RedisCluster;
 pub use inspect::{
     count_becomes, dbsize, fair_deadline, fair_queue, info_field, info_number, key_exists,
-    lock_hash, pttl, raw_get, server_millis,
+    keys_matching, lock_hash, pttl, raw_get, server_millis,
 };
 pub use redis_rlock::protocol::key_slot;
 pub use sentinel::RedisSentinels;

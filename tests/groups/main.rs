@@ -4,8 +4,8 @@
 //! One test binary for these files (each a module), so that the suite links a few
 //! binaries rather than one per file. TESTING.md says what each file proves.
 
+mod group_input;
+mod multilock;
 mod redlock_majority;
 mod redlock_unreachable_masters;
-mod multilock;
-mod group_input;
 mod replica_sync;

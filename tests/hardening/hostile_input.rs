@@ -22,7 +22,9 @@ use testkit::{client, lock_hash, RedisServer};
 use tokio::sync::Barrier;
 
 /// The largest single allocation this test process asked for, so that a setting that
-/// would make the library allocate a huge buffer is caught even when it fails.
+/// would make the library allocate a huge buffer is caught even when it fails. It counts
+/// for the whole `hardening` binary: none of its other files allocates anywhere near the
+/// bound checked.
 struct TrackingAllocator;
 
 static LARGEST_ALLOCATION: AtomicUsize = AtomicUsize::new(0);
@@ -81,10 +83,6 @@ fn expect_not_a_lock<T: Debug>(what: &str, result: redis_rlock::Result<T>) -> Er
         }
         Ok(value) => panic!("{what}: a key that is not a lock was accepted ({value:?})"),
     }
-}
-
-async fn dbsize(conn: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(conn).await.unwrap()
 }
 
 /// `DUMP` of `key` and its PTTL: equal before and after means the key was not touched.
@@ -420,7 +418,11 @@ async fn leases_under_ten_ms_or_over_ten_years_are_refused_with_nothing_written(
     refuses_bad_leases("RLock", &client.lock("lease")).await;
     refuses_bad_leases("FairLock", &client.fair_lock("lease")).await;
     refuses_bad_leases("FencedLock", &client.fenced_lock("lease")).await;
-    assert_eq!(dbsize(&mut server.raw().await).await, 0, "nothing written");
+    assert_eq!(
+        testkit::dbsize(&mut server.raw().await).await,
+        0,
+        "nothing written"
+    );
     assert_eq!(client.status().held_locks, 0);
 }
 
@@ -559,7 +561,11 @@ async fn group_leases_under_ten_ms_or_over_ten_years_are_refused_with_nothing_wr
             expect_invalid(&format!("{kind} try_lock_with({lease:?})"), try_lock_with);
         }
     }
-    assert_eq!(dbsize(&mut server.raw().await).await, 0, "nothing written");
+    assert_eq!(
+        testkit::dbsize(&mut server.raw().await).await,
+        0,
+        "nothing written"
+    );
 }
 
 #[tokio::test]
@@ -644,7 +650,11 @@ async fn max_hold_under_ten_ms_or_over_ten_years_is_refused_with_nothing_written
             multi.try_lock_with(wait, lease).await.map(drop),
         );
     }
-    assert_eq!(dbsize(&mut server.raw().await).await, 0, "nothing written");
+    assert_eq!(
+        testkit::dbsize(&mut server.raw().await).await,
+        0,
+        "nothing written"
+    );
 }
 
 #[tokio::test]
@@ -728,7 +738,7 @@ async fn empty_and_oversized_names_are_refused_at_once_by_every_call() {
         );
     }
     let mut raw = server.raw().await;
-    assert_eq!(dbsize(&mut raw).await, 0, "nothing written");
+    assert_eq!(testkit::dbsize(&mut raw).await, 0, "nothing written");
     assert_eq!(client.status().held_locks, 0);
     assert_eq!(client.status().subscribed_channels, 0);
 }
@@ -761,7 +771,11 @@ async fn a_single_call_with_a_huge_name_returns_within_a_second() {
         expect_invalid(call, result);
         assert!(took < Duration::from_secs(1), "{call} took {took:?}");
     }
-    assert_eq!(dbsize(&mut server.raw().await).await, 0, "nothing written");
+    assert_eq!(
+        testkit::dbsize(&mut server.raw().await).await,
+        0,
+        "nothing written"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -838,7 +852,7 @@ async fn fenced_set_refuses_an_empty_key_and_keys_over_64_kib() {
         expect_invalid(&format!("fenced_set key {label}"), result);
         assert!(started.elapsed() < Duration::from_secs(1), "{label}");
     }
-    assert_eq!(dbsize(&mut raw).await, 0, "nothing written");
+    assert_eq!(testkit::dbsize(&mut raw).await, 0, "nothing written");
 
     let key = "k".repeat(MAX_NAME);
     assert!(client.fenced_set(&key, 7, b"value").await.unwrap());
@@ -939,7 +953,7 @@ async fn fair_and_fenced_force_unlock_refuse_keys_that_are_not_locks() {
         let key = format!("{kind:?}");
         plant(&mut raw, kind, &key).await;
         let before = snapshot(&mut raw, &key).await;
-        let keys_before = dbsize(&mut raw).await;
+        let keys_before = testkit::dbsize(&mut raw).await;
         let what = format!("FairLock force_unlock of {kind:?}");
         let result = bounded(&what, client.fair_lock(&key).force_unlock()).await;
         let err = expect_not_a_lock(&what, result);
@@ -955,7 +969,7 @@ async fn fair_and_fenced_force_unlock_refuse_keys_that_are_not_locks() {
         assert_eq!(before, snapshot(&mut raw, &key).await, "{kind:?} changed");
         assert_eq!(
             keys_before,
-            dbsize(&mut raw).await,
+            testkit::dbsize(&mut raw).await,
             "{kind:?}: keys written"
         );
     }
@@ -972,7 +986,7 @@ async fn refuses_to_take_over<K: LockKind>(
 ) {
     let mut raw = server.raw().await;
     let before = snapshot(&mut raw, key).await;
-    let keys_before = dbsize(&mut raw).await;
+    let keys_before = testkit::dbsize(&mut raw).await;
     let wait = Duration::from_millis(300);
     let lease = Duration::from_secs(10);
     let mut calls = testkit::every_acquire(lock, wait, lease).await;
@@ -988,7 +1002,7 @@ async fn refuses_to_take_over<K: LockKind>(
     );
     assert_eq!(
         keys_before,
-        dbsize(&mut raw).await,
+        testkit::dbsize(&mut raw).await,
         "{lock_kind} on {kind:?}: keys written"
     );
 }
@@ -1127,7 +1141,7 @@ async fn fair_lock_refuses_a_queue_key_that_is_a_string_and_writes_nothing() {
         !testkit::key_exists(&mut raw, "jobs").await,
         "the lock was written"
     );
-    assert_eq!(dbsize(&mut raw).await, 1, "keys written");
+    assert_eq!(testkit::dbsize(&mut raw).await, 1, "keys written");
 }
 
 #[tokio::test]
@@ -1154,7 +1168,7 @@ async fn fair_lock_refuses_a_timeout_key_that_is_a_hash_and_writes_nothing() {
         !testkit::key_exists(&mut raw, "jobs").await,
         "the lock was written"
     );
-    assert_eq!(dbsize(&mut raw).await, 1, "keys written");
+    assert_eq!(testkit::dbsize(&mut raw).await, 1, "keys written");
 }
 
 #[tokio::test]
@@ -1216,7 +1230,7 @@ async fn fenced_lock_refuses_a_counter_that_is_a_hash_and_writes_nothing() {
         !testkit::key_exists(&mut raw, "ledger").await,
         "half an acquire"
     );
-    assert_eq!(dbsize(&mut raw).await, 1, "keys written");
+    assert_eq!(testkit::dbsize(&mut raw).await, 1, "keys written");
 }
 
 #[tokio::test]

@@ -36,10 +36,6 @@ fn drain(server: &RedisServer) {
     assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "0"]), "OK");
 }
 
-async fn dbsize(conn: &mut MultiplexedConnection) -> i64 {
-    redis::cmd("DBSIZE").query_async(conn).await.unwrap()
-}
-
 /// Takes `lock` (a client of `server`) twice (count 2), fills Redis, then releases the
 /// inner hold (the lock stays held, count 1) and the outer one (the key is gone): both must
 /// succeed.
@@ -256,7 +252,7 @@ async fn acquiring_when_full_fails_with_a_clear_oom_error_and_writes_nothing() {
     let server = start();
     let mut raw = server.raw().await;
     let client = client(&server).await;
-    assert_eq!(dbsize(&mut raw).await, 0);
+    assert_eq!(testkit::dbsize(&mut raw).await, 0);
     fill(&server, &mut raw).await;
 
     let started = Instant::now();
@@ -269,7 +265,7 @@ async fn acquiring_when_full_fails_with_a_clear_oom_error_and_writes_nothing() {
         "15 refused acquires took {:?}",
         started.elapsed()
     );
-    assert_eq!(dbsize(&mut raw).await, 0, "nothing written");
+    assert_eq!(testkit::dbsize(&mut raw).await, 0, "nothing written");
     assert_eq!(client.status().held_locks, 0);
     assert_eq!(client.status().queued_waiters, 0);
     drain(&server);

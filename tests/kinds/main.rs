@@ -4,15 +4,15 @@
 //! One test binary for these files (each a module), so that the suite links a few
 //! binaries rather than one per file. TESTING.md says what each file proves.
 
-mod fair_order;
-mod fair_dead_waiters;
-mod fair_leaving_the_queue;
-mod fair_heartbeat;
-mod fair_no_leftovers;
-mod read_write_lock;
-mod read_write_lock_leases;
-mod read_write_lock_acl;
-mod semaphore;
-mod expirable_semaphore;
 mod count_down_latch;
+mod expirable_semaphore;
+mod fair_dead_waiters;
+mod fair_heartbeat;
+mod fair_leaving_the_queue;
+mod fair_no_leftovers;
+mod fair_order;
 mod fenced;
+mod read_write_lock;
+mod read_write_lock_acl;
+mod read_write_lock_leases;
+mod semaphore;

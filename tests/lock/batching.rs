@@ -11,15 +11,6 @@ use tokio::sync::Barrier;
 
 const TASKS: usize = 64;
 
-async fn keys_matching(conn: &mut redis::aio::MultiplexedConnection, pattern: &str) -> usize {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(conn)
-        .await
-        .unwrap();
-    keys.len()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_acquires_each_get_their_own_answer() {
     let server = RedisServer::start();
@@ -82,7 +73,7 @@ async fn concurrent_acquires_each_get_their_own_answer() {
     for released in join_all(releases).await {
         released.unwrap();
     }
-    assert_eq!(keys_matching(&mut conn, "free:*").await, 0);
+    assert_eq!(testkit::keys_matching(&mut conn, "free:*").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,5 +159,5 @@ async fn concurrent_releases_each_report_their_own_lost_lock() {
             outcome.unwrap_or_else(|e| panic!("held:{i}: {e}"));
         }
     }
-    assert_eq!(keys_matching(&mut conn, "held:*").await, 0);
+    assert_eq!(testkit::keys_matching(&mut conn, "held:*").await, 0);
 }

@@ -785,15 +785,6 @@ mod swept_in_time {
 
 const TASKS: usize = 64;
 
-async fn keys_matching(conn: &mut MultiplexedConnection, pattern: &str) -> usize {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(conn)
-        .await
-        .unwrap();
-    keys.len()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_abandoned_in_a_batch_leave_nothing_held() {
     let server = RedisServer::start();
@@ -821,7 +812,7 @@ async fn acquires_abandoned_in_a_batch_leave_nothing_held() {
     }
     let left = settles_to(0, Duration::from_secs(10), || {
         let mut conn = conn.clone();
-        async move { keys_matching(&mut conn, "left:*").await }
+        async move { testkit::keys_matching(&mut conn, "left:*").await }
     })
     .await;
     assert_eq!(left, 0, "locks left held by abandoned acquires");

@@ -6,11 +6,6 @@ use std::time::{Duration, Instant};
 use redis_rlock::{Client, Error};
 use testkit::{client, RedisServer};
 
-async fn dbsize(server: &RedisServer) -> i64 {
-    let mut raw = server.raw().await;
-    redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap()
-}
-
 /// The error and its sources, joined as `anyhow`'s `{:#}` prints them.
 fn chain(err: &Error) -> String {
     let mut text = err.to_string();
@@ -94,7 +89,11 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         .unwrap_err()
         .is_invalid_argument());
     assert_eq!(client.status().queued_waiters, 0);
-    assert_eq!(dbsize(&server).await, 0, "nothing written");
+    assert_eq!(
+        testkit::dbsize(&mut server.raw().await).await,
+        0,
+        "nothing written"
+    );
 
     let connections_before = total_connections(&server);
     for builder in [

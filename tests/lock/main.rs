@@ -5,16 +5,16 @@
 //! One test binary for these files (each a module), so that the suite links a few
 //! binaries rather than one per file. TESTING.md says what each file proves.
 
-mod layout;
-mod exclusion;
-mod lifecycle;
-mod waiting;
+mod batching;
+mod cancellation;
 mod errors;
 mod eviction_policy;
-mod batching;
+mod exclusion;
+mod generic_locks;
+mod layout;
+mod lifecycle;
+mod max_hold;
 mod script_cache;
 mod send_sync;
+mod waiting;
 mod watchdog;
-mod max_hold;
-mod cancellation;
-mod generic_locks;

@@ -4,6 +4,6 @@
 //! One test binary for these files (each a module), so that the suite links a few
 //! binaries rather than one per file. TESTING.md says what each file proves.
 
-mod quickstart;
-mod layering;
 mod doc_links;
+mod layering;
+mod quickstart;

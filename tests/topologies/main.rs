@@ -5,11 +5,11 @@
 //! binaries rather than one per file. TESTING.md says what each file proves.
 
 mod cluster;
-mod cluster_pubsub;
 mod cluster_failover;
+mod cluster_pubsub;
 mod cluster_replica_sync;
 mod cluster_slow_script;
 mod cluster_synchronizers;
-mod redlock_slow_nodes;
 mod redlock_clusters;
+mod redlock_slow_nodes;
 mod sentinel;

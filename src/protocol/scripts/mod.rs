@@ -804,6 +804,9 @@ mod tests {
     #[test]
     fn the_unheard_grace_is_the_scripts() {
         let line = format!("local UNHEARD_GRACE_MS = {}\n", UNHEARD_GRACE.as_millis());
-        assert!(include_str!("fair_common.lua").contains(&line), "{line}");
+        assert!(
+            include_str!("../../../lua/fair_common.lua").contains(&line),
+            "{line}"
+        );
     }
 }
