@@ -354,3 +354,112 @@ fn links_are_found_outside_code_only() {
     assert!(is_not_a_path("https://keepachangelog.com/en/1.1.0/"));
     assert!(!is_not_a_path("TESTING.md#the-torture-run"));
 }
+
+/// The folders at the repository's root that doc comments quote paths under.
+const TOP_FOLDERS: &[&str] = &[
+    "src/",
+    "lua/",
+    "tests/",
+    "examples/",
+    "benches/",
+    "interop/",
+    "rlock/",
+    "torture/",
+    "testkit/",
+    ".ci/",
+];
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a source folder is readable") {
+        let path = entry.expect("a folder entry").path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|name| name == "target") {
+                continue;
+            }
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// The folder of the crate `file` belongs to: the nearest one above it with a Cargo.toml.
+fn crate_root(file: &Path) -> PathBuf {
+    file.ancestors()
+        .skip(1)
+        .find(|dir| dir.join("Cargo.toml").is_file())
+        .unwrap_or(&root())
+        .to_path_buf()
+}
+
+/// The repository paths a doc comment line quotes in backticks (`` `lua/acquire.lua` ``):
+/// a code span that starts with a top-level folder and holds no space. A span with a glob
+/// (`permit_*.lua`) or a placeholder (`<name>`) is no one path, and is left alone.
+fn quoted_paths(doc: &str) -> Vec<&str> {
+    doc.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|span| TOP_FOLDERS.iter().any(|top| span.starts_with(top)))
+        .filter(|span| !span.contains([' ', '*', '<', '{', '$']))
+        .collect()
+}
+
+/// Paths quoted in rustdoc (`//!` and `///` comments) name files and folders that exist:
+/// a file that moved leaves no doc pointing at its old place.
+#[test]
+fn every_path_quoted_in_rustdoc_exists() {
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "tests",
+        "testkit/src",
+        "torture/src",
+        "rlock/src",
+        "interop/src",
+    ] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        for (number, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            let Some(doc) = trimmed
+                .strip_prefix("//!")
+                .or_else(|| trimmed.strip_prefix("///"))
+            else {
+                continue;
+            };
+            for path in quoted_paths(doc) {
+                checked += 1;
+                let path = path.trim_end_matches([':', ',', '.']);
+                // From the repository's root, or from the file's own crate (a workspace
+                // member's docs name its files from its folder).
+                if !root().join(path).exists() && !crate_root(file).join(path).exists() {
+                    let relative = file.strip_prefix(root()).unwrap_or(file);
+                    missing.push(format!("{}:{}: `{path}`", relative.display(), number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 0,
+        "no quoted path found at all: is the scan broken?"
+    );
+    assert!(
+        missing.is_empty(),
+        "paths quoted in rustdoc that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn quoted_paths_are_whole_paths_only() {
+    assert_eq!(
+        quoted_paths(" see `lua/acquire.lua` and `tests/programs/layering.rs`."),
+        ["lua/acquire.lua", "tests/programs/layering.rs"]
+    );
+    assert!(quoted_paths(" `lua/permit_*.lua`, `src/<layer>/`, `cargo test`").is_empty());
+}
