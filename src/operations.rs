@@ -1,5 +1,6 @@
 //! Running the locks in production: the metrics (cargo feature `metrics`), the traces, an
-//! alert worth having, and what to do when a lock is stuck. No code lives here.
+//! alert worth having, the ACL rules of a lock user, deploys, and what to do when a lock is
+//! stuck. No code lives here.
 //!
 //! # Metrics
 //!
@@ -71,6 +72,35 @@
 //! `shut down` with what it released), and when unlock channels are subscribed again;
 //! everything else is `DEBUG` or `TRACE`. Passwords never
 //! appear in any of them.
+//!
+//! # ACL rules
+//!
+//! The README's "Security" section shows the rules of a lock user (Redis 7.0), with its own
+//! lock names in the first key pattern. What each rule is for, and what each kind adds:
+//!
+//! | rule | for |
+//! |---|---|
+//! | `~<your lock names>` | the lock hashes (with a `key_prefix`, the prefixed names); `client.fenced_set` needs its resource keys too |
+//! | `~redisson_unlock_latch:*` | every unlock: the latch that makes a retried unlock idempotent; on a Redis Cluster also every semaphore and latch count change (its request latch) |
+//! | `~redisson_lock_queue:*`, `~redisson_lock_timeout:*` | `FairLock` only |
+//! | `~redisson_lock_token:*` | `FencedLock` only; `~redis_rlock_fence:*` for `client.fenced_set` |
+//! | `&redisson_lock__channel:*` | publishing and hearing unlock messages (a fair lock's waiters have channels of their own under it) |
+//! | `+evalsha` … `+unsubscribe` | every lock: the scripts and what they run, the pub/sub connections (RESP3: `HELLO`, `SUBSCRIBE`, `PING`), deadpool's health check (`UNWATCH`, `PING`) and the connect check (`HELLO`) |
+//! | `+hset` … `+time` | `FairLock` only |
+//! | `+incr` | `FencedLock` only |
+//! | `+info` | every client, at connect and on reconnection: the `maxmemory-policy` check (without it the client tries `CONFIG GET`, which the ACL log records as refused, then warns) |
+//! | `+wait` | `replica_sync` only |
+//!
+//! A `ReadWriteLock` adds `~{<your lock names>` (its read holds' timeout keys,
+//! `{<name>}:<owner>:rwlock_timeout:<n>`), `&redisson_rwlock:*` and `+hdel +hgetall +hlen`; the
+//! semaphores and the latch add `~{<their names>}:timeout`, `&redisson_sc:*`,
+//! `&redisson_countdownlatch__channel__*` and `+incrby +decrby +decr +zrange +zcard`.
+//! Add `+select` for a URL with a database number, and `~redisson_lock__channel:*` for a user
+//! that Java services running Redisson share. On a Redis Cluster add `+cluster|slots +cluster|info`, and for
+//! sharded pub/sub (the default there) `+spublish +ssubscribe +sunsubscribe
+//! +pubsub|shardnumsub`. A missing rule gives a `PermissionDenied` error
+//! naming it, with nothing half-done in Redis. The `transport` module docs cover what a client
+//! trusts, what it checks of the server at connect, and what each missing rule does.
 //!
 //! # Deploys
 //!
