@@ -1,4 +1,4 @@
-//! The Lua scripts (the `*.lua` files beside this one, compiled in) and typed calls to them.
+//! Typed calls to the Lua scripts (the files of the top-level `lua/`, compiled in).
 //!
 //! Each call goes out as EVALSHA; `redis::Script` hashes the source once and loads it when
 //! Redis answers NOSCRIPT (after a restart or `SCRIPT FLUSH`). The scripts are also loaded
@@ -9,11 +9,10 @@
 //! the helpers of `fair_common.lua`, prepended at build time. A read-write lock has scripts
 //! of its own (`read_write`).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::protocol::batch::{send_alone, Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::RedisConn;
 use crate::protocol::evalsha::{EvalSha, LuaScript};
@@ -63,6 +62,12 @@ macro_rules! fair_script {
 }
 
 mod sync;
+
+mod acquire;
+mod unlock;
+
+pub(crate) use acquire::{AcquireCall, AcquireItem, AcquireReply, PlaceTerms};
+pub(crate) use unlock::{UnlockCall, UnlockItem, UnlockOutcome};
 
 pub(crate) use sync::{
     change_permits, count_down, delete, drain, permit_acquire, permit_count, permit_left,
@@ -118,6 +123,15 @@ pub(crate) async fn load_all<C: RedisConn>(conn: &mut C) -> RedisResult<()> {
 /// The most bytes a number argument takes.
 const NUMBER_BYTES: usize = 20;
 
+/// The batched scripts' answer for a key that is not a lock (below any PTTL).
+const NOT_A_LOCK: i64 = -4;
+
+/// `unlock.lua`'s answer when the user may not publish the unlock message.
+const PUBLISH_REFUSED: i64 = -5;
+
+/// The last argument of a batched script called for one item alone: the reply comes bare.
+const LONE: &str = "1";
+
 /// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines.
 fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
     call.arg(&*names.key)
@@ -152,336 +166,6 @@ fn fair_call<'s>(
         .arg(UNLOCK_MESSAGE)
         .arg(names.publish_command());
     call
-}
-
-/// How far ahead of the Redis server's clock a queued fair waiter's deadline is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PlaceTerms {
-    /// For the waiter itself: how long it keeps its place without refreshing it.
-    pub(crate) keep_ms: u64,
-    /// For each waiter ahead of it in the queue: the `fairLockWaitTimeout` of the Redisson
-    /// clients sharing the queue, which each of them subtracts from the deadlines behind
-    /// it when it takes the lock or gives up (0: none do).
-    pub(crate) per_waiter_ahead_ms: u64,
-}
-
-/// One acquire attempt, on connections of type `C`.
-pub(crate) struct AcquireCall<'a, C> {
-    pub(crate) names: &'a Arc<LockNames>,
-    pub(crate) lease_ms: u64,
-    pub(crate) owner: &'a Arc<str>,
-    /// Fair locks: join the queue (or refresh the place in it) when the lock is not taken.
-    pub(crate) join_queue: bool,
-    /// Fair locks: how long a queued waiter keeps its place without refreshing it.
-    pub(crate) place: PlaceTerms,
-    /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
-    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem, C>>>,
-}
-
-/// What an acquire script answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AcquireReply {
-    /// Acquired or re-entered; a fenced lock's new fencing token.
-    Acquired {
-        token: Option<u64>,
-        /// The owner had no count before: Redis made its field anew. Where the client
-        /// still counts a hold of that owner, Redis lost it (see `Holds::add`).
-        new_hold: bool,
-    },
-    /// Not acquired: try again within this many ms at the latest (-1: no bound known).
-    RetryWithin(i64),
-    /// The lock key is not a lock of this kind; nothing was written.
-    NotALock,
-}
-
-impl AcquireReply {
-    /// An acquire script's integer answer: [`ACQUIRED`], [`REENTERED`], [`NOT_A_LOCK`],
-    /// or how long to wait.
-    fn from_code(reply: i64) -> Self {
-        match reply {
-            ACQUIRED => AcquireReply::Acquired {
-                token: None,
-                new_hold: true,
-            },
-            REENTERED => AcquireReply::Acquired {
-                token: None,
-                new_hold: false,
-            },
-            NOT_A_LOCK => AcquireReply::NotALock,
-            wait_ms => AcquireReply::RetryWithin(wait_ms),
-        }
-    }
-}
-
-/// The acquire scripts' answer for a lock taken afresh: the owner had no count (below any
-/// PTTL).
-const ACQUIRED: i64 = -3;
-
-/// The acquire scripts' answer for a re-entry: the owner's count went up from 1 or more.
-const REENTERED: i64 = -6;
-
-/// The batched scripts' answer for a key that is not a lock (below any PTTL).
-const NOT_A_LOCK: i64 = -4;
-
-/// `unlock.lua`'s answer when the user may not publish the unlock message.
-const PUBLISH_REFUSED: i64 = -5;
-
-/// The last argument of a batched script called for one item alone: the reply comes bare.
-const LONE: &str = "1";
-
-/// One plain lock's acquire, as an item of `acquire.lua`.
-pub(crate) struct AcquireItem {
-    names: Arc<LockNames>,
-    lease_ms: u64,
-    owner: Arc<str>,
-}
-
-impl AcquireItem {
-    /// `acquire.lua` over `items`; `lone`: one item, answered bare.
-    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
-        let bytes = items
-            .iter()
-            .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
-            .sum();
-        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len() + 1, bytes);
-        for item in items {
-            call.arg(&*item.names.key);
-        }
-        for item in items {
-            call.arg(item.lease_ms).arg(&*item.owner);
-        }
-        if lone {
-            call.arg(LONE);
-        }
-        call
-    }
-
-    fn reply(reply: i64) -> AcquireReply {
-        AcquireReply::from_code(reply)
-    }
-}
-
-impl Batched for AcquireItem {
-    type Reply = AcquireReply;
-
-    fn key(&self) -> &str {
-        &self.names.key
-    }
-
-    async fn send<C: RedisConn>(conn: &mut C, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
-        let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
-        Ok(replies.into_iter().map(Self::reply).collect())
-    }
-
-    async fn send_one<C: RedisConn>(conn: &mut C, item: &Self) -> RedisResult<AcquireReply> {
-        let reply: i64 = Self::call(std::slice::from_ref(item), true)
-            .query(conn)
-            .await?;
-        Ok(Self::reply(reply))
-    }
-}
-
-impl<C: RedisConn> AcquireCall<'_, C> {
-    /// `acquire.lua`, `fenced_acquire.lua`, `fair_acquire.lua`, or a read-write lock's
-    /// `read_acquire.lua` or `write_acquire.lua`.
-    pub(crate) async fn run(&self, mut conn: C) -> RedisResult<AcquireReply> {
-        if let Some((side, _)) = self.names.read_write() {
-            return read_write::acquire(&mut conn, self.names, side, self.lease_ms, self.owner)
-                .await;
-        }
-        if let Some(token) = self.names.token_counter() {
-            let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
-            let mut call = EvalSha::new(&FENCED_ACQUIRE, 2, 4, bytes);
-            call.arg(&*self.names.key)
-                .arg(&**token)
-                .arg(self.lease_ms)
-                .arg(&**self.owner);
-            // The token arrives as a decimal string: exact over the counter's whole range.
-            let (acquired, value): (i64, String) = call.query(&mut conn).await?;
-            let parsed = |what: &str| {
-                value.parse::<i64>().map_err(|_| {
-                    RedisError::from((
-                        ErrorKind::UnexpectedReturnType,
-                        "the fenced acquire answered a malformed number",
-                        format!("{what} `{value}`"),
-                    ))
-                })
-            };
-            return Ok(match acquired {
-                1 | 2 => AcquireReply::Acquired {
-                    token: Some(parsed("token")?.unsigned_abs()),
-                    new_hold: acquired == 1,
-                },
-                _ => AcquireReply::RetryWithin(parsed("pttl")?),
-            });
-        }
-        let Some(queue) = self.names.queue() else {
-            let item = AcquireItem {
-                names: self.names.clone(),
-                lease_ms: self.lease_ms,
-                owner: self.owner.clone(),
-            };
-            return match self.batcher {
-                Some(batcher) => batcher.call(conn, item).await,
-                None => send_alone(&mut conn, item).await,
-            };
-        };
-        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, &[], 4);
-        call.arg(self.lease_ms)
-            .arg(&**self.owner)
-            .arg(self.place.keep_ms)
-            .arg(if self.join_queue { "queue" } else { "try" })
-            .arg(self.place.per_waiter_ahead_ms);
-        let reply: i64 = call.query(&mut conn).await?;
-        Ok(AcquireReply::from_code(reply))
-    }
-}
-
-/// What the unlock script found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UnlockOutcome {
-    /// The owner held nothing.
-    NotHeld,
-    /// One hold was released and others remain.
-    StillHeld,
-    /// The last hold was released; the lock is free and one waiter was told.
-    Freed,
-    /// The last hold of a fair lock was released, and the head of its queue did not hear it
-    /// (it may be subscribing yet): it keeps its turn for [`UNHEARD_GRACE`], after which
-    /// the client should look again ([`notify_queue`]).
-    FreedHeadUnheard,
-    /// The key is not a lock; nothing was written.
-    NotALock,
-    /// The user may not publish the unlock message; nothing was written (the lock is still
-    /// held).
-    PublishRefused,
-}
-
-impl From<Option<i64>> for UnlockOutcome {
-    fn from(found: Option<i64>) -> Self {
-        match found {
-            None | Some(-1) => UnlockOutcome::NotHeld,
-            Some(0) => UnlockOutcome::StillHeld,
-            Some(NOT_A_LOCK) => UnlockOutcome::NotALock,
-            Some(PUBLISH_REFUSED) => UnlockOutcome::PublishRefused,
-            Some(FREED_HEAD_UNHEARD) => UnlockOutcome::FreedHeadUnheard,
-            Some(_) => UnlockOutcome::Freed,
-        }
-    }
-}
-
-/// One call of `unlock.lua`, `fair_unlock.lua` or a read-write lock's unlock script, on
-/// connections of type `C`.
-pub(crate) struct UnlockCall<'a, C> {
-    pub(crate) names: &'a Arc<LockNames>,
-    pub(crate) latch: &'a Arc<str>,
-    pub(crate) lease_ms: u64,
-    pub(crate) owner: &'a Arc<str>,
-    pub(crate) latch_ttl_ms: u64,
-    /// Where a plain lock's release may be batched with others; `None`: sent alone.
-    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem, C>>>,
-}
-
-/// One plain lock's release, as an item of `unlock.lua`.
-pub(crate) struct UnlockItem {
-    names: Arc<LockNames>,
-    latch: Arc<str>,
-    retry: bool,
-    lease_ms: u64,
-    owner: Arc<str>,
-    latch_ttl_ms: u64,
-}
-
-impl UnlockItem {
-    /// `unlock.lua` over `items`; `lone`: one item, answered bare.
-    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
-        let bytes = 1
-            + NUMBER_BYTES
-            + items
-                .iter()
-                .map(|item| {
-                    let names = &item.names;
-                    names.key.len()
-                        + names.channel.len()
-                        + item.latch.len()
-                        + NUMBER_BYTES
-                        + item.owner.len()
-                        + 1
-                })
-                .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 4 + 6 * items.len(), bytes);
-        for item in items {
-            call.arg(&*item.names.key).arg(&*item.latch);
-        }
-        // Every item of one client asks for the same latch lifetime; the longest is safe.
-        let latch_ttl_ms = items.iter().map(|i| i.latch_ttl_ms).max().unwrap_or(0);
-        // Every lock of one client publishes with the same command.
-        let publish = items
-            .first()
-            .map_or(ChannelKind::Classic.publish(), |item| {
-                item.names.publish_command()
-            });
-        call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms).arg(publish);
-        for item in items {
-            call.arg(&*item.names.channel)
-                .arg(item.lease_ms)
-                .arg(&*item.owner)
-                .arg(if item.retry { "1" } else { "0" });
-        }
-        if lone {
-            call.arg(LONE);
-        }
-        call
-    }
-}
-
-impl Batched for UnlockItem {
-    type Reply = UnlockOutcome;
-
-    fn key(&self) -> &str {
-        &self.names.key
-    }
-
-    async fn send<C: RedisConn>(conn: &mut C, items: &[Self]) -> RedisResult<Vec<UnlockOutcome>> {
-        let found: Vec<i64> = Self::call(items, false).query(conn).await?;
-        Ok(found.into_iter().map(|f| Some(f).into()).collect())
-    }
-
-    async fn send_one<C: RedisConn>(conn: &mut C, item: &Self) -> RedisResult<UnlockOutcome> {
-        let found: i64 = Self::call(std::slice::from_ref(item), true)
-            .query(conn)
-            .await?;
-        Ok(Some(found).into())
-    }
-}
-
-impl<C: RedisConn> UnlockCall<'_, C> {
-    /// `retry`: an earlier try of this request may have run.
-    pub(crate) async fn run(&self, mut conn: C, retry: bool) -> RedisResult<UnlockOutcome> {
-        if let Some((side, rw)) = self.names.read_write() {
-            return read_write::unlock(conn, self, side, rw, retry).await;
-        }
-        let Some(queue) = self.names.queue() else {
-            let item = UnlockItem {
-                names: self.names.clone(),
-                latch: self.latch.clone(),
-                retry,
-                lease_ms: self.lease_ms,
-                owner: self.owner.clone(),
-                latch_ttl_ms: self.latch_ttl_ms,
-            };
-            return match self.batcher {
-                Some(batcher) => batcher.call(conn, item).await,
-                None => send_alone(&mut conn, item).await,
-            };
-        };
-        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, &[self.latch], 3);
-        call.arg(self.lease_ms)
-            .arg(&**self.owner)
-            .arg(self.latch_ttl_ms);
-        let found: Option<i64> = call.query(&mut conn).await?;
-        Ok(found.into())
-    }
 }
 
 /// How long the head of a free fair lock's queue that nobody hears keeps its turn:
