@@ -23,7 +23,7 @@
 //! A read-only ACL user needs `+scan +type +pttl +hscan +llen +zcard +zcount +zmscore
 //! +lrange +get +time +pubsub|numsub +pubsub|channels +zrange +info` with key patterns for
 //! the lock names and `~redisson_*` (and `~{*` for expirable semaphores' permits;
-//! `rlock/tests/secrets.rs` checks these rules); on a cluster also `+cluster|slots` (and
+//! `rlock/tests/cli/secrets.rs` checks these rules); on a cluster also `+cluster|slots` (and
 //! `+pubsub|shardnumsub +pubsub|shardchannels` for sharded subscribers), on Sentinel
 //! `+sentinel|get-master-addr-by-name` on the sentinels. A
 //! missing rule is named (`NOPERM`, exit code 4), never read as "no lock". `unlock` needs

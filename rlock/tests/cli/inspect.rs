@@ -1,11 +1,9 @@
 //! `list`, `show`, `leaks` and `watch` on one server, with locks made by the library and
 //! by raw Redisson-layout commands (as a Java client leaves them).
 
-mod support;
-
 use std::time::Duration;
 
-use support::{java_lock, listed, lock, rlock, JAVA_CLIENT};
+use crate::support::{java_lock, listed, lock, rlock, JAVA_CLIENT};
 use testkit::fair::{fair_clients, queue_up};
 use testkit::RedisServer;
 

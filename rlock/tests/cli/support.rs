@@ -2,8 +2,6 @@
 //! its output captured, and JSON read back; or with a pseudo-terminal as stdin, to answer
 //! `unlock`'s question.
 
-#![allow(dead_code)]
-
 use std::process::Stdio;
 use std::time::Duration;
 

@@ -3,13 +3,11 @@
 //! never of a holder it did not show (the question answered on a terminal after the
 //! holder changed: exit code 5, the new holder kept), unless `--any-holder`.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use support::{java_lock, rlock, rlock_on_terminal};
+use crate::support::{java_lock, rlock, rlock_on_terminal};
 use testkit::fair::queue_up;
 use testkit::RedisServer;
 
@@ -132,13 +130,13 @@ async fn unlock_leaves_what_is_not_a_held_lock_alone() {
 
     // A read-write lock as a Java reader leaves it: listed, and unlocked through the read
     // side's script, which takes its timeout key too.
-    let reader = format!("{}:3", support::JAVA_CLIENT);
+    let reader = format!("{}:3", crate::support::JAVA_CLIENT);
     let timeout = format!("{{rw}}:{reader}:rwlock_timeout:1");
     server.cli(&["HSET", "rw", "mode", "read", &reader, "1"]);
     server.cli(&["PEXPIRE", "rw", "60000"]);
     server.cli(&["SET", &timeout, "1", "PX", "60000"]);
     let listing = rlock(&["--url", &url, "list", "--json"]).await.json();
-    assert_eq!(support::lock(&listing, "rw")["kind"], "read_write");
+    assert_eq!(crate::support::lock(&listing, "rw")["kind"], "read_write");
     let run = rlock(&["--url", &url, "unlock", "rw", "--yes"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(server.cli(&["EXISTS", "rw", &timeout]), "0");
@@ -201,8 +199,8 @@ async fn unlock_of_a_fair_lock_moves_a_queue_behind_a_dead_head() {
     let holder = testkit::client(&server).await;
     let held = holder.fair_lock("jobs").lock().await.unwrap();
     let (dead, live) = (
-        format!("{}:1", support::JAVA_CLIENT),
-        format!("{}:2", support::JAVA_CLIENT),
+        format!("{}:1", crate::support::JAVA_CLIENT),
+        format!("{}:2", crate::support::JAVA_CLIENT),
     );
     let now: i64 = testkit::server_millis(&mut raw).await;
     for (waiter, ahead) in [(&dead, 1), (&live, 2)] {

@@ -1,9 +1,7 @@
 //! Connecting: ACL users, a key prefix, TLS with client certificates, exit code 3, and
 //! passwords that are never printed, in output or in errors.
 
-mod support;
-
-use support::{java_lock, listed, rlock, rlock_env};
+use crate::support::{java_lock, listed, rlock, rlock_env};
 use testkit::RedisServer;
 
 const SECRET: &str = "hunter2-very-secret";
@@ -99,7 +97,7 @@ async fn a_key_prefix_scopes_the_keys_and_names_print_without_it() {
         .await
         .json();
     assert_eq!(listing["total"], 1, "{listing:#}");
-    let invoice = support::lock(&listing, "invoice:9");
+    let invoice = crate::support::lock(&listing, "invoice:9");
     assert_eq!(invoice["key"], "billing:invoice:9");
     let run = rlock_env(
         &["show", "invoice:9", "--json"],

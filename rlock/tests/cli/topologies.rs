@@ -1,12 +1,10 @@
 //! A Redis Cluster (every master scanned, keys read on their slot's master) and Sentinel
 //! (the master it names).
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use support::{java_lock, listed, lock, rlock};
+use crate::support::{java_lock, listed, lock, rlock};
 use testkit::{RedisCluster, RedisSentinels};
 
 #[tokio::test]
