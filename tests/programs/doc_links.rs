@@ -395,13 +395,16 @@ fn crate_root(file: &Path) -> PathBuf {
 
 /// The repository paths a doc comment line quotes in backticks (`` `lua/acquire.lua` ``):
 /// a code span that starts with a top-level folder and holds no space. A span with a glob
-/// (`permit_*.lua`) or a placeholder (`<name>`) is no one path, and is left alone.
+/// (`permit_*.lua`) or a placeholder (`<name>`) is no one path, and a build output (under a
+/// `target/` folder) is not in a fresh checkout: both are left alone.
 fn quoted_paths(doc: &str) -> Vec<&str> {
     doc.split('`')
         .skip(1)
         .step_by(2)
         .filter(|span| TOP_FOLDERS.iter().any(|top| span.starts_with(top)))
         .filter(|span| !span.contains([' ', '*', '<', '{', '$']))
+        // Build outputs exist only after a build: not a path a fresh checkout has.
+        .filter(|span| !span.contains("/target/"))
         .collect()
 }
 
@@ -462,4 +465,5 @@ fn quoted_paths_are_whole_paths_only() {
         ["lua/acquire.lua", "tests/programs/layering.rs"]
     );
     assert!(quoted_paths(" `lua/permit_*.lua`, `src/<layer>/`, `cargo test`").is_empty());
+    assert!(quoted_paths(" `interop/redisson/target/redisson-driver.jar`").is_empty());
 }
