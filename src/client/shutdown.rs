@@ -94,8 +94,23 @@ pub(crate) async fn shut_down(core: &Arc<Core>, timeout: Duration) -> ShutdownRe
         let _ = tokio::time::timeout(timeout, lifecycle.finished()).await;
         return ShutdownReport::default();
     }
+    // On the client's runtime, to its end even if the caller stops waiting: a shutdown cut
+    // short would leave the guards it took off the list unreleased, and the client open.
+    let running = core
+        .background()
+        .spawn_uncounted(run(core.clone(), timeout));
+    running.await.unwrap_or_default()
+}
+
+/// The shutdown itself, once begun.
+async fn run(core: Arc<Core>, timeout: Duration) -> ShutdownReport {
+    let core = &core;
+    let lifecycle = &core.connections.lifecycle;
     let started = Instant::now();
-    let deadline = started + timeout;
+    // A timeout too large to add to the clock waits without a bound, in effect.
+    let deadline = started
+        .checked_add(timeout)
+        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600));
     tracing::info!(client = %core.id, "shutting down");
     // Waiting calls return at once; a try in flight gets up to half the time to finish,
     // and the releases the rest.
@@ -132,12 +147,12 @@ async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> 
     let mut units = Vec::new();
     let mut pending: FuturesUnordered<Releasing> = FuturesUnordered::new();
     // Each hold once, with its guards (the hold's address tells them apart while held).
-    let mut locks: HashMap<*const Hold, (Arc<LockNames>, Arc<Hold>, usize)> = HashMap::new();
+    let mut locks: HashMap<usize, (Arc<LockNames>, Arc<Hold>, usize)> = HashMap::new();
     for holding in core.handed_out.take_all() {
         match holding {
             Outstanding::Lock { names, hold } => {
                 locks
-                    .entry(Arc::as_ptr(&hold))
+                    .entry(Arc::as_ptr(&hold) as usize)
                     .or_insert_with(|| (names, hold, 0))
                     .2 += 1;
             }

@@ -253,6 +253,14 @@ impl GroupState {
             }
             return Ok(());
         }
+        // Every hold's client shut down, which released them: say so.
+        if !outcomes.is_empty()
+            && outcomes
+                .iter()
+                .all(|outcome| outcome.as_ref().is_err_and(Error::is_shut_down))
+        {
+            return Err(Error::ShutDown);
+        }
         let reasons: Vec<LostReason> = outcomes
             .iter()
             .filter_map(|outcome| outcome.as_ref().err())

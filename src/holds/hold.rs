@@ -75,6 +75,9 @@ pub(crate) struct Hold {
     started: Instant,
     /// Still counted in the held-locks gauge: until it is lost or its last guard goes.
     counted: AtomicBool,
+    /// An expirable permit's: held while its lease is set anew or its expiry confirmed
+    /// with Redis, so that neither acts on what the other is changing. `None` for locks.
+    lease_change: Option<Box<tokio::sync::Mutex<()>>>,
 }
 
 impl Drop for Hold {
@@ -92,6 +95,8 @@ impl Hold {
         started: Instant,
         applied: Applied,
     ) -> Self {
+        let lease_change =
+            (renewal == Renewal::Permit).then(|| Box::new(tokio::sync::Mutex::new(())));
         let hold = Hold {
             key: id.key.clone(),
             owner: id.owner.clone(),
@@ -110,6 +115,7 @@ impl Hold {
             watch_slot: AtomicUsize::new(NOT_LISTED),
             started,
             counted: AtomicBool::new(true),
+            lease_change,
         };
         metrics::held(1.0);
         hold.reset_validity(started, applied);
@@ -142,6 +148,15 @@ impl Hold {
     /// keep; otherwise the most recent fixed lease, as in Redisson.
     pub(crate) fn lease_ms(&self) -> u64 {
         self.lease_ms.load(Ordering::Relaxed)
+    }
+
+    /// Serialises a permit's lease changes and expiry checks (see `lease_change`); for a
+    /// lock, nothing to wait for.
+    pub(crate) async fn lease_change(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.lease_change {
+            Some(lock) => Some(lock.lock().await),
+            None => None,
+        }
     }
 
     /// A fixed-lease hold (an expirable permit's) was given a new lease of `lease_ms`.

@@ -120,7 +120,16 @@ pub(crate) async fn attempt(
             Err(e) => core.connections.report(shared, e),
         }
     }
-    sent.settle(terms, outcome).await
+    match sent.settle(terms, outcome).await {
+        // Taken while its client began to shut down (a group's node may belong to another
+        // client than the one whose call waits): given back at once, by the guard's drop,
+        // which the shutdown waits for.
+        Ok(Tried::Acquired(guard)) if core.connections.lifecycle.is_stopping() => {
+            drop(guard);
+            Err(Error::ShutDown)
+        }
+        tried => tried,
+    }
 }
 
 /// Where an acquire goes out: the shared connection, or with replica sync a pooled one of

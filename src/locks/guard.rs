@@ -199,8 +199,12 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
         ..
     } = state;
     let sending = core.handed_out.take(ticket).then(|| {
-        // Whether it was lost is decided before the release retires the hold.
-        let lost = hold.lost_reason();
+        // Whether it was lost is decided before the release retires the hold. A shutdown
+        // that marked the hold after this guard took its ticket leaves this guard's count to
+        // this release.
+        let lost = hold
+            .lost_reason()
+            .filter(|reason| *reason != LostReason::ShutDown);
         release_one(core, names, hold, lost)
     });
     async move {

@@ -280,15 +280,20 @@ impl PermitExpirableSemaphore {
         let bytes = check::permit_id(id)?;
         let lease_ms = check::lease(lease)?;
         let (core, names) = self.handle.parts().await?;
+        // A guard of this client on the permit: its expiry checks wait for the new lease.
+        let local = names.timeouts.as_ref().and_then(|timeouts| {
+            let holds = &core.holds;
+            holds.not_known_lost(&holds.id(timeouts, &Arc::from(id.to_ascii_lowercase())))
+        });
+        let _changing = match &local {
+            Some(hold) => hold.lease_change().await,
+            None => None,
+        };
         let started = Instant::now();
         let updated = update_id(core, names, &bytes, lease_ms).await.result?;
-        if let (true, Some(timeouts)) = (updated, &names.timeouts) {
-            let holds = &core.holds;
-            let id = holds.id(timeouts, &Arc::from(id.to_ascii_lowercase()));
-            if let Some(hold) = holds.not_known_lost(&id) {
-                hold.set_fixed_lease(lease_ms);
-                hold.lease_applied(started, Applied::within(lease_ms, None, started));
-            }
+        if let (true, Some(hold)) = (updated, &local) {
+            hold.set_fixed_lease(lease_ms);
+            hold.lease_applied(started, Applied::within(lease_ms, None, started));
         }
         Ok(updated)
     }
@@ -299,7 +304,9 @@ impl PermitExpirableSemaphore {
             return;
         };
         let holds = &core.holds;
-        if let Some(hold) = holds.live(&holds.id(timeouts, &Arc::from(id.to_ascii_lowercase()))) {
+        // Past its deadline too: it was only assumed expired, and is released now.
+        let id = holds.id(timeouts, &Arc::from(id.to_ascii_lowercase()));
+        if let Some(hold) = holds.not_known_lost(&id) {
             hold.mark_lost(LostReason::Released);
         }
     }

@@ -141,11 +141,16 @@ impl ExpirablePermit {
         );
         async move {
             loop {
-                let reason = hold.lost().await;
-                if !hold.assumed_expired() {
+                hold.lost().await;
+                // Marked lost (or, for no permit, past the deadline): that is the answer.
+                if let Some(reason) = hold.known_lost() {
                     return reason;
                 }
-                confirm_expiry(&core, &names, &id, &hold).await;
+                // Past the deadline and unconfirmed: ask. Otherwise another watcher moved
+                // the deadline, or the permit was released: wait on.
+                if hold.assumed_expired() {
+                    confirm_expiry(&core, &names, &id, &hold).await;
+                }
             }
         }
     }
@@ -168,6 +173,8 @@ impl ExpirablePermit {
         let lease_ms = crate::sync::check::lease(lease)?;
         let state = self.state();
         let hold = &state.hold;
+        // No expiry check acts on the lease meanwhile (see `confirm_expiry`).
+        let _changing = hold.lease_change().await;
         if let Some(reason) = hold.known_lost() {
             return Err(lost_from(&state.names, hold, reason));
         }
@@ -212,8 +219,10 @@ impl ExpirablePermit {
     /// comes back when its lease runs out.
     pub fn forget(mut self) -> String {
         let state = self.state.take().expect("a permit is consumed once");
-        state.core.handed_out.take(state.ticket);
-        state.core.holds.release(&state.hold);
+        // After a shutdown, which released it, there is nothing left to stop watching.
+        if state.core.handed_out.take(state.ticket) {
+            state.core.holds.release(&state.hold);
+        }
         tracing::debug!(semaphore = %state.names.key, permit = %state.hold.owner, "permit forgotten");
         state.hold.owner.to_string()
     }
@@ -232,8 +241,11 @@ fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'sta
     let sending = core.handed_out.take(ticket).then(|| {
         // Whether it was lost is decided before the release retires it. Past its deadline
         // it is only assumed expired, and the release asks Redis: its lease may have been
-        // extended elsewhere.
-        let lost = hold.known_lost();
+        // extended elsewhere. A shutdown that marked it after this guard took its ticket
+        // leaves the release to the guard.
+        let lost = hold
+            .known_lost()
+            .filter(|reason| *reason != LostReason::ShutDown);
         release_one(core, names, id, hold, lost)
     });
     async move {
@@ -303,6 +315,11 @@ const EXTENSION_MARGIN: Duration = Duration::from_millis(50);
 /// deadline to the new expiry if another client extended the lease, and otherwise marks the
 /// permit lost (`Expired`), also when Redis cannot be asked within [`CONFIRM_LIMIT`].
 async fn confirm_expiry(core: &Core, names: &SyncNames, id: &[u8; 16], hold: &Hold) {
+    // A new lease set meanwhile would be undone by a stale answer: one at a time.
+    let _changing = hold.lease_change().await;
+    if !hold.assumed_expired() {
+        return; // a new lease moved the deadline, or another check settled it
+    }
     let started = Instant::now();
     let ask = async {
         let shared = core.connections.shared().await?;

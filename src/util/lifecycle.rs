@@ -123,4 +123,13 @@ impl Background {
     pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
         drop(self.work.spawn_on(work, &self.runtime));
     }
+
+    /// Runs `work` on the client's runtime without counting it among the clean-up work: for
+    /// the shutdown itself, which waits for that work.
+    pub(crate) fn spawn_uncounted<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
+        self.runtime.spawn(work)
+    }
 }

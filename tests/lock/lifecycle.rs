@@ -381,3 +381,35 @@ async fn a_dropped_client_deletes_its_pending_unlock_latches() {
         0
     );
 }
+
+/// A shutdown whose caller stops waiting at once still runs to its end: the lock is freed
+/// for another client, and the client is closed. A group's guard then says `ShutDown`;
+/// a timeout too large for the clock is no panic.
+#[tokio::test]
+async fn a_shutdown_whose_caller_leaves_still_releases_and_closes() {
+    let server = RedisServer::start();
+    let (holder, other) = (
+        testkit::client(&server).await,
+        testkit::client(&server).await,
+    );
+    let held = holder.lock("left-behind").lock().await.unwrap();
+    let both = redis_rlock::MultiLock::new(vec![holder.lock("pair:1"), holder.lock("pair:2")]);
+    let pair = both.lock().await.unwrap();
+    let lost = held.lost();
+    // Dropped before it could finish.
+    let gave_up = tokio::time::timeout(Duration::ZERO, holder.shutdown(Duration::MAX)).await;
+    assert!(gave_up.is_err(), "the shutdown had nothing to wait for");
+    assert_eq!(testkit::bounded("lost()", lost).await, LostReason::ShutDown);
+    let taken = other
+        .lock("left-behind")
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(taken.is_some(), "the lock was not released");
+    assert!(pair.unlock().await.unwrap_err().is_shut_down());
+    // The first shutdown ends; a second one finds it over.
+    assert_eq!(holder.shutdown(Duration::MAX).await.released, 0);
+    let refused = holder.lock("left-behind").is_locked().await.unwrap_err();
+    assert!(refused.is_shut_down(), "{refused:?}");
+    drop(held);
+}
