@@ -66,7 +66,8 @@ impl ShutdownReport {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct NotReleased {
-    /// `"lock"`, `"semaphore permits"` or `"expirable permit"`.
+    /// `"lock"`, `"semaphore permits"` or `"expirable permit"`; `"client"` (with no key)
+    /// when the client's runtime ended before the shutdown could.
     pub what: &'static str,
     /// Its Redis key.
     pub key: String,
@@ -99,7 +100,15 @@ pub(crate) async fn shut_down(core: &Arc<Core>, timeout: Duration) -> ShutdownRe
     let running = core
         .background()
         .spawn_uncounted(run(core.clone(), timeout));
-    running.await.unwrap_or_default()
+    running.await.unwrap_or_else(|_| ShutdownReport {
+        // The runtime ended under it: what the guards held expires with their leases.
+        not_released: vec![NotReleased {
+            what: "client",
+            key: String::new(),
+            error: Error::RuntimeGone,
+        }],
+        ..ShutdownReport::default()
+    })
 }
 
 /// The shutdown itself, once begun.
