@@ -52,17 +52,12 @@
 //!   sends after a failover or a slot migration), when a `SSUBSCRIBE` is answered `MOVED`,
 //!   when a node's connection is lost, and every 2 s (every 250 ms while a subscription is
 //!   missing); each channel whose slot moved is subscribed on its new master, and its
-//!   waiters are woken to re-check the lock, since a message sent in the gap is lost. Seen
-//!   here: after a manual failover a sharded waiter was subscribed on the new master within
-//!   2 ms of the cluster settling; a classic one within the 2 s re-check (it keeps hearing
-//!   `PUBLISH`, which crosses the cluster, meanwhile); after a killed master, within 1 ms
-//!   of the replica's promotion (about 2.5 s after the kill at a node timeout of 1 s); after
-//!   a slot migration, within 60 ms; after `CLIENT KILL TYPE pubsub`, 12 channels over 12
-//!   slots within 130 ms. A waiter woke within 200 ms of the unlock in each case (the
-//!   redirected unlock and acquire calls take most of that), against a 30 s lease. While a
-//!   slot is being migrated, a sharded unlock that runs on the importing node (the lock key
-//!   moved first) is not heard by waiters still subscribed on the exporting one: they are
-//!   woken when the migration completes and their subscription moves.
+//!   waiters are woken to re-check the lock, since a message sent in the gap is lost (a
+//!   classic subscription keeps hearing `PUBLISH`, which crosses the cluster, until the 2 s
+//!   re-check moves it). TESTING.md has the times measured for each case. While a slot is
+//!   being migrated, a sharded unlock that runs on the importing node (the lock key moved
+//!   first) is not heard by waiters still subscribed on the exporting one: they are woken
+//!   when the migration completes and their subscription moves.
 //! - **Fair locks** pass over a dead waiter within 100 ms, as on one Redis: the scripts run on the
 //!   slot's master, where the waiters subscribe, so `PUBSUB NUMSUB` (classic) or `PUBSUB
 //!   SHARDNUMSUB` (sharded), which count one node's subscribers, count them. A live waiter
@@ -91,8 +86,7 @@
 //!   a way a failover explains (`READONLY`, a lost connection). When they name another
 //!   master, lock calls, the pool (renewals, replica sync) and the pub/sub connection move
 //!   to it: the next call opens its connection there, and calls already sent finish where
-//!   they were sent. Measured here, the first acquire after `SENTINEL FAILOVER` lands on the
-//!   new master well under a millisecond after the sentinels name it (`tests/topologies/sentinel.rs`).
+//!   they were sent (`tests/topologies/sentinel.rs` measures how soon; see TESTING.md).
 //! - **Why not wait for `READONLY`.** The old master keeps taking writes until the sentinels
 //!   turn it into a replica, about 10 s after the switch. A client that stayed on it until
 //!   refused could take a lock there that another client already holds on the new master.
