@@ -23,6 +23,7 @@ use crate::config::server_url::ServerUrl;
 use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
 use crate::transport::conn::Conn;
+use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::transport::server_check;
 use crate::util::lifecycle::Lifecycle;
@@ -157,32 +158,6 @@ pub(crate) struct Connections {
 impl Drop for Connections {
     fn drop(&mut self) {
         self.closing.cancel();
-    }
-}
-
-/// The services told when the client reconnects to Redis after losing it (the shared
-/// connection replaced, the pub/sub connection re-established): Redis may have restarted or
-/// failed over and forgotten locks, which the watchdog and the fixed-lease check then look
-/// for at once.
-#[derive(Default)]
-pub(crate) struct Reconnects {
-    listeners: std::sync::Mutex<Vec<Arc<tokio::sync::Notify>>>,
-}
-
-impl Reconnects {
-    /// A notification for one more listener. Each keeps a permit if it is busy when told,
-    /// so that a reconnection during a round is seen by the next one.
-    pub(crate) fn listen(&self) -> Arc<tokio::sync::Notify> {
-        let notify = Arc::new(tokio::sync::Notify::new());
-        sync::locked(&self.listeners).push(notify.clone());
-        notify
-    }
-
-    /// Tells every listener.
-    pub(crate) fn tell(&self) {
-        for listener in sync::locked(&self.listeners).iter() {
-            listener.notify_one();
-        }
     }
 }
 

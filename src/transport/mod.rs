@@ -278,6 +278,7 @@ pub(crate) mod connection;
 pub(crate) mod explain;
 pub(crate) mod permissions;
 pub(crate) mod pubsub;
+pub(crate) mod reconnects;
 pub(crate) mod replica_sync;
 pub(crate) mod sentinel;
 pub(crate) mod server_check;

@@ -28,7 +28,7 @@ use tokio::sync::{watch, Notify};
 use crate::config::sentinel::SentinelEndpoints;
 use crate::config::server_url::ServerUrl;
 use crate::error::{Error, Result};
-use crate::transport::connection::Reconnects;
+use crate::transport::reconnects::Reconnects;
 
 /// How often the sentinels are asked for the master besides listening for `+switch-master`:
 /// the bound on how long a missed message leaves the client on the old master.

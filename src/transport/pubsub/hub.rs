@@ -15,11 +15,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::protocol::channels::ChannelKind;
-use crate::transport::connection::Reconnects;
 use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
 use crate::transport::pubsub::slot_map::{NodeId, SlotMap};
 use crate::transport::pubsub::topology::Topology;
 use crate::transport::pubsub::{node, watcher};
+use crate::transport::reconnects::Reconnects;
 use crate::util::metrics;
 use crate::util::sync;
 

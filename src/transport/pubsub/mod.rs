@@ -60,7 +60,7 @@ use std::time::Duration;
 
 use crate::error::{channel_missing, Error, Result};
 use crate::protocol::channels::ChannelKind;
-use crate::transport::connection::Reconnects;
+use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::util::metrics;
 
