@@ -112,7 +112,9 @@ async fn the_metrics_follow_what_the_locks_do() {
     let mut seen = Seen::install();
     let server = RedisServer::start();
     let a = testkit::client_with_watchdog(&server, Duration::from_millis(900)).await;
-    let b = testkit::client(&server).await;
+    // A short watchdog for b too: its renewal finds the lock gone within 300 ms of the force
+    // unlock below (with the default 30 s lease, not within the test's 10 s bound).
+    let b = testkit::client_with_watchdog(&server, Duration::from_millis(900)).await;
     let reentrant = ["kind=reentrant"];
 
     // An acquire and its release; the hold is counted while it lasts.
