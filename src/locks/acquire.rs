@@ -32,15 +32,7 @@ pub(crate) async fn acquire(
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
     let mut timed = Timed::start(names.kind.label());
-    // Counted until it returns, queue place left and all, so that a shutdown waits for it.
-    let _admitted = match core.admit() {
-        Ok(admitted) => admitted,
-        Err(refused) => {
-            let outcome = Err(refused);
-            timed.ended::<LockGuard>(&outcome);
-            return outcome;
-        }
-    };
+    let _admitted = timed.admit(core)?;
     let task = identity.field(&core.id_text);
     let owner = names.owner_field(&task);
     if let Err(refused) = crate::locks::read_write::refuse_upgrade(core, names, &task, &owner) {
@@ -89,6 +81,18 @@ impl Timed {
         };
         self.ended = true;
         metrics::acquire_ended(self.kind, outcome, self.started);
+    }
+
+    /// Admits the call ([`Core::admit`]): counted until the token drops, queue place left
+    /// and all, so that a shutdown waits for it; refused, it ends as a failed call.
+    pub(crate) fn admit(
+        &mut self,
+        core: &Core,
+    ) -> Result<tokio_util::task::task_tracker::TaskTrackerToken> {
+        core.admit().inspect_err(|_| {
+            self.ended = true;
+            metrics::acquire_ended(self.kind, AcquireOutcome::Failed, self.started);
+        })
     }
 }
 

@@ -50,15 +50,7 @@ pub(crate) async fn wait_until<T: Try>(
     wait: Option<Duration>,
 ) -> Result<Option<T::Output>> {
     let mut timed = Timed::start(names.kind.label());
-    // Counted until it returns, so that a shutdown waits for it.
-    let _admitted = match core.admit() {
-        Ok(admitted) => admitted,
-        Err(refused) => {
-            let outcome = Err(refused);
-            timed.ended::<T::Output>(&outcome);
-            return outcome;
-        }
-    };
+    let _admitted = timed.admit(core)?;
     let mut waiter = Waiter {
         core,
         names,
