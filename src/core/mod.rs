@@ -21,7 +21,6 @@ use crate::services::heartbeat::Heartbeat;
 use crate::services::latches::LatchReaper;
 use crate::services::lease_check::LeaseCheck;
 use crate::services::watchdog::Watchdog;
-use crate::transport::conn::Conn;
 use crate::transport::connection::Connections;
 use crate::transport::permissions::CommandCheck;
 use crate::transport::pubsub::UnlockListener;
@@ -53,9 +52,9 @@ pub(crate) struct Core {
     pub(crate) channel_kind: ChannelKind,
     pub(crate) latches: LatchReaper,
     /// Coalesces concurrent acquires of plain locks into multi-key script calls.
-    pub(crate) acquires: Arc<Batcher<AcquireItem, Conn>>,
+    pub(crate) acquires: Arc<Batcher<AcquireItem>>,
     /// Coalesces concurrent releases of plain locks likewise.
-    pub(crate) releases: Arc<Batcher<UnlockItem, Conn>>,
+    pub(crate) releases: Arc<Batcher<UnlockItem>>,
     /// Set when lock writes must reach a replica before they count.
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
     /// Whether the user may run each lock kind's commands, checked at its first use.

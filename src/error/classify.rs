@@ -93,3 +93,36 @@ pub(crate) fn server_message(e: &redis::RedisError) -> String {
         None => e.to_string(),
     }
 }
+
+/// Whether a script call that failed with `e` may still have run in Redis: anything but a
+/// refused connection or an error Redis itself returned (a timed-out command is not
+/// withdrawn), such as a cluster's redirection.
+pub(crate) fn may_have_run(e: &redis::RedisError) -> bool {
+    is_transient(e) && !e.is_connection_refusal() && !certainly_not_run(e)
+}
+
+impl crate::Error {
+    /// Whether a call that failed with this error may still have run in Redis (see
+    /// [`may_have_run`]): a reply that timed out, or a connection lost after the call went
+    /// out.
+    pub(crate) fn may_have_run(&self) -> bool {
+        match self {
+            crate::Error::Redis(e) => may_have_run(e),
+            crate::Error::Timeout { .. } => true,
+            // A group's round: the last node that failed tells (a node that timed out may
+            // still run its script).
+            crate::Error::QuorumUnreachable { last_error, .. } => last_error
+                .as_deref()
+                .map_or(true, crate::Error::may_have_run),
+            _ => false,
+        }
+    }
+
+    /// True for a refusal after which the command certainly did not run and a cluster
+    /// will serve it again once its topology settles: a redirection (redis-rs, with its
+    /// retries off, re-reads the slot map on `MOVED`), a slot half-way through a
+    /// migration, a cluster down while it fails over, a demoted master.
+    pub(crate) fn is_topology_change(&self) -> bool {
+        matches!(self, crate::Error::Redis(e) if certainly_not_run(e))
+    }
+}

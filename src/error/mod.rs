@@ -6,8 +6,8 @@ mod classify;
 mod lost;
 
 pub(crate) use classify::{
-    certainly_not_run, channel_missing, channel_rule, is_auth_failure, is_permission_failure,
-    is_transient, server_message,
+    channel_missing, channel_rule, is_auth_failure, is_permission_failure, is_transient,
+    may_have_run, server_message,
 };
 pub use lost::LostReason;
 

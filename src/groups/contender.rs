@@ -16,7 +16,6 @@ use crate::groups::guard::GroupGuard;
 use crate::groups::node::Node;
 use crate::groups::policy::GroupKind;
 use crate::groups::round::{round, subscribe_missing, wait_for_any, Round};
-use crate::locks::attempt::error_may_have_run;
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::Subscription;
@@ -72,7 +71,7 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
             let holds = &node.core.holds;
             holds.is_held(&holds.id(&node.names.key, &self.owner))
         });
-        !(reentry && error_may_have_run(error))
+        !(reentry && error.may_have_run())
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::locks::attempt::{attempt, error_may_have_run, Request};
+use crate::locks::attempt::{attempt, Request};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
@@ -131,7 +131,7 @@ impl Contender for OneLock<'_> {
             .core
             .holds
             .is_held(&self.core.holds.id(&self.names.key, &self.owner));
-        !(held && error_may_have_run(error))
+        !(held && error.may_have_run())
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {

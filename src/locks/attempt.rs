@@ -8,15 +8,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::core::Core;
-use crate::error::{Error, Result};
+use crate::error::{may_have_run, Error, Result};
 use crate::holds::{Applied, Hold, HoldId, Lease, Terms};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
 use crate::locks::release::{Release, Released};
 use crate::locks::wait::Tried;
+use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{AcquireCall, AcquireReply};
-use crate::transport::conn::Conn;
 use crate::transport::connection::{Pooled, SharedConn};
 use crate::transport::explain;
 use crate::util::detach::FinishOnDrop;
@@ -36,30 +36,6 @@ impl Request {
             lease: self.lease,
             max_until: self.max_hold.and_then(|hold| started.checked_add(hold)),
         }
-    }
-}
-
-/// Whether a failed script call may still have run in Redis: anything but a refused
-/// connection or an error Redis itself returned (a timed-out command is not withdrawn),
-/// such as a cluster's redirection.
-fn may_have_run(error: &redis::RedisError) -> bool {
-    crate::error::is_transient(error)
-        && !error.is_connection_refusal()
-        && !crate::error::certainly_not_run(error)
-}
-
-/// Whether a call that failed with `error` may still have run in Redis (see
-/// [`may_have_run`]): a reply that timed out, or a connection lost after the call went out.
-pub(crate) fn error_may_have_run(error: &Error) -> bool {
-    match error {
-        Error::Redis(e) => may_have_run(e),
-        Error::Timeout { .. } => true,
-        // A group's round: the last node that failed tells (a node that timed out may
-        // still run its script).
-        Error::QuorumUnreachable { last_error, .. } => {
-            last_error.as_deref().map_or(true, error_may_have_run)
-        }
-        _ => false,
     }
 }
 
@@ -115,10 +91,7 @@ pub(crate) async fn attempt(
         .on(core.background())
         .await;
     if let Some(shared) = &shared {
-        match &outcome {
-            Ok(_) => core.connections.report_success(),
-            Err(e) => core.connections.report(shared, e),
-        }
+        core.connections.report_outcome(shared, &outcome);
     }
     match sent.settle(terms, outcome).await {
         // Taken while its client began to shut down (a group's node may belong to another

@@ -16,10 +16,10 @@ use std::time::Duration;
 use crate::config::settings::Settings;
 use crate::core::Core;
 use crate::error::{channel_missing, Error, Result};
-use crate::locks::wait::{TopologyWait, TOPOLOGY_PATIENCE};
+use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
-use crate::transport::conn::Conn;
+use crate::transport::calls::{Retry, Road, TOPOLOGY_PATIENCE};
 use crate::transport::explain;
 
 /// The longest one try of a request may take, pause included: a new connection (connect
@@ -90,7 +90,7 @@ impl Release {
         self
     }
 
-    fn call(&self) -> UnlockCall<'_, Conn> {
+    fn call(&self) -> UnlockCall<'_> {
         let latch_ttl = latch_ttl(&self.core.settings, self.core.connections.is_cluster());
         UnlockCall {
             names: &self.names,
@@ -117,25 +117,14 @@ impl Release {
         // was lost may have run (redis-rs reconnects and re-reads the slot map under it).
         let connections = &self.core.connections;
         let cluster = connections.is_cluster();
-        let mut tries = u32::from(cluster);
         // Patience from the first try on: the latch's lifetime counts from there.
-        let mut topology = TopologyWait::from_now(connections);
-        let outcome = loop {
-            let outcome = connections
-                .with_retries_on(self.pinned.clone(), |conn| {
-                    let retry = tries > 0;
-                    tries += 1;
-                    call.run(conn, retry)
-                })
-                .await;
-            match outcome {
-                Err(e) if topology.rides_out(&e) => {
-                    tracing::debug!(lock = %self.names.key, error = %e, "the cluster is changing its topology; unlocking again");
-                    tokio::time::sleep(connections.backoff()).await;
-                }
-                outcome => break outcome,
-            }
-        };
+        let road = Road::new(Retry::Always)
+            .on(self.pinned.clone())
+            .through_topology_changes(connections);
+        let outcome = connections
+            .call(road, |conn, tries| call.run(conn, cluster || tries > 0))
+            .await
+            .result;
         let outcome = match outcome {
             Ok(UnlockOutcome::NotHeld) => Ok(Released::NotHeld),
             Ok(UnlockOutcome::StillHeld) => Ok(Released::StillHeld),

@@ -19,7 +19,7 @@
 //! On a Redis Cluster, a try refused because the cluster is moving the lock's slot or
 //! failing over its master (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: the script
 //! certainly did not run) costs time, not an error: the loop tries again after the retry
-//! backoff for as long as the caller's wait allows, up to [`TOPOLOGY_PATIENCE`], without
+//! backoff for as long as the caller's wait allows, up to [`TOPOLOGY_PATIENCE`](crate::transport::calls::TOPOLOGY_PATIENCE), without
 //! counting it against `retry_attempts`; a wait that runs out meanwhile ends as one that
 //! ran out while the lock was held (`Ok(None)`). A failover after a master died takes
 //! about two `cluster-node-timeout`s, far longer than a few quick retries.
@@ -30,6 +30,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::transport::calls::TopologyWait;
 use crate::transport::connection::Connections;
 use crate::util::metrics;
 
@@ -37,67 +38,6 @@ use crate::util::metrics;
 /// (which this crate never writes but a foreign client might), or, for a lock group, the
 /// nodes that could report one are down. Without it, a lost wake-up would wait forever.
 pub(crate) const NO_TTL_RECHECK: Duration = Duration::from_secs(1);
-
-/// How long a call on a Redis Cluster waits out refusals that say the cluster is changing
-/// its topology (see [`is_topology_change`]) before it fails with the last of them: long
-/// enough for a failover at the default `cluster-node-timeout` (15 s; a replica is promoted
-/// about two node timeouts after its master died).
-pub(crate) const TOPOLOGY_PATIENCE: Duration = Duration::from_secs(30);
-
-/// True for a refusal after which the command certainly did not run and the cluster will
-/// serve it again once its topology settles: a redirection (redis-rs, with its retries
-/// off, re-reads the slot map on `MOVED`), a slot half-way through a migration, a cluster
-/// down while it fails over, a demoted master.
-pub(crate) fn is_topology_change(e: &Error) -> bool {
-    matches!(e, Error::Redis(e) if crate::error::certainly_not_run(e))
-}
-
-/// Waiting out a Redis Cluster's topology change, for one call: the one rule that lock
-/// acquires and releases and every synchronizer call share. A call refused because the
-/// cluster is moving its slot or failing over its master ([`is_topology_change`]: it
-/// certainly did not run) is sent again after the retry backoff, without counting against
-/// `retry_attempts`, for up to [`TOPOLOGY_PATIENCE`]; elsewhere than on a cluster such a
-/// refusal is final.
-pub(crate) struct TopologyWait {
-    cluster: bool,
-    /// When the patience began: the first refusal, or the call's start.
-    since: Option<Instant>,
-}
-
-impl TopologyWait {
-    /// Patience counted from the first refusal, and from the next one again after
-    /// [`settled`](TopologyWait::settled).
-    pub(crate) fn new(connections: &Connections) -> Self {
-        TopologyWait {
-            cluster: connections.is_cluster(),
-            since: None,
-        }
-    }
-
-    /// Patience counted from now: for a request whose latch must outlive every try (see
-    /// [`crate::locks::release`]), so that its tries end within a known time of its first.
-    pub(crate) fn from_now(connections: &Connections) -> Self {
-        TopologyWait {
-            cluster: connections.is_cluster(),
-            since: Some(Instant::now()),
-        }
-    }
-
-    /// True when a call that failed with `error` is to be sent again after a pause: a
-    /// cluster refused it for a topology change, and patience remains.
-    pub(crate) fn rides_out(&mut self, error: &Error) -> bool {
-        self.cluster
-            && is_topology_change(error)
-            && self.since.get_or_insert_with(Instant::now).elapsed() < TOPOLOGY_PATIENCE
-    }
-
-    /// The cluster answered: a later refusal starts a new patience (for [`new`]'s).
-    ///
-    /// [`new`]: TopologyWait::new
-    pub(crate) fn settled(&mut self) {
-        self.since = None;
-    }
-}
 
 /// What one try came to.
 pub(crate) enum Tried<G> {

@@ -18,7 +18,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::slot::group_by_slot;
 use crate::util::sync;
 use redis::{ErrorKind, RedisError, RedisResult};
@@ -44,27 +44,25 @@ pub(crate) trait Batched: Send + Sized + 'static {
 
     /// Runs `items` (at least one, of one hash slot) in one script call: one reply per
     /// item, in order.
-    fn send<C: RedisConn>(
-        conn: &mut C,
+    fn send(
+        conn: &mut Conn,
         items: &[Self],
     ) -> impl Future<Output = RedisResult<Vec<Self::Reply>>> + Send;
 
     /// Runs one item alone, the common case: the script answers its reply bare, not as an
     /// array of one, which spares the caller an allocation and most of the reply parsing
     /// (about 3,000 instructions of a lock-unlock pair, measured with callgrind).
-    fn send_one<C: RedisConn>(
-        conn: &mut C,
+    fn send_one(
+        conn: &mut Conn,
         item: &Self,
     ) -> impl Future<Output = RedisResult<Self::Reply>> + Send;
 }
 
-/// Coalesces the concurrent calls of one [`Batched`] script of a client, sent on
-/// connections of type `C`.
-pub(crate) struct Batcher<T: Batched, C> {
+/// Coalesces the concurrent calls of one [`Batched`] script of a client.
+pub(crate) struct Batcher<T: Batched> {
     state: Mutex<State<T>>,
     /// On a cluster: batches are split per hash slot.
     per_slot: bool,
-    connection: std::marker::PhantomData<fn() -> C>,
     /// Where queued batches are sent from: the client's runtime, which drives its
     /// connections.
     runtime: tokio::runtime::Handle,
@@ -84,7 +82,7 @@ struct Queued<T: Batched> {
     reply: oneshot::Sender<RedisResult<T::Reply>>,
 }
 
-impl<T: Batched, C: RedisConn> Batcher<T, C> {
+impl<T: Batched> Batcher<T> {
     /// `per_slot`: the client talks to a cluster, where one call may name one slot's keys.
     pub(crate) fn new(runtime: tokio::runtime::Handle, per_slot: bool) -> Arc<Self> {
         Arc::new(Batcher {
@@ -93,7 +91,6 @@ impl<T: Batched, C: RedisConn> Batcher<T, C> {
                 queued: Vec::new(),
             }),
             per_slot,
-            connection: std::marker::PhantomData,
             runtime,
         })
     }
@@ -120,7 +117,7 @@ impl<T: Batched, C: RedisConn> Batcher<T, C> {
     /// # Cancel safety
     /// As for a plain script call: dropping the future does not take the command back.
     /// Other callers' items never depend on this future being polled.
-    pub(crate) async fn call(self: &Arc<Self>, conn: C, item: T) -> RedisResult<T::Reply> {
+    pub(crate) async fn call(self: &Arc<Self>, conn: Conn, item: T) -> RedisResult<T::Reply> {
         let item = match self.send_now_or_queue(item) {
             Ok(item) => item,
             Err(answer) => return answer.await.unwrap_or_else(|_| Err(abandoned())),
@@ -135,23 +132,20 @@ impl<T: Batched, C: RedisConn> Batcher<T, C> {
 }
 
 /// Runs one item on its own, as a call of one item.
-pub(crate) async fn send_alone<T: Batched, C: RedisConn>(
-    conn: &mut C,
-    item: T,
-) -> RedisResult<T::Reply> {
+pub(crate) async fn send_alone<T: Batched>(conn: &mut Conn, item: T) -> RedisResult<T::Reply> {
     T::send_one(conn, &item).await
 }
 
 /// One of the [`MAX_IN_FLIGHT`] places of a batcher, taken by a call in flight. When the
 /// call ends, however it ends, the place goes to the calls queued meanwhile, sent as one
 /// batch, or is given back.
-struct Slot<T: Batched, C: RedisConn> {
-    batcher: Arc<Batcher<T, C>>,
+struct Slot<T: Batched> {
+    batcher: Arc<Batcher<T>>,
     /// The connection the next batch goes out on.
-    conn: C,
+    conn: Conn,
 }
 
-impl<T: Batched, C: RedisConn> Drop for Slot<T, C> {
+impl<T: Batched> Drop for Slot<T> {
     fn drop(&mut self) {
         let batch: Vec<Queued<T>> = {
             let mut state = self.batcher.state();
@@ -189,7 +183,7 @@ impl<T: Batched, C: RedisConn> Drop for Slot<T, C> {
 }
 
 /// Sends `batch` as one call and hands each caller its reply.
-async fn send_batch<T: Batched, C: RedisConn>(conn: &mut C, batch: Vec<Queued<T>>) {
+async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
     let (items, waiting): (Vec<T>, Vec<_>) = batch.into_iter().map(|q| (q.item, q.reply)).unzip();
     match T::send(conn, &items).await {
         Ok(replies) if replies.len() == waiting.len() => {

@@ -9,11 +9,11 @@
 
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs};
 
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::slot::key_slot;
 
 /// A Lua script: its source (a cluster node that lost it is sent the source alone, see
-/// [`RedisConn::load_script`]) and redis-rs' script, which hashes it once.
+/// [`Conn::load_script`]) and redis-rs' script, which hashes it once.
 pub(crate) struct LuaScript {
     source: String,
     script: Script,
@@ -61,10 +61,7 @@ impl<'s> EvalSha<'s> {
     /// loads it and sends the call once more. On a cluster the script is loaded on the
     /// node of the call's first key: each node has a script cache of its own, emptied when
     /// it restarts or a replica is promoted.
-    pub(crate) async fn query<T: FromRedisValue, C: RedisConn>(
-        &self,
-        conn: &mut C,
-    ) -> RedisResult<T> {
+    pub(crate) async fn query<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 conn.load_script(self.script, self.first_key_slot()).await?;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Value;
 
-use crate::transport::conn::Conn;
+use crate::protocol::conn::Conn;
 
 /// How often a cluster client holding locks reads the cluster's epoch: a lock lost to a
 /// failover is reported about this long after the replica's promotion at the latest.

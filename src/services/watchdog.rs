@@ -16,11 +16,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::holds::{Applied, Hold, Holds, Renewal};
+use crate::protocol::conn::Conn;
 use crate::protocol::key_slot;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
-use crate::transport::conn::Conn;
 use crate::transport::connection::Connections;
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
 use crate::util::metrics;

@@ -6,8 +6,8 @@
 //! On a Redis Cluster a call refused because its slot is on the move or its master is
 //! failing over (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: it certainly did not run)
 //! is sent again after the retry backoff for up to
-//! [`TOPOLOGY_PATIENCE`](crate::locks::wait::TOPOLOGY_PATIENCE) from its first try, as a
-//! lock's unlock is ([`TopologyWait`], shared with the locks), and failures to reach Redis
+//! [`TOPOLOGY_PATIENCE`](crate::transport::calls::TOPOLOGY_PATIENCE) from its first try, as
+//! a lock's unlock is (the one road of [`crate::transport::calls`]), and failures to reach Redis
 //! between two refusals count afresh against `retry_attempts`: a master that died drops
 //! its connections (a broken pipe, a refused reconnect) before the others answer that
 //! the cluster is down, then redirect to the promoted replica.
@@ -38,41 +38,12 @@ use tokio::time::Instant;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::locks::attempt::error_may_have_run;
 use crate::locks::release::{latch_ttl, longest_try};
-use crate::locks::wait::TopologyWait;
+use crate::protocol::conn::Conn;
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::RequestLatch;
-use crate::transport::conn::Conn;
+use crate::transport::calls::{Outcome, Retry, Road};
 use crate::transport::explain::{explain_with, sync_checks};
-
-/// Which failures a call may be sent again after.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Any failure to reach Redis: the call is harmless to run twice (a read, setting a
-    /// count that is not there, releasing a permit by its unique id).
-    Always,
-    /// Only a failure after which the call certainly did not run (a refused connection, a
-    /// cluster's redirection): a count change (`DECR`, `INCRBY`) that ran twice would count
-    /// twice, as in Redisson, which sends these once (`evalWriteNoRetryAsync`).
-    IfUnsent,
-    /// A count change with a request latch: any failure until this instant, after which
-    /// the latch may be gone, and the call is sent again as [`Retry::IfUnsent`] is.
-    Latched(Instant),
-}
-
-impl Retry {
-    /// Whether a call that failed with `error` may be sent again, after failures of which
-    /// one may have run (`earlier_may_have_run`).
-    pub(crate) fn resends(self, error: &Error, earlier_may_have_run: bool) -> bool {
-        let unsent = !earlier_may_have_run && !error_may_have_run(error);
-        match self {
-            Retry::Always => true,
-            Retry::IfUnsent => unsent,
-            Retry::Latched(until) => unsent || Instant::now() < until,
-        }
-    }
-}
 
 /// One count change request: its request latch on a cluster (see the module docs), and
 /// whether a try of it may have run.
@@ -122,7 +93,7 @@ impl CountChange {
 
     /// A try failed with `error`.
     pub(crate) fn failed(&mut self, error: &Error) {
-        self.may_have_run |= error_may_have_run(error);
+        self.may_have_run |= error.may_have_run();
     }
 
     /// Whether the request may be sent again after a try failed with `error`.
@@ -136,13 +107,6 @@ impl CountChange {
             core.latches.forget(latch.key);
         }
     }
-}
-
-/// What a call came to, and whether a try before the last one may have run in Redis
-/// (its reply lost): the last answer may then be about the state that try left.
-pub(crate) struct Outcome<T> {
-    pub(crate) result: Result<T>,
-    pub(crate) earlier_may_have_run: bool,
 }
 
 /// Runs `operation` (`operation` names it in errors, such as "releasing") up to the
@@ -160,53 +124,12 @@ where
     Fut: Future<Output = redis::RedisResult<T>>,
 {
     let connections = &core.connections;
-    // Failures to reach Redis since the last topology refusal.
-    let mut failures = 0;
-    let mut topology = TopologyWait::from_now(connections);
-    let mut earlier_may_have_run = false;
-    loop {
-        let outcome = match connections.shared().await {
-            Ok(shared) => {
-                let outcome = call(shared.conn.clone()).await;
-                match &outcome {
-                    Ok(_) => connections.report_success(),
-                    Err(e) => connections.report(&shared, e),
-                }
-                outcome.map_err(Error::from)
-            }
-            Err(e) => Err(e),
-        };
-        match outcome {
-            // Certainly not run; the cluster answers, and is changing.
-            Err(e) if topology.rides_out(&e) && retry.resends(&e, earlier_may_have_run) => {
-                tracing::debug!(error = %e, name = %names.key, "the cluster is changing its topology; retrying");
-                failures = 0;
-                tokio::time::sleep(connections.backoff()).await;
-            }
-            Err(e)
-                if e.is_connection_error()
-                    && failures + 1 < connections.retry_attempts()
-                    && retry.resends(&e, earlier_may_have_run) =>
-            {
-                failures += 1;
-                tracing::debug!(failures, error = %e, name = %names.key, "retrying");
-                earlier_may_have_run |= error_may_have_run(&e);
-                tokio::time::sleep(connections.backoff()).await;
-            }
-            Ok(value) => {
-                return Outcome {
-                    result: Ok(value),
-                    earlier_may_have_run,
-                }
-            }
-            Err(e) => {
-                return Outcome {
-                    result: Err(explain(core, names, operation, e).await),
-                    earlier_may_have_run,
-                }
-            }
-        }
+    let road = Road::new(retry).through_topology_changes(connections);
+    let mut outcome = connections.call(road, |conn, _| call(conn)).await;
+    if let Err(e) = outcome.result {
+        outcome.result = Err(explain(core, names, operation, e).await);
     }
+    outcome
 }
 
 /// [`run`] for a count change: `call` gets the request's latch (on a cluster) for every

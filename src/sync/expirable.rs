@@ -9,15 +9,15 @@ use tokio::time::Instant;
 use crate::core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{Applied, Lease, Renewal, Terms};
-use crate::locks::attempt::error_may_have_run;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change, PermitAcquire, PermitRelease};
-use crate::sync::call::{self, Retry};
+use crate::sync::call;
 use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::permit::{lost_error, release_id, update_id, ExpirablePermit};
 use crate::sync::waiting::{wait_until, Try, RECHECK};
+use crate::transport::calls::Retry;
 use crate::transport::pubsub::Wake;
 use crate::util::detach::FinishOnDrop;
 
@@ -434,7 +434,7 @@ impl Try for TakePermit {
             }
             Err(e) => {
                 let e = Error::from(e);
-                if error_may_have_run(&e) {
+                if e.may_have_run() {
                     // The permit may be taken: released by its id (which nobody else has)
                     // before the next try. Awaited, so that it is sent before that try on
                     // the same connection.

@@ -7,11 +7,12 @@ use std::future::Future;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
+use crate::protocol::conn::Conn;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, RequestLatch};
-use crate::sync::call::{self, Retry};
+use crate::sync::call;
 use crate::sync::check;
-use crate::transport::conn::Conn;
+use crate::transport::calls::Retry;
 
 /// A synchronizer's client and names.
 #[derive(Clone)]

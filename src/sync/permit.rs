@@ -14,7 +14,8 @@ use crate::error::{Error, LostReason, Result};
 use crate::holds::{drift, Applied, Hold};
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, PermitRelease};
-use crate::sync::call::{self, Outcome, Retry};
+use crate::sync::call;
+use crate::transport::calls::{Outcome, Retry};
 use crate::util::detach::FinishOnDrop;
 
 /// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore).

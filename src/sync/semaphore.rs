@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use crate::core::Core;
 use crate::error::{Error, Result};
-use crate::locks::attempt::error_may_have_run;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change};
@@ -333,7 +332,7 @@ impl Try for Take {
         // nothing tells which are whose.
         match &self.retrying {
             Some(request) => request.resends(error),
-            None => !error_may_have_run(error),
+            None => !error.may_have_run(),
         }
     }
 }

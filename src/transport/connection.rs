@@ -10,7 +10,6 @@
 //! One multiplexed connection pipelines every caller's commands instead, and the pool is
 //! where a broken one is replaced from, with its connect and health-check timeouts.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -22,7 +21,7 @@ use redis::{AsyncConnectionConfig, RedisError};
 use crate::config::server_url::ServerUrl;
 use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
-use crate::transport::conn::Conn;
+use crate::protocol::conn::Conn;
 use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::transport::server_check;
@@ -260,7 +259,7 @@ impl Connections {
 
     /// [`Error::RuntimeGone`] once the client's runtime has shut down, [`Error::ShutDown`]
     /// once the client has.
-    fn check_runtime(&self) -> Result<()> {
+    pub(super) fn check_runtime(&self) -> Result<()> {
         // First: closing the connections ends the runtime watch too.
         self.lifecycle.check_open()?;
         if self.runtime_gone.load(Ordering::Acquire) {
@@ -536,57 +535,5 @@ impl Connections {
 
     pub(crate) fn retry_attempts(&self) -> u32 {
         self.retry_attempts
-    }
-
-    /// Runs an idempotent operation on the shared connection, retrying failures to reach
-    /// Redis up to the configured number of attempts.
-    pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T>
-    where
-        F: FnMut(Conn) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        self.with_retries_on(None, operation).await
-    }
-
-    /// [`with_retries`](Connections::with_retries) on `pinned` when given: a command that
-    /// must reach Redis after an earlier one on that connection (Redis orders the commands
-    /// of one connection, not those of two).
-    pub(crate) async fn with_retries_on<T, F, Fut>(
-        &self,
-        pinned: Option<Conn>,
-        mut operation: F,
-    ) -> Result<T>
-    where
-        F: FnMut(Conn) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        let mut attempt = 1;
-        loop {
-            let outcome = match &pinned {
-                Some(conn) => match self.check_runtime() {
-                    Ok(()) => operation(conn.clone()).await.map_err(Error::from),
-                    Err(e) => Err(e),
-                },
-                None => match self.shared().await {
-                    Ok(shared) => {
-                        let outcome = operation(shared.conn.clone()).await;
-                        match &outcome {
-                            Ok(_) => self.report_success(),
-                            Err(e) => self.report(&shared, e),
-                        }
-                        outcome.map_err(Error::from)
-                    }
-                    Err(e) => Err(e),
-                },
-            };
-            match outcome {
-                Err(e) if e.is_connection_error() && attempt < self.retry_attempts => {
-                    tracing::debug!(attempt, error = %e, "retrying a Redis command");
-                    tokio::time::sleep(self.backoff()).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
     }
 }

@@ -273,7 +273,7 @@
 //! fails with a clear `OOM` error ([`Error::Rejected`](crate::Error::Rejected)) and writes
 //! nothing.
 
-pub(crate) mod conn;
+pub(crate) mod calls;
 pub(crate) mod connection;
 pub(crate) mod explain;
 pub(crate) mod permissions;

@@ -26,7 +26,7 @@ use std::time::Duration;
 use redis::{Cmd, Value};
 
 use crate::error::{Error, Result};
-use crate::transport::conn::Conn;
+use crate::protocol::conn::Conn;
 use crate::util::metrics;
 use crate::util::sync;
 

@@ -20,8 +20,8 @@ use redis::Value;
 
 use crate::config::server_url::ServerUrl;
 use crate::error::{is_permission_failure, Error, Result};
+use crate::protocol::conn::Conn;
 use crate::protocol::scripts;
-use crate::transport::conn::Conn;
 
 /// Checks the server on `conn` (see the module docs) and loads the scripts.
 /// `allow_evicting`: the client accepts a server that may evict keys.

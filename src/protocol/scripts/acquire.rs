@@ -8,7 +8,7 @@ use redis::{ErrorKind, RedisError, RedisResult};
 use super::{fair_call, read_write, LONE, NOT_A_LOCK, NUMBER_BYTES};
 use super::{ACQUIRE, FAIR_ACQUIRE, FENCED_ACQUIRE};
 use crate::protocol::batch::{send_alone, Batched, Batcher};
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::EvalSha;
 use crate::protocol::names::LockNames;
 
@@ -23,8 +23,8 @@ pub(crate) struct PlaceTerms {
     pub(crate) per_waiter_ahead_ms: u64,
 }
 
-/// One acquire attempt, on connections of type `C`.
-pub(crate) struct AcquireCall<'a, C> {
+/// One acquire attempt.
+pub(crate) struct AcquireCall<'a> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
@@ -33,7 +33,7 @@ pub(crate) struct AcquireCall<'a, C> {
     /// Fair locks: how long a queued waiter keeps its place without refreshing it.
     pub(crate) place: PlaceTerms,
     /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
-    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem, C>>>,
+    pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem>>>,
 }
 
 /// What an acquire script answered.
@@ -117,12 +117,12 @@ impl Batched for AcquireItem {
         &self.names.key
     }
 
-    async fn send<C: RedisConn>(conn: &mut C, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
+    async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
         let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
         Ok(replies.into_iter().map(Self::reply).collect())
     }
 
-    async fn send_one<C: RedisConn>(conn: &mut C, item: &Self) -> RedisResult<AcquireReply> {
+    async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<AcquireReply> {
         let reply: i64 = Self::call(std::slice::from_ref(item), true)
             .query(conn)
             .await?;
@@ -130,10 +130,10 @@ impl Batched for AcquireItem {
     }
 }
 
-impl<C: RedisConn> AcquireCall<'_, C> {
+impl AcquireCall<'_> {
     /// `acquire.lua`, `fenced_acquire.lua`, `fair_acquire.lua`, or a read-write lock's
     /// `read_acquire.lua` or `write_acquire.lua`.
-    pub(crate) async fn run(&self, mut conn: C) -> RedisResult<AcquireReply> {
+    pub(crate) async fn run(&self, mut conn: Conn) -> RedisResult<AcquireReply> {
         if let Some((side, _)) = self.names.read_write() {
             return read_write::acquire(&mut conn, self.names, side, self.lease_ms, self.owner)
                 .await;

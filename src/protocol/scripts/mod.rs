@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::protocol::channels::ChannelKind;
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::{EvalSha, LuaScript};
 use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
@@ -95,7 +95,7 @@ static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
 static STILL_HELD: LazyLock<LuaScript> = script!("still_held.lua");
 
 /// Loads every script, so that later calls find them by hash.
-pub(crate) async fn load_all<C: RedisConn>(conn: &mut C) -> RedisResult<()> {
+pub(crate) async fn load_all(conn: &mut Conn) -> RedisResult<()> {
     let all = [
         &ACQUIRE,
         &UNLOCK,
@@ -197,8 +197,8 @@ pub(crate) enum ForceUnlocked {
 /// `force_unlock.lua`, `fair_force_unlock.lua` or `rw_force_unlock.lua`; with `seen`, only
 /// if the lock is held by exactly those owner fields (whatever their counts; a read-write
 /// lock in the side's mode, its writer's field with `:write`).
-pub(crate) async fn force_unlock<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn force_unlock(
+    mut conn: Conn,
     names: &LockNames,
     seen: Option<&[String]>,
 ) -> RedisResult<ForceUnlocked> {
@@ -265,10 +265,7 @@ fn force_unlocked(reply: redis::Value) -> RedisResult<ForceUnlocked> {
 /// an unheard head has passed: drops stale waiters and, if the lock is free, tells the
 /// head, or passes it over for the first waiter that hears. True when a head (a new one)
 /// still keeps its turn unheard. A plain lock has no queue: nothing to do.
-pub(crate) async fn notify_queue<C: RedisConn>(
-    mut conn: C,
-    names: &LockNames,
-) -> RedisResult<bool> {
+pub(crate) async fn notify_queue(mut conn: Conn, names: &LockNames) -> RedisResult<bool> {
     let Some(queue) = names.queue() else {
         return Ok(false);
     };
@@ -280,11 +277,7 @@ pub(crate) async fn notify_queue<C: RedisConn>(
 
 /// `fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
 /// the lock is free. A plain lock has no queue: nothing to do.
-pub(crate) async fn leave_queue<C: RedisConn>(
-    mut conn: C,
-    names: &LockNames,
-    owner: &str,
-) -> RedisResult<()> {
+pub(crate) async fn leave_queue(mut conn: Conn, names: &LockNames, owner: &str) -> RedisResult<()> {
     let Some(queue) = names.queue() else {
         return Ok(());
     };
@@ -308,8 +301,8 @@ pub(crate) enum Place {
 /// `renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
 /// still held it (and its lease was reset). Leases that differ from `lease_ms` (near a
 /// maximum hold time) are sent one per key.
-pub(crate) async fn renew<'a, C: RedisConn>(
-    conn: &mut C,
+pub(crate) async fn renew<'a>(
+    conn: &mut Conn,
     lease_ms: u64,
     batch: impl Iterator<Item = (&'a str, &'a str, u64)> + Clone,
 ) -> RedisResult<Vec<bool>> {
@@ -339,8 +332,8 @@ pub(crate) async fn renew<'a, C: RedisConn>(
 
 /// `fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
 /// owner)` what became of its place (a kept place's deadline is pushed ahead by `place`).
-pub(crate) async fn refresh_places<'a, C: RedisConn>(
-    conn: &mut C,
+pub(crate) async fn refresh_places<'a>(
+    conn: &mut Conn,
     place: PlaceTerms,
     batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)> + Clone,
 ) -> RedisResult<Vec<Place>> {
@@ -378,8 +371,8 @@ pub(crate) async fn refresh_places<'a, C: RedisConn>(
 
 /// `fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
 /// than `token` was accepted before. True when written.
-pub(crate) async fn fenced_set<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn fenced_set(
+    mut conn: Conn,
     key: &str,
     fence: &str,
     token: u64,
@@ -392,8 +385,8 @@ pub(crate) async fn fenced_set<C: RedisConn>(
 
 /// `fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
 /// at least `token`. False when `owner` no longer holds the lock (nothing written).
-pub(crate) async fn fenced_raise<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn fenced_raise(
+    mut conn: Conn,
     names: &LockNames,
     owner: &str,
     token: u64,
@@ -408,8 +401,8 @@ pub(crate) async fn fenced_raise<C: RedisConn>(
 
 /// `acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
 /// user may not run, by their index in `checks`.
-pub(crate) async fn refused_checks<C: RedisConn>(
-    conn: &mut C,
+pub(crate) async fn refused_checks(
+    conn: &mut Conn,
     checks: &[Vec<String>],
 ) -> RedisResult<Vec<usize>> {
     let args: usize = checks.iter().map(|check| check.len() + 1).sum();
@@ -441,8 +434,8 @@ pub(crate) struct LockState {
 
 /// `inspect.lua` (or for a read-write lock `rw_inspect.lua`): the state of the lock of
 /// `names` as seen by `owner`, or a NOTALOCK error when the key is not a lock.
-pub(crate) async fn inspect<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn inspect(
+    mut conn: Conn,
     names: &LockNames,
     owner: &str,
 ) -> RedisResult<LockState> {
@@ -462,8 +455,8 @@ pub(crate) async fn inspect<C: RedisConn>(
 
 /// `still_held.lua` over one batch of `(key, owner)`: for each, whether the owner still
 /// holds the lock.
-pub(crate) async fn still_held<'a, C: RedisConn>(
-    conn: &mut C,
+pub(crate) async fn still_held<'a>(
+    conn: &mut Conn,
     batch: impl Iterator<Item = (&'a str, &'a str)> + Clone,
 ) -> RedisResult<Vec<bool>> {
     let (keys, bytes) = batch.clone().fold((0, 0), |(n, bytes), (key, owner)| {

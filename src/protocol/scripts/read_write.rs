@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use redis::RedisResult;
 
 use super::{assemble, AcquireReply, LockState, UnlockCall, UnlockOutcome, NUMBER_BYTES};
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::{EvalSha, LuaScript};
 use crate::protocol::names::{
     LockNames, ReadWriteNames, Side, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
@@ -55,8 +55,8 @@ fn message(side: Side) -> &'static str {
 
 /// `read_acquire.lua` or `write_acquire.lua` for `owner` (a write lock's field ends in
 /// `:write`).
-pub(super) async fn acquire<C: RedisConn>(
-    conn: &mut C,
+pub(super) async fn acquire(
+    conn: &mut Conn,
     names: &LockNames,
     side: Side,
     lease_ms: u64,
@@ -84,9 +84,9 @@ pub(super) async fn acquire<C: RedisConn>(
 
 /// `read_unlock.lua` or `write_unlock.lua` for the release `unlock` describes; `retry`: an
 /// earlier try of it may have run.
-pub(super) async fn unlock<C: RedisConn>(
-    mut conn: C,
-    unlock: &UnlockCall<'_, C>,
+pub(super) async fn unlock(
+    mut conn: Conn,
+    unlock: &UnlockCall<'_>,
     side: Side,
     rw: &ReadWriteNames,
     retry: bool,
@@ -143,8 +143,8 @@ pub(super) fn force_unlock_call<'s>(
 }
 
 /// `rw_inspect.lua`: the lock's PTTL, `owner`'s count, and whether `side` is held.
-pub(super) async fn inspect<C: RedisConn>(
-    mut conn: C,
+pub(super) async fn inspect(
+    mut conn: Conn,
     names: &LockNames,
     side: Side,
     owner: &str,
@@ -161,8 +161,8 @@ pub(super) async fn inspect<C: RedisConn>(
 
 /// `rw_renew.lua` over one batch of `(key, owner, read timeouts, lease)` (`None`: a write
 /// hold): for each, whether the owner still held it (and its leases were reset).
-pub(crate) async fn renew<'a, C: RedisConn>(
-    conn: &mut C,
+pub(crate) async fn renew<'a>(
+    conn: &mut Conn,
     batch: impl Iterator<Item = (&'a str, &'a str, Option<&'a str>, u64)> + Clone,
 ) -> RedisResult<Vec<bool>> {
     let (mut keys, mut bytes) = (0, 0);

@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 use redis::{ErrorKind, RedisError, RedisResult};
 
 use super::assemble;
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::{EvalSha, LuaScript};
 use crate::protocol::names::{SyncKind, SyncNames};
 
@@ -124,8 +124,8 @@ fn parse_count(text: &str) -> RedisResult<i64> {
 
 /// `count_try_set.lua`: sets the count to `count` if there is none, telling the waiters.
 /// True when set.
-pub(crate) async fn try_set_count<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn try_set_count(
+    mut conn: Conn,
     names: &SyncNames,
     count: u64,
 ) -> RedisResult<bool> {
@@ -141,14 +141,14 @@ pub(crate) async fn try_set_count<C: RedisConn>(
 }
 
 /// `count_read.lua`: the count (0 when there is none).
-pub(crate) async fn read_count<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<i64> {
+pub(crate) async fn read_count(mut conn: Conn, names: &SyncNames) -> RedisResult<i64> {
     let text: String = call(&COUNT_READ, names, 1, 0).query(&mut conn).await?;
     parse_count(&text)
 }
 
 /// `count_delete.lua`: deletes the count (and an expirable semaphore's permits); a latch's
 /// waiters are told. True when something was there.
-pub(crate) async fn delete<C: RedisConn>(mut conn: C, names: &SyncNames) -> RedisResult<bool> {
+pub(crate) async fn delete(mut conn: Conn, names: &SyncNames) -> RedisResult<bool> {
     let keys = if names.timeouts.is_some() { 2 } else { 1 };
     let mut call = call(&COUNT_DELETE, names, keys, 3);
     call.arg(&*names.channel).arg(names.publish_command());
@@ -160,8 +160,8 @@ pub(crate) async fn delete<C: RedisConn>(mut conn: C, names: &SyncNames) -> Redi
 }
 
 /// `semaphore_acquire.lua`: takes `permits` if that many are free. True when taken.
-pub(crate) async fn semaphore_acquire<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn semaphore_acquire(
+    mut conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
     permits: u64,
@@ -186,8 +186,8 @@ pub(crate) enum Change {
 
 /// `semaphore_change.lua`: adds `permits` (negative: takes them away) as `change` says,
 /// keeping the count in [`PERMITS_RANGE`]. The new count.
-pub(crate) async fn change_permits<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn change_permits(
+    mut conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
     permits: i64,
@@ -210,8 +210,8 @@ pub(crate) async fn change_permits<C: RedisConn>(
 }
 
 /// `semaphore_drain.lua`: takes every free permit; the count there was.
-pub(crate) async fn drain<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn drain(
+    mut conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
 ) -> RedisResult<i64> {
@@ -222,8 +222,8 @@ pub(crate) async fn drain<C: RedisConn>(
 }
 
 /// `latch_count_down.lua`: counts the latch down by one, opening it at zero. The count left.
-pub(crate) async fn count_down<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn count_down(
+    mut conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
 ) -> RedisResult<i64> {
@@ -246,8 +246,8 @@ pub(crate) enum PermitAcquire {
 
 /// `permit_acquire.lua`: takes one permit per id in `ids`, each expiring `lease_ms` after
 /// the script ran (on the server's clock).
-pub(crate) async fn permit_acquire<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn permit_acquire(
+    mut conn: Conn,
     names: &SyncNames,
     lease_ms: u64,
     ids: &[[u8; 16]],
@@ -280,8 +280,8 @@ pub(crate) enum PermitRelease {
 }
 
 /// `permit_release.lua`: releases the permit `id`.
-pub(crate) async fn permit_release<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn permit_release(
+    mut conn: Conn,
     names: &SyncNames,
     id: &[u8; 16],
 ) -> RedisResult<PermitRelease> {
@@ -299,8 +299,8 @@ pub(crate) async fn permit_release<C: RedisConn>(
 
 /// `permit_update.lua`: sets the lease of the permit `id` to `lease_ms` from now (on the
 /// server's clock); false when the permit is not taken.
-pub(crate) async fn permit_update<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn permit_update(
+    mut conn: Conn,
     names: &SyncNames,
     id: &[u8; 16],
     lease_ms: u64,
@@ -316,8 +316,8 @@ pub(crate) async fn permit_update<C: RedisConn>(
 
 /// `permit_left.lua`: how many milliseconds the permit `id` has left (0: expired, not yet
 /// given back), or `None` when it is not taken.
-pub(crate) async fn permit_left<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn permit_left(
+    mut conn: Conn,
     names: &SyncNames,
     id: &[u8; 16],
 ) -> RedisResult<Option<u64>> {
@@ -329,8 +329,8 @@ pub(crate) async fn permit_left<C: RedisConn>(
 
 /// `permit_count.lua`: the free permits, or with `acquired` the permits taken, after
 /// the expired ones were given back.
-pub(crate) async fn permit_count<C: RedisConn>(
-    mut conn: C,
+pub(crate) async fn permit_count(
+    mut conn: Conn,
     names: &SyncNames,
     acquired: bool,
 ) -> RedisResult<i64> {

@@ -11,7 +11,7 @@ use super::{
 use super::{FAIR_UNLOCK, UNLOCK};
 use crate::protocol::batch::{send_alone, Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
-use crate::protocol::conn::RedisConn;
+use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::EvalSha;
 use crate::protocol::names::{LockNames, UNLOCK_MESSAGE};
 
@@ -49,16 +49,15 @@ impl From<Option<i64>> for UnlockOutcome {
     }
 }
 
-/// One call of `unlock.lua`, `fair_unlock.lua` or a read-write lock's unlock script, on
-/// connections of type `C`.
-pub(crate) struct UnlockCall<'a, C> {
+/// One call of `unlock.lua`, `fair_unlock.lua` or a read-write lock's unlock script.
+pub(crate) struct UnlockCall<'a> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) latch: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
     pub(crate) latch_ttl_ms: u64,
     /// Where a plain lock's release may be batched with others; `None`: sent alone.
-    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem, C>>>,
+    pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
 }
 
 /// One plain lock's release, as an item of `unlock.lua`.
@@ -121,12 +120,12 @@ impl Batched for UnlockItem {
         &self.names.key
     }
 
-    async fn send<C: RedisConn>(conn: &mut C, items: &[Self]) -> RedisResult<Vec<UnlockOutcome>> {
+    async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<UnlockOutcome>> {
         let found: Vec<i64> = Self::call(items, false).query(conn).await?;
         Ok(found.into_iter().map(|f| Some(f).into()).collect())
     }
 
-    async fn send_one<C: RedisConn>(conn: &mut C, item: &Self) -> RedisResult<UnlockOutcome> {
+    async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<UnlockOutcome> {
         let found: i64 = Self::call(std::slice::from_ref(item), true)
             .query(conn)
             .await?;
@@ -134,9 +133,9 @@ impl Batched for UnlockItem {
     }
 }
 
-impl<C: RedisConn> UnlockCall<'_, C> {
+impl UnlockCall<'_> {
     /// `retry`: an earlier try of this request may have run.
-    pub(crate) async fn run(&self, mut conn: C, retry: bool) -> RedisResult<UnlockOutcome> {
+    pub(crate) async fn run(&self, mut conn: Conn, retry: bool) -> RedisResult<UnlockOutcome> {
         if let Some((side, rw)) = self.names.read_write() {
             return read_write::unlock(conn, self, side, rw, retry).await;
         }
