@@ -114,11 +114,30 @@
 //! # When a lock is stuck
 //!
 //! `rlock`, the inspector in this repository (`cargo run --bin rlock -- --help`), reads the
-//! layout this crate and Redisson share:
+//! layout this crate and Redisson share, on one Redis, a cluster or a Sentinel master (tables,
+//! or `--json`; exit codes for scripts). `rlock list` shows every lock, the expirable
+//! semaphores, and any semaphore or latch with waiters; `rlock watch` refreshes every second.
+//! A session:
+//!
+//! ```text
+//! $ rlock list
+//! NAME          KIND       TTL     QUEUE        TOKEN  NODE            HOLDERS
+//! jobs          fair       25.7s   2 (1 stale)  -      127.0.0.1:7399  9a0e7c55-1b2d-4f3e-8c6a-7d9e0f1a2b3c:12 ×1
+//! ledger        fenced     4.8s    -            118    127.0.0.1:7399  9a0e7c55-1b2d-4f3e-8c6a-7d9e0f1a2b3c:31 ×1
+//! orders:42     reentrant  24.2s   -            -      127.0.0.1:7399  4f1c2b9e-6d0a-4c6e-9a51-2b7f0d3c8e11:57 ×2
+//! report:daily  reentrant  no TTL  -            -      127.0.0.1:7399  c3d2e1f0-aaaa-4bbb-8ccc-ddddeeeeffff:9 ×1
+//! $ rlock leaks
+//! report:daily [no_ttl] on 127.0.0.1:7399
+//!   what: held by c3d2e1f0-aaaa-4bbb-8ccc-ddddeeeeffff:9 with no TTL: it never expires, and a crashed holder keeps it forever
+//!   fix:  rlock --url redis://127.0.0.1:7399 unlock report:daily --yes
+//! ```
+//!
+//! To free a stuck lock:
 //!
 //! 1. `rlock show NAME`: who holds it (client id and task or thread id, re-entry count), its
 //!    TTL, the fair queue with each waiter's deadline on the server clock, and how many
-//!    clients listen on its channels. A holder's client id is its `Client::id` (or Redisson's
+//!    clients listen on its channels (for a semaphore: its permits, for a latch: its count,
+//!    and who waits). A holder's client id is its `Client::id` (or Redisson's
 //!    client id), which this crate logs at INFO when the client connects (`connected`, with
 //!    `client` and the redacted `url`).
 //! 2. A TTL counting down with a live holder: the holder is working (or its watchdog renews a
@@ -126,5 +145,6 @@
 //!    by something else: `rlock leaks` lists those, fair queues whose waiters are all past
 //!    their deadline, and stale unlock latches, each with the command that fixes it.
 //! 3. `rlock unlock NAME` force-unlocks through the kind's own script, so that waiters are
-//!    woken; the old holder learns it at its next renewal (`lost()` resolves with
-//!    [`Released`](crate::LostReason::Released)).
+//!    woken, and frees only the holders it showed (exit code 5 when they changed meanwhile;
+//!    `--any-holder` frees whoever holds it); the old holder learns it at its next renewal
+//!    (`lost()` resolves with [`Released`](crate::LostReason::Released)).
