@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::config::sentinel::MasterCredentials;
-use crate::config::settings::{PubSub, Settings};
+use crate::config::settings::{PubSubMode, Settings};
 use crate::error::Result;
 
 /// Builds a [`Client`]. Start from [`Client::builder`].
@@ -26,51 +26,6 @@ use crate::error::Result;
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     settings: Settings,
-}
-
-/// How a cluster client's unlock messages travel: Redisson's `shardedSubscriptionMode`.
-/// Set with [`ClientBuilder::pubsub_mode`].
-///
-/// Clients that share locks must hear each other's unlock messages, and the two kinds of
-/// pub/sub do not mix: a sharded subscriber (`SSUBSCRIBE`) hears only `SPUBLISH`, a classic
-/// one (`SUBSCRIBE`) only `PUBLISH`. The scripts publish with the command of the client's
-/// mode, passed to them as an argument as Redisson does. Match the Java side:
-///
-/// | Redisson's `shardedSubscriptionMode` | here | on a Redis 7 cluster |
-/// |---|---|---|
-/// | `AUTO` (its default, since 3.22.0) | [`Auto`](PubSubMode::Auto) (the default) | sharded on both sides |
-/// | `ON` | [`Sharded`](PubSubMode::Sharded) | sharded |
-/// | `OFF` (and Redisson before 3.22.0) | [`Classic`](PubSubMode::Classic) | classic |
-///
-/// `Auto` and `AUTO` both decide with `PUBSUB SHARDNUMSUB` when the client starts, so they
-/// agree as long as both may run it: an ACL user without `+pubsub|shardnumsub` makes either
-/// fall back to classic pub/sub. Where that may differ between services, name the mode on
-/// both sides (`Sharded` and `ON`, or `Classic` and `OFF`).
-///
-/// On one Redis, pub/sub is always classic (Redisson ignores its setting there); `Sharded`
-/// is refused by [`build`](ClientBuilder::build) with
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument), since a client meant for a
-/// cluster would otherwise not hear the Java clients it shares locks with.
-///
-/// On a cluster, in either mode, each waiter subscribes on the master that owns its
-/// channel's hash slot, one pub/sub connection per master, and the subscription follows the
-/// slot through failovers and migrations (the [`transport`](crate::transport) docs, under
-/// "Topologies", give the details and the figures).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum PubSubMode {
-    /// Redisson's `AUTO`: sharded pub/sub where the cluster supports it (Redis 7.0 and later,
-    /// found by running `PUBSUB SHARDNUMSUB` on one node at [`build`](ClientBuilder::build)),
-    /// classic pub/sub otherwise and on one Redis.
-    #[default]
-    Auto,
-    /// Classic `SUBSCRIBE`/`PUBLISH` (Redisson's `OFF`). On a cluster a `PUBLISH` crosses the
-    /// cluster bus to every node; waiters still subscribe on their slot's master, where a
-    /// fair lock's script counts them.
-    Classic,
-    /// `SSUBSCRIBE`/`SPUBLISH` on the master of each channel's slot (Redisson's `ON`): a
-    /// message stays within the shard that owns the lock. Cluster clients only.
-    Sharded,
 }
 
 impl ClientBuilder {
@@ -130,11 +85,7 @@ impl ClientBuilder {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for
     /// [`PubSubMode::Sharded`] on a client of one Redis ([`Client::builder`]).
     pub fn pubsub_mode(mut self, mode: PubSubMode) -> Self {
-        self.settings.pubsub = match mode {
-            PubSubMode::Auto => PubSub::Auto,
-            PubSubMode::Classic => PubSub::Classic,
-            PubSubMode::Sharded => PubSub::Sharded,
-        };
+        self.settings.pubsub = mode;
         self
     }
 

@@ -18,7 +18,8 @@ pub(crate) mod builder;
 mod shutdown;
 mod status;
 
-pub use builder::{ClientBuilder, PubSubMode};
+pub use crate::config::settings::PubSubMode;
+pub use builder::ClientBuilder;
 pub use shutdown::{NotReleased, ShutdownReport};
 pub use status::Status;
 

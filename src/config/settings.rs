@@ -34,12 +34,48 @@ pub(crate) enum Topology {
     },
 }
 
-/// How unlock waiters subscribe on a Redis Cluster; see the public
-/// [`PubSubMode`](crate::PubSubMode), which the client layer maps onto this.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PubSub {
+/// How a cluster client's unlock messages travel: Redisson's `shardedSubscriptionMode`.
+/// Set with [`ClientBuilder::pubsub_mode`](crate::ClientBuilder::pubsub_mode).
+///
+/// Clients that share locks must hear each other's unlock messages, and the two kinds of
+/// pub/sub do not mix: a sharded subscriber (`SSUBSCRIBE`) hears only `SPUBLISH`, a classic
+/// one (`SUBSCRIBE`) only `PUBLISH`. The scripts publish with the command of the client's
+/// mode, passed to them as an argument as Redisson does. Match the Java side:
+///
+/// | Redisson's `shardedSubscriptionMode` | here | on a Redis 7 cluster |
+/// |---|---|---|
+/// | `AUTO` (its default, since 3.22.0) | [`Auto`](PubSubMode::Auto) (the default) | sharded on both sides |
+/// | `ON` | [`Sharded`](PubSubMode::Sharded) | sharded |
+/// | `OFF` (and Redisson before 3.22.0) | [`Classic`](PubSubMode::Classic) | classic |
+///
+/// `Auto` and `AUTO` both decide with `PUBSUB SHARDNUMSUB` when the client starts, so they
+/// agree as long as both may run it: an ACL user without `+pubsub|shardnumsub` makes either
+/// fall back to classic pub/sub. Where that may differ between services, name the mode on
+/// both sides (`Sharded` and `ON`, or `Classic` and `OFF`).
+///
+/// On one Redis, pub/sub is always classic (Redisson ignores its setting there); `Sharded`
+/// is refused by [`build`](crate::ClientBuilder::build) with
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument), since a client meant for a
+/// cluster would otherwise not hear the Java clients it shares locks with.
+///
+/// On a cluster, in either mode, each waiter subscribes on the master that owns its
+/// channel's hash slot, one pub/sub connection per master, and the subscription follows the
+/// slot through failovers and migrations (the [`transport`](crate::transport) docs, under
+/// "Topologies", give the details and the figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PubSubMode {
+    /// Redisson's `AUTO`: sharded pub/sub where the cluster supports it (Redis 7.0 and later,
+    /// found by running `PUBSUB SHARDNUMSUB` on one node at [`build`](crate::ClientBuilder::build)),
+    /// classic pub/sub otherwise and on one Redis.
+    #[default]
     Auto,
+    /// Classic `SUBSCRIBE`/`PUBLISH` (Redisson's `OFF`). On a cluster a `PUBLISH` crosses the
+    /// cluster bus to every node; waiters still subscribe on their slot's master, where a
+    /// fair lock's script counts them.
     Classic,
+    /// `SSUBSCRIBE`/`SPUBLISH` on the master of each channel's slot (Redisson's `ON`): a
+    /// message stays within the shard that owns the lock. Cluster clients only.
     Sharded,
 }
 
@@ -64,7 +100,7 @@ pub(crate) struct Settings {
     /// name.
     pub(crate) url: ServerUrl,
     pub(crate) topology: Topology,
-    pub(crate) pubsub: PubSub,
+    pub(crate) pubsub: PubSubMode,
     pub(crate) key_prefix: String,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_batch_size: usize,
@@ -167,7 +203,7 @@ impl Settings {
         Settings {
             url: ServerUrl::new(url),
             topology: Topology::Standalone,
-            pubsub: PubSub::Auto,
+            pubsub: PubSubMode::Auto,
             key_prefix: String::new(),
             watchdog_timeout: Duration::from_secs(30),
             watchdog_batch_size: 100,
@@ -259,7 +295,7 @@ impl Settings {
         // Sharded pub/sub exists on a cluster only; Redisson ignores its setting off a
         // cluster, but a client asked for it on one Redis was most likely meant for a
         // cluster, and would not hear Java clients that were.
-        if s.pubsub == PubSub::Sharded && !matches!(s.topology, Topology::Cluster { .. }) {
+        if s.pubsub == PubSubMode::Sharded && !matches!(s.topology, Topology::Cluster { .. }) {
             return Err(Error::invalid(
                 "PubSubMode::Sharded needs a Redis Cluster client (Client::cluster_builder): \
                  on one Redis or a Sentinel master use PubSubMode::Auto or PubSubMode::Classic",

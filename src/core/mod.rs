@@ -11,7 +11,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::config::server_url::ServerUrl;
-use crate::config::settings::{Endpoints, PubSub, Settings};
+use crate::config::settings::{Endpoints, PubSubMode, Settings};
 use crate::error::{Error, Result};
 use crate::holds::Holds;
 use crate::protocol::batch::Batcher;
@@ -108,11 +108,13 @@ impl Core {
         let cluster = conn.is_cluster();
         let channel_kind = match settings.pubsub {
             // Refused off a cluster by the settings' validation.
-            PubSub::Sharded => ChannelKind::Sharded,
-            PubSub::Auto if cluster && server_check::supports_sharded_pubsub(&mut conn).await => {
+            PubSubMode::Sharded => ChannelKind::Sharded,
+            PubSubMode::Auto
+                if cluster && server_check::supports_sharded_pubsub(&mut conn).await =>
+            {
                 ChannelKind::Sharded
             }
-            PubSub::Auto | PubSub::Classic => ChannelKind::Classic,
+            PubSubMode::Auto | PubSubMode::Classic => ChannelKind::Classic,
         };
         let listener = UnlockListener::new(
             &endpoints.nodes,

@@ -127,13 +127,8 @@ impl<T: Batched> Batcher<T> {
             batcher: self.clone(),
             conn,
         };
-        send_alone(&mut slot.conn, item).await
+        T::send_one(&mut slot.conn, &item).await
     }
-}
-
-/// Runs one item on its own, as a call of one item.
-pub(crate) async fn send_alone<T: Batched>(conn: &mut Conn, item: T) -> RedisResult<T::Reply> {
-    T::send_one(conn, &item).await
 }
 
 /// One of the [`MAX_IN_FLIGHT`] places of a batcher, taken by a call in flight. When the
@@ -202,7 +197,7 @@ async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
         // one by one, each caller gets its own answer.
         Err(e) if e.code() == Some("NOPERM") && items.len() > 1 => {
             for (item, caller) in items.into_iter().zip(waiting) {
-                let _ = caller.send(send_alone(conn, item).await);
+                let _ = caller.send(T::send_one(conn, &item).await);
             }
         }
         Err(e) => {

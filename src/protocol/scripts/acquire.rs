@@ -7,7 +7,7 @@ use redis::{ErrorKind, RedisError, RedisResult};
 
 use super::{fair_call, read_write, LONE, NOT_A_LOCK, NUMBER_BYTES};
 use super::{ACQUIRE, FAIR_ACQUIRE, FENCED_ACQUIRE};
-use crate::protocol::batch::{send_alone, Batched, Batcher};
+use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::EvalSha;
 use crate::protocol::names::LockNames;
@@ -172,7 +172,7 @@ impl AcquireCall<'_> {
             };
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item).await,
-                None => send_alone(&mut conn, item).await,
+                None => Batched::send_one(&mut conn, &item).await,
             };
         };
         let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, &[], 4);

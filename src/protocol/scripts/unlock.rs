@@ -9,7 +9,7 @@ use super::{
     fair_call, read_write, FREED_HEAD_UNHEARD, LONE, NOT_A_LOCK, NUMBER_BYTES, PUBLISH_REFUSED,
 };
 use super::{FAIR_UNLOCK, UNLOCK};
-use crate::protocol::batch::{send_alone, Batched, Batcher};
+use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::Conn;
 use crate::protocol::evalsha::EvalSha;
@@ -150,7 +150,7 @@ impl UnlockCall<'_> {
             };
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item).await,
-                None => send_alone(&mut conn, item).await,
+                None => Batched::send_one(&mut conn, &item).await,
             };
         };
         let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, &[self.latch], 3);
