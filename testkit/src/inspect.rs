@@ -42,6 +42,19 @@ pub async fn keys_matching(conn: &mut redis::aio::MultiplexedConnection, pattern
     keys.len()
 }
 
+/// Every key but the unlock latches, sorted: what the locks left. (Each unlock writes a
+/// latch that is deleted in the background, in batches, or expires by itself.)
+pub async fn keys_but_latches(conn: &redis::aio::MultiplexedConnection) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn.clone())
+        .await
+        .expect("KEYS");
+    keys.retain(|key| !key.starts_with("redisson_unlock_latch:"));
+    keys.sort();
+    keys
+}
+
 /// Waits (up to 10 s) until the count at `key` reads `expected`; panics with the last read.
 pub async fn count_becomes(conn: &redis::aio::MultiplexedConnection, key: &str, expected: &str) {
     let last = crate::wait::settles_to(

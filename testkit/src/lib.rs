@@ -12,6 +12,7 @@
 //! - [`inspect`]: Redis as raw commands see it (a lock's hash, TTL, a fair lock's queue,
 //!   `INFO` figures).
 //! - [`wait`]: bounded waits for local state, for Redis state to settle, for a call.
+//! - [`wake`]: a waiter confirmed listening, and how long after its release it returned.
 //! - [`calls`]: every acquire and read call of a lock, each bounded.
 //! - [`fair`]: fair-lock waiters confirmed in the queue, and waiters of a crashing process.
 //! - [`every_kind`]: one hold of every kind, and waiters on each, for shutdown tests.
@@ -34,15 +35,17 @@ pub mod servers;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod wait;
+pub mod wake;
 
 pub use calls::{every_acquire, every_read};
 pub use clients::{client, client_with_watchdog, fair_client};
 pub use cluster::RedisCluster;
 pub use inspect::{
     count_becomes, dbsize, fair_deadline, fair_queue, info_field, info_number, key_exists,
-    keys_matching, lock_hash, pttl, raw_get, server_millis,
+    keys_but_latches, keys_matching, lock_hash, pttl, raw_get, server_millis,
 };
 pub use redis_rlock::protocol::key_slot;
 pub use sentinel::RedisSentinels;
 pub use servers::{start_replica_of, RedisGroup, RedisServer};
 pub use wait::{bounded, eventually, queue_becomes, settles_to};
+pub use wake::{Waiting, Woken};

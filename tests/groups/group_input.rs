@@ -34,9 +34,11 @@ async fn bad_group_input_is_refused_before_anything_is_sent() {
         .await
         .unwrap_err()
         .is_invalid_argument());
-    let mut raw = server.raw().await;
-    let keys: i64 = redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap();
-    assert_eq!(keys, 0, "nothing written");
+    assert_eq!(
+        testkit::dbsize(&mut server.raw().await).await,
+        0,
+        "nothing written"
+    );
 }
 
 #[tokio::test]

@@ -2,11 +2,11 @@
 //! waits holding none of them, is woken by that lock's unlock, and is lost when any of its
 //! locks is.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis_rlock::{LostReason, MultiLock};
 use testkit::group::NODE_TIMEOUT;
-use testkit::{client_with_watchdog, lock_hash, settles_to, RedisGroup, RedisServer};
+use testkit::{client_with_watchdog, lock_hash, settles_to, RedisGroup, RedisServer, Waiting};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -33,15 +33,9 @@ async fn a_multilock_rolls_back_while_one_lock_is_held_elsewhere() {
     assert!(lock_hash(&mut first, "c").await.is_empty());
 
     let waiting = multi.clone();
-    let waiter = tokio::spawn(async move { waiting.lock().await.unwrap() });
     // It listens where only an unlock can let it in: b's master. (Which other locks answer
     // before b is decided in a round depends on timing; it never needs their unlocks.)
-    let subscribed = settles_to(true, GENEROUS, || {
-        let two = two.clone();
-        async move { two.status().subscribed_channels == 1 }
-    })
-    .await;
-    assert!(subscribed);
+    let waiter = Waiting::listening(&two, 1, async move { waiting.lock().await.unwrap() }).await;
     // Waiting, it holds none of its locks (its last round may still be rolling back).
     for key in ["a", "c"] {
         let held = settles_to(false, GENEROUS, || {
@@ -52,16 +46,14 @@ async fn a_multilock_rolls_back_while_one_lock_is_held_elsewhere() {
         assert!(!held, "{key} held while waiting");
     }
 
-    let released = Instant::now();
-    blocker.unlock().await.unwrap();
-    let guard = tokio::time::timeout(GENEROUS, waiter)
-        .await
-        .unwrap()
-        .unwrap();
+    let woken = waiter
+        .woken_by(async { blocker.unlock().await.unwrap() })
+        .await;
     assert!(
-        released.elapsed() < Duration::from_millis(500),
+        woken.after < Duration::from_millis(500),
         "woken by b's unlock"
     );
+    let guard = woken.value;
     assert_eq!(guard.held_on(), 3);
     for (conn, key) in [(&first, "a"), (&second, "b"), (&first, "c")] {
         let hash = lock_hash(&mut conn.clone(), key).await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis_rlock::MultiLock;
 use testkit::group::{clients, held_on, redlock};
-use testkit::{lock_hash, pttl, settles_to, RedisGroup, RedisServer};
+use testkit::{lock_hash, pttl, settles_to, RedisGroup, RedisServer, Waiting};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -62,10 +62,7 @@ async fn a_waiting_group_is_woken_by_the_unlock() {
     );
     let held = redlock(&a, "wake").lock().await.unwrap();
     let waiting = redlock(&b, "wake");
-    let waiter = tokio::spawn(async move {
-        let guard = waiting.lock().await.unwrap();
-        (Instant::now(), guard)
-    });
+    let waiter = Waiting::spawn(async move { waiting.lock().await.unwrap() });
     // It listens on the masters that answered it busy: a round stops once its outcome is
     // decided, so at least a majority.
     let subscribed = settles_to(true, GENEROUS, || {
@@ -80,15 +77,16 @@ async fn a_waiting_group_is_woken_by_the_unlock() {
     .await;
     assert!(subscribed);
 
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let (acquired, guard) = tokio::time::timeout(GENEROUS, waiter)
-        .await
-        .unwrap()
-        .unwrap();
+    let woken = waiter
+        .woken_by(async { held.unlock().await.unwrap() })
+        .await;
     // The lease is 30 s: only the unlock messages explain this.
-    assert!(acquired - released < Duration::from_millis(500));
-    guard.unlock().await.unwrap();
+    assert!(
+        woken.after < Duration::from_millis(500),
+        "{:?}",
+        woken.after
+    );
+    woken.value.unlock().await.unwrap();
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, Error};
 use testkit::acl::{readme_rules, replacing, set_user, user_url, without};
-use testkit::RedisServer;
+use testkit::{RedisServer, Waiting};
 
 /// The README's channel rule, and one that allows the channels of locks `app:ok*` only.
 const ALL_CHANNELS: &str = "&redisson_lock__channel:*";
@@ -174,20 +174,19 @@ async fn a_waiter_with_the_readme_rules_is_woken_by_the_unlock() {
         .unwrap();
 
     let lock = waiter.lock("app:order:2");
-    let waiting = tokio::spawn(async move { lock.lock().await });
-    testkit::eventually("the waiter subscribed", Duration::from_secs(5), || {
-        waiter.status().subscribed_channels == 1
+    let waiting = Waiting::listening(&waiter, 1, async move {
+        lock.lock().await.expect("the waiter takes the lock")
     })
     .await;
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let taken = waiting.await.unwrap().expect("the waiter takes the lock");
-    let woken_after = released.elapsed();
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
+    let woken_after = woken.after;
     assert!(
         woken_after < Duration::from_secs(2),
         "the waiter took {woken_after:?}: not woken by the unlock message"
     );
-    taken.unlock().await.unwrap();
+    woken.value.unlock().await.unwrap();
 }
 
 #[tokio::test]
@@ -298,16 +297,14 @@ async fn the_readme_rules_leave_the_acl_log_empty() {
 
     let guard = client.lock("app:log").lock().await.unwrap();
     let lock = waiter.lock("app:log");
-    let waiting = tokio::spawn(async move { lock.lock().await });
-    testkit::eventually("the waiter subscribed", Duration::from_secs(5), || {
-        waiter.status().subscribed_channels == 1
-    })
-    .await;
+    let waiting = Waiting::listening(&waiter, 1, async move { lock.lock().await.unwrap() }).await;
     // A few watchdog rounds (every 200 ms), on pooled connections, which deadpool checks
     // with UNWATCH + PING when it hands them out again.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    guard.unlock().await.unwrap();
-    waiting.await.unwrap().unwrap().unlock().await.unwrap();
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
+    woken.value.unlock().await.unwrap();
     take_and_release(&client.fair_lock("app:log:fair")).await;
     let fenced = client.fenced_lock("app:log:fenced").lock().await.unwrap();
     let token = fenced.fencing_token().unwrap();
@@ -558,7 +555,7 @@ async fn a_refused_subscribe_leaves_the_other_waiters_of_the_client_served() {
 
     // At the same time: both channels may go out in one SUBSCRIBE.
     let (ok_lock, bad_lock) = (client.lock("app:ok1"), client.lock("app:bad"));
-    let ok_waiting = tokio::spawn(async move { ok_lock.lock().await });
+    let ok_waiting = Waiting::spawn(async move { ok_lock.lock().await.unwrap() });
     let bad_waiting = tokio::spawn(async move { bad_lock.lock().await });
     let error = refused(bad_waiting.await.unwrap());
     assert_denied(&error, &["redisson_lock__channel:{app:bad}"]);
@@ -569,19 +566,15 @@ async fn a_refused_subscribe_leaves_the_other_waiters_of_the_client_served() {
         || client.status().subscribed_channels == 1,
     )
     .await;
-    let released = Instant::now();
-    ok_held.unlock().await.unwrap();
-    let taken = tokio::time::timeout(Duration::from_secs(5), ok_waiting)
-        .await
-        .expect("the permitted waiter is served")
-        .unwrap()
-        .unwrap();
-    let woken_after = released.elapsed();
+    let woken = ok_waiting
+        .woken_by(async { ok_held.unlock().await.unwrap() })
+        .await;
+    let woken_after = woken.after;
     assert!(
         woken_after < Duration::from_secs(2),
         "the permitted waiter took {woken_after:?}: not woken by the unlock message"
     );
-    taken.unlock().await.unwrap();
+    woken.value.unlock().await.unwrap();
 }
 
 // --- 4. A missing command is found before anything is sent -----------------------------

@@ -805,18 +805,18 @@ async fn a_name_of_exactly_64_kib_works_end_to_end() {
         let hash = lock_hash(&mut raw, &name).await;
         assert_eq!(hash.get(guard.owner()), Some(&1), "{kind}");
         // The other client waits on the lock's channel and is woken by the release.
-        let waiting = tokio::spawn(async move {
+        let waiting = testkit::Waiting::listening(&b, 1, async move {
             let got = waiter
                 .try_lock_with(Duration::from_secs(10), Duration::from_secs(30))
                 .await;
             got.map(|g| g.expect("woken by the release"))
-        });
-        testkit::eventually("the other client waits", GENEROUS, || {
-            b.status().subscribed_channels == 1
         })
         .await;
-        guard.unlock().await.unwrap();
-        let second = bounded(kind, waiting).await.unwrap().unwrap();
+        let woken = waiting
+            .woken_by(async { guard.unlock().await.unwrap() })
+            .await;
+        assert!(woken.after < GENEROUS, "{kind}: {:?}", woken.after);
+        let second = woken.value.unwrap();
         let hash = lock_hash(&mut raw, &name).await;
         assert_eq!(hash.get(second.owner()), Some(&1), "{kind}");
         second.unlock().await.unwrap();

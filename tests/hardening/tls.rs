@@ -177,7 +177,7 @@ mod library {
 
     use super::{tls_connections, GENEROUS};
     use testkit::tls::TlsRedis;
-    use testkit::{eventually, info_field, lock_hash, pttl, settles_to};
+    use testkit::{info_field, lock_hash, pttl, settles_to, Waiting};
 
     /// A client of `server`'s TLS port that trusts the test CA.
     async fn tls_client(server: &TlsRedis, watchdog: Duration) -> redis_rlock::Client {
@@ -233,15 +233,9 @@ mod library {
         let mut raw = server.raw().await;
 
         let held = holder.lock("tls-wake").lock().await.unwrap();
-        let waiting = {
-            let waiter = waiter.clone();
-            tokio::spawn(async move {
-                let guard = waiter.lock("tls-wake").lock().await;
-                (Instant::now(), guard)
-            })
-        };
-        eventually("the waiter subscribed", GENEROUS, || {
-            waiter.status().subscribed_channels == 1
+        let lock = waiter.lock("tls-wake");
+        let waiting = Waiting::listening(&waiter, 1, async move {
+            lock.lock().await.expect("the waiter got the lock")
         })
         .await;
         // The client counts the channel from the time it asks: the subscription reaches
@@ -261,14 +255,10 @@ mod library {
             tls_connections(&server)
         );
 
-        let released = Instant::now();
-        held.unlock().await.unwrap();
-        let (acquired, guard) = tokio::time::timeout(GENEROUS, waiting)
-            .await
-            .expect("the waiter got the lock")
-            .unwrap();
-        let guard = guard.unwrap();
-        let delay = acquired - released;
+        let woken = waiting
+            .woken_by(async { held.unlock().await.unwrap() })
+            .await;
+        let (delay, guard) = (woken.after, woken.value);
         assert!(
             delay <= Duration::from_millis(500),
             "woken by pub/sub, not the 30 s lease: took {delay:?}"

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, Error, PubSubMode};
-use testkit::{client, dbsize, eventually, raw_get, RedisCluster, RedisServer};
+use testkit::{client, dbsize, eventually, raw_get, RedisCluster, RedisServer, Waiting};
 
 /// For state that settles quickly, on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -90,10 +90,9 @@ async fn the_last_count_down_releases_every_waiter_and_none_before() {
     for i in 0..WAITERS {
         let latch = clients[i % clients.len()].count_down_latch("gate");
         let counted = counted.clone();
-        waiters.push(tokio::spawn(async move {
+        waiters.push(Waiting::spawn(async move {
             latch.wait().await.unwrap();
-            let seen = counted.load(Ordering::SeqCst);
-            (Instant::now(), seen)
+            counted.load(Ordering::SeqCst)
         }));
     }
     eventually("every waiter subscribed", GENEROUS, || {
@@ -116,20 +115,15 @@ async fn the_last_count_down_releases_every_waiter_and_none_before() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(waiters.iter().all(|w| !w.is_finished()), "opened early");
     counted.fetch_add(1, Ordering::SeqCst);
-    let opened = Instant::now();
-    latch.count_down().await.unwrap();
-    for waiter in waiters {
-        let (woken, seen) = tokio::time::timeout(GENEROUS, waiter)
-            .await
-            .unwrap()
-            .unwrap();
+    let woken = Waiting::all_woken_by(waiters, async { latch.count_down().await.unwrap() }).await;
+    for seen in woken.value {
         assert_eq!(
             seen, COUNT,
             "a waiter went through before the last count-down"
         );
-        let took = woken.saturating_duration_since(opened);
-        assert!(took < WOKEN_WITHIN, "woken after {took:?}");
     }
+    let took = woken.after;
+    assert!(took < WOKEN_WITHIN, "woken after {took:?}");
     for client in &clients {
         eventually("the waiters unsubscribed", GENEROUS, || {
             client.status().subscribed_channels == 0
@@ -158,20 +152,16 @@ async fn a_bounded_wait_ends_in_time_and_a_delete_or_a_new_count_is_heard() {
     // A delete opens the latch: its message wakes the waiter to read the count.
     let waiter = {
         let latch = b.count_down_latch("bounded");
-        tokio::spawn(async move { latch.wait_for(Duration::from_secs(30)).await })
-    };
-    eventually("the waiter subscribed", GENEROUS, || {
-        b.status().subscribed_channels == 1
-    })
-    .await;
-    let deleted = Instant::now();
-    assert!(latch.delete().await.unwrap());
-    assert!(tokio::time::timeout(GENEROUS, waiter)
+        Waiting::listening(&b, 1, async move {
+            latch.wait_for(Duration::from_secs(30)).await.unwrap()
+        })
         .await
-        .unwrap()
-        .unwrap()
-        .unwrap());
-    assert!(deleted.elapsed() < WOKEN_WITHIN, "{:?}", deleted.elapsed());
+    };
+    let woken = waiter
+        .woken_by(async { assert!(latch.delete().await.unwrap()) })
+        .await;
+    assert!(woken.value);
+    assert!(woken.after < WOKEN_WITHIN, "{:?}", woken.after);
 }
 
 #[tokio::test]
@@ -331,26 +321,12 @@ async fn on_a_cluster_in_both_pubsub_modes() {
         assert!(latch.try_set_count(1).await.unwrap());
         let waiter = {
             let latch = b.count_down_latch(name);
-            tokio::spawn(async move {
-                latch.wait().await.unwrap();
-                Instant::now()
-            })
+            Waiting::listening(&b, 1, async move { latch.wait().await.unwrap() }).await
         };
-        eventually("the waiter subscribed", GENEROUS, || {
-            b.status().subscribed_channels == 1
-        })
-        .await;
-        let counted = Instant::now();
-        latch.count_down().await.unwrap();
-        let woken = tokio::time::timeout(GENEROUS, waiter)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            woken - counted < WOKEN_WITHIN,
-            "{mode:?}: {:?}",
-            woken - counted
-        );
+        let woken = waiter
+            .woken_by(async { latch.count_down().await.unwrap() })
+            .await;
+        assert!(woken.after < WOKEN_WITHIN, "{mode:?}: {:?}", woken.after);
         assert_eq!(cluster.master_of_key(name).cli(&["EXISTS", name]), "0");
     }
     // Redisson adds braces around a latch's name for its channel: a name with a hash tag

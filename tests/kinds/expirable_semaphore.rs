@@ -17,6 +17,7 @@ use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, Error, LostReason, PubSubMode};
 use testkit::{
     client, count_becomes, dbsize, eventually, raw_get, server_millis, RedisCluster, RedisServer,
+    Waiting,
 };
 
 /// For state that settles quickly, on a loaded machine.
@@ -195,28 +196,21 @@ async fn a_release_wakes_a_waiter_far_sooner_than_the_recheck() {
         let held = gpu.acquire(LEASE).await.unwrap();
         let waiter = {
             let gpu = waiter_client.permit_expirable_semaphore("wake");
-            tokio::spawn(async move {
-                let permit = gpu.acquire(LEASE).await.unwrap();
-                (Instant::now(), permit)
+            Waiting::listening(&waiter_client, 1, async move {
+                gpu.acquire(LEASE).await.unwrap()
             })
+            .await
         };
-        eventually("the waiter subscribed", GENEROUS, || {
-            waiter_client.status().subscribed_channels == 1
-        })
-        .await;
         assert_eq!(
             server.cli(&["PUBSUB", "NUMSUB", "redisson_sc:{wake}"]),
             "redisson_sc:{wake}\n1"
         );
-        let released = Instant::now();
-        held.release().await.unwrap();
-        let (woken, permit) = tokio::time::timeout(GENEROUS, waiter)
-            .await
-            .unwrap()
-            .unwrap();
-        let took = woken - released;
+        let woken = waiter
+            .woken_by(async { held.release().await.unwrap() })
+            .await;
+        let took = woken.after;
         assert!(took < WOKEN_WITHIN, "woken after {took:?}");
-        permit.release().await.unwrap();
+        woken.value.release().await.unwrap();
         eventually("the waiter unsubscribed", GENEROUS, || {
             waiter_client.status().subscribed_channels == 0
         })
@@ -533,26 +527,13 @@ async fn on_a_cluster_in_both_pubsub_modes() {
         let held = gpu.acquire(LEASE).await.unwrap();
         let waiter = {
             let gpu = b.permit_expirable_semaphore(name);
-            tokio::spawn(async move {
-                let permit = gpu.acquire(LEASE).await.unwrap();
-                (Instant::now(), permit)
-            })
+            Waiting::listening(&b, 1, async move { gpu.acquire(LEASE).await.unwrap() }).await
         };
-        eventually("the waiter subscribed", GENEROUS, || {
-            b.status().subscribed_channels == 1
-        })
-        .await;
-        let released = Instant::now();
-        held.release().await.unwrap();
-        let (woken, permit) = tokio::time::timeout(GENEROUS, waiter)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            woken - released < WOKEN_WITHIN,
-            "{mode:?}: {:?}",
-            woken - released
-        );
+        let woken = waiter
+            .woken_by(async { held.release().await.unwrap() })
+            .await;
+        assert!(woken.after < WOKEN_WITHIN, "{mode:?}: {:?}", woken.after);
+        let permit = woken.value;
         let master = cluster.master_of_key(name);
         let timeouts = format!("{{{name}}}:timeout");
         assert_eq!(master.cli(&["ZCARD", &timeouts]), "1", "{mode:?}");
@@ -641,21 +622,12 @@ async fn a_user_without_a_command_is_refused_before_anything_is_written() {
         .unwrap();
     let waiting = {
         let gpu = user.permit_expirable_semaphore("app:gpu");
-        tokio::spawn(async move { gpu.acquire(LEASE).await })
+        Waiting::listening(&user, 1, async move { gpu.acquire(LEASE).await.unwrap() }).await
     };
-    eventually("the waiter subscribed", GENEROUS, || {
-        user.status().subscribed_channels == 1
-    })
-    .await;
-    held.release().await.unwrap();
-    tokio::time::timeout(GENEROUS, waiting)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    let woken = waiting
+        .woken_by(async { held.release().await.unwrap() })
+        .await;
+    woken.value.release().await.unwrap();
     assert!(testkit::acl::refusals(&server).await.is_empty());
 }
 

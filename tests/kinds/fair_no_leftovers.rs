@@ -14,25 +14,11 @@ use redis::aio::MultiplexedConnection;
 use redis_rlock::Client;
 use testkit::acl;
 use testkit::fair::{queue_len, queue_up};
-use testkit::{fair_client, settles_to, RedisServer};
+use testkit::{fair_client, keys_but_latches, settles_to, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 /// Long enough that no heartbeat runs during a test: what happens is the scripts' doing.
 const NO_HEARTBEAT: Duration = Duration::from_secs(120);
-
-/// Every key in the database but the unlock latches (each has a TTL of its own, and they
-/// are deleted in batches), sorted.
-async fn leftovers(raw: &MultiplexedConnection) -> Vec<String> {
-    let mut raw = raw.clone();
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut raw)
-        .await
-        .expect("KEYS");
-    keys.retain(|key| !key.starts_with("redisson_unlock_latch:"));
-    keys.sort();
-    keys
-}
 
 /// Subscribers of `owner`'s own channel of fair lock `name`.
 async fn hearers(raw: &MultiplexedConnection, name: &str, owner: &str) -> i64 {
@@ -95,7 +81,7 @@ async fn an_unheard_head_that_gives_up_leaves_nothing() {
 
     // Its wait is cancelled: it leaves the queue, and the record goes with it.
     waiter.task.abort();
-    let left = settles_to(Vec::new(), GENEROUS, || leftovers(&raw)).await;
+    let left = settles_to(Vec::new(), GENEROUS, || keys_but_latches(&raw)).await;
     assert_eq!(left, Vec::<String>::new(), "keys left behind");
     assert_eq!(queue_len(&raw, "unheard").await, (0, 0));
 }
@@ -206,7 +192,7 @@ async fn a_churn_of_cancelled_waits_leaves_an_empty_database() {
 
     // Every guard is released (those dropped, in the background) and every cancelled wait
     // has left: nothing is left, whatever the waits went through.
-    let left = settles_to(Vec::new(), GENEROUS, || leftovers(&raw)).await;
+    let left = settles_to(Vec::new(), GENEROUS, || keys_but_latches(&raw)).await;
     assert!(
         left.is_empty(),
         "{} keys left behind (seed {seed}), such as {:?}",

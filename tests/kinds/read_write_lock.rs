@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, Lock, LockGuard, LockKind, LostReason};
-use testkit::{bounded, client, eventually, key_exists, pttl, RedisServer};
+use testkit::{bounded, client, key_exists, keys_but_latches, pttl, RedisServer, Waiting};
 
-/// Bound on anything that should take milliseconds, on a loaded 2-core machine.
-const GENEROUS: Duration = Duration::from_secs(10);
 /// A waiter woken by a message gets the lock within this long: far below the 30 s lease
 /// that bounds its wait otherwise.
 const WAKE_BOUND: Duration = Duration::from_secs(2);
@@ -46,15 +44,6 @@ fn timeout_key(name: &str, owner: &str, n: u32) -> String {
     format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
 }
 
-/// Every key in the database but unlock latches (deleted in the background, a moment
-/// after each unlock).
-async fn all_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(raw).await.unwrap();
-    keys.retain(|key| !key.starts_with("redisson_unlock_latch:"));
-    keys.sort();
-    keys
-}
-
 /// A task of its own takes `lock` (so the guard has an owner of its own) and hands back
 /// the guard.
 async fn held<K: LockKind>(lock: &Lock<K>) -> LockGuard {
@@ -67,33 +56,17 @@ async fn held<K: LockKind>(lock: &Lock<K>) -> LockGuard {
     .await
 }
 
-/// A task taking `lock` with `lock()`; it returns when it got the lock, and the guard.
-fn spawn_waiter<K: LockKind>(lock: &Lock<K>) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
+/// A task taking `lock` with `lock()`, handing back the guard.
+fn spawn_waiter<K: LockKind>(lock: &Lock<K>) -> Waiting<LockGuard> {
     let lock = lock.clone();
-    tokio::spawn(async move {
-        let guard = lock.lock().await.expect("lock()");
-        (Instant::now(), guard)
-    })
+    Waiting::spawn(async move { lock.lock().await.expect("lock()") })
 }
 
 /// [`spawn_waiter`], once it listens for unlocks: the first waiter of `client`.
-async fn waiting<K: LockKind>(
-    client: &Client,
-    lock: &Lock<K>,
-) -> tokio::task::JoinHandle<(Instant, LockGuard)> {
+async fn waiting<K: LockKind>(client: &Client, lock: &Lock<K>) -> Waiting<LockGuard> {
     assert_eq!(client.status().subscribed_channels, 0);
-    let task = spawn_waiter(lock);
-    eventually("the waiter subscribes", GENEROUS, || {
-        client.status().subscribed_channels == 1
-    })
-    .await;
-    task
-}
-
-async fn within<T>(what: &str, limit: Duration, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(limit, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
+    let lock = lock.clone();
+    Waiting::listening(client, 1, async move { lock.lock().await.expect("lock()") }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +132,7 @@ async fn many_readers_share_the_lock_in_redissons_layout() {
     for guard in [first, second, third] {
         guard.unlock().await.unwrap();
     }
-    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(keys_but_latches(&raw).await, Vec::<String>::new());
     assert!(!read_a.is_locked().await.unwrap());
 }
 
@@ -206,7 +179,7 @@ async fn read_and_write_reentries_count_per_task() {
         "one read hold left"
     );
     outer.unlock().await.unwrap();
-    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(keys_but_latches(&raw).await, Vec::<String>::new());
 
     // Writes: `<owner>:write` counts, and the hash keeps one lease.
     let (writer, outer, inner) = {
@@ -240,7 +213,7 @@ async fn read_and_write_reentries_count_per_task() {
         "one write hold left"
     );
     outer.unlock().await.unwrap();
-    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(keys_but_latches(&raw).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,25 +292,20 @@ async fn every_reader_waiting_behind_a_writer_wakes_on_its_unlock() {
     readers.extend([spawn_waiter(&read_b), spawn_waiter(&read_b)]);
     readers.push(waiting(&c, &c.read_write_lock(name).read_lock()).await);
 
-    let released = Instant::now();
-    writing.unlock().await.unwrap();
-    let mut guards = Vec::new();
-    for reader in readers {
-        let (woken, guard) = within("a reader", GENEROUS, reader).await.unwrap();
-        let after = woken.duration_since(released);
-        assert!(
-            after < WAKE_BOUND,
-            "a reader got in {after:?} after the unlock"
-        );
-        guards.push(guard);
-    }
+    let woken = Waiting::all_woken_by(readers, async { writing.unlock().await.unwrap() }).await;
+    let after = woken.after;
+    assert!(
+        after < WAKE_BOUND,
+        "a reader got in {after:?} after the unlock"
+    );
+    let guards = woken.value;
     let hash = rw_hash(&mut raw, name).await;
     assert_eq!(hash.len(), 5, "mode and four readers: {hash:?}");
     assert_eq!(hash["mode"], "read");
     for guard in guards {
         guard.unlock().await.unwrap();
     }
-    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(keys_but_latches(&raw).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,20 +315,21 @@ async fn the_last_reader_to_leave_wakes_a_waiting_writer() {
     let name = "doc:writer-waits";
     let read = a.read_write_lock(name).read_lock();
     let (first, second) = (held(&read).await, held(&read).await);
-    let mut writer = waiting(&b, &b.read_write_lock(name).write_lock()).await;
+    let writer = waiting(&b, &b.read_write_lock(name).write_lock()).await;
 
     first.unlock().await.unwrap();
     // One reader left: the writer must not get in. Given time to (wrongly) take it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!writer.is_finished(), "the writer got in beside a reader");
-    let released = Instant::now();
-    second.unlock().await.unwrap();
-    let (woken, guard) = within("the writer", GENEROUS, &mut writer).await.unwrap();
-    let after = woken.duration_since(released);
+    let woken = writer
+        .woken_by(async { second.unlock().await.unwrap() })
+        .await;
+    let after = woken.after;
     assert!(
         after < WAKE_BOUND,
         "the writer got in {after:?} after the last unlock"
     );
+    let guard = woken.value;
     assert!(guard.owner().ends_with(":write"));
     guard.unlock().await.unwrap();
 }
@@ -392,13 +361,12 @@ async fn a_writer_reads_and_its_unlock_leaves_the_lock_read_and_wakes_the_reader
 
     let other = b.read_write_lock(name).read_lock();
     let reader = waiting(&b, &other).await;
-    let released = Instant::now();
-    writing.unlock().await.unwrap();
-    let (woken, guard) = within("the waiting reader", GENEROUS, reader)
-        .await
-        .unwrap();
-    let after = woken.duration_since(released);
+    let woken = reader
+        .woken_by(async { writing.unlock().await.unwrap() })
+        .await;
+    let after = woken.after;
     assert!(after < WAKE_BOUND, "woken {after:?} after the write unlock");
+    let guard = woken.value;
     assert_eq!(
         rw_hash(&mut raw, name).await,
         hash_of(&[("mode", "read"), (&task, "1"), (guard.owner(), "1")])
@@ -410,7 +378,7 @@ async fn a_writer_reads_and_its_unlock_leaves_the_lock_read_and_wakes_the_reader
 
     guard.unlock().await.unwrap();
     reading.unlock().await.unwrap();
-    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(keys_but_latches(&raw).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,7 +392,7 @@ async fn a_reader_asking_for_the_write_lock_is_refused_at_once() {
 
     let reading = read.lock().await.unwrap();
     let before = rw_hash(&mut raw, name).await;
-    let keys = all_keys(&mut raw).await;
+    let keys = keys_but_latches(&raw).await;
     let started = Instant::now();
     let wait = Duration::from_secs(5);
     let lease = Duration::from_secs(10);
@@ -445,7 +413,7 @@ async fn a_reader_asking_for_the_write_lock_is_refused_at_once() {
         "refused at once, not after the waits"
     );
     assert_eq!(rw_hash(&mut raw, name).await, before);
-    assert_eq!(all_keys(&mut raw).await, keys);
+    assert_eq!(keys_but_latches(&raw).await, keys);
     assert_eq!(client.status().subscribed_channels, 0);
 
     // Other tasks are refused nothing: they wait, as writers behind a reader do.
@@ -473,17 +441,20 @@ async fn force_unlock_deletes_the_lock_held_in_its_own_mode_and_wakes_the_waiter
         .await
         .unwrap());
     assert_eq!(rw_hash(&mut raw, name).await.len(), 3);
-    let forced = Instant::now();
-    assert!(b
-        .read_write_lock(name)
-        .read_lock()
-        .force_unlock()
-        .await
-        .unwrap());
-    let (woken, writing) = within("the writer", GENEROUS, writer).await.unwrap();
-    assert!(woken.duration_since(forced) < WAKE_BOUND);
+    let woken = writer
+        .woken_by(async {
+            assert!(b
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .await
+                .unwrap());
+        })
+        .await;
+    assert!(woken.after < WAKE_BOUND);
+    let writing = woken.value;
     // The readers' timeout keys went with the hash.
-    assert_eq!(all_keys(&mut raw).await, vec![name.to_string()]);
+    assert_eq!(keys_but_latches(&raw).await, vec![name.to_string()]);
     // Another client's readers find out at their next renewal; this test's client
     // forced nothing of its own. Their unlocks leave the writer's hold alone.
     assert!(first.unlock().await.is_err());
@@ -508,7 +479,7 @@ async fn force_unlock_deletes_the_lock_held_in_its_own_mode_and_wakes_the_waiter
         .await
         .unwrap());
     assert_eq!(writing.lost().await, LostReason::Released);
-    assert_eq!(all_keys(&mut raw).await, Vec::<String>::new());
+    assert_eq!(keys_but_latches(&raw).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -549,7 +520,7 @@ async fn bad_names_and_keys_that_hold_other_data_are_refused_with_nothing_writte
                 .unwrap();
         }
     }
-    let keys_before = all_keys(&mut raw).await;
+    let keys_before = keys_but_latches(&raw).await;
     for (key, _) in plants {
         let dump_before = dump(&mut raw, key).await;
         let rw = client.read_write_lock(key);
@@ -574,7 +545,7 @@ async fn bad_names_and_keys_that_hold_other_data_are_refused_with_nothing_writte
         err.to_string().contains("RLock"),
         "says what it found: {err}"
     );
-    assert_eq!(all_keys(&mut raw).await, keys_before, "keys written");
+    assert_eq!(keys_but_latches(&raw).await, keys_before, "keys written");
     assert_eq!(client.status().held_locks, 1, "the plain lock only");
     plain_guard.unlock().await.unwrap();
 

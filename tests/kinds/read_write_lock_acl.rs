@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use redis_rlock::Client;
 use testkit::acl::{readme_rules, set_user, user_url, without};
-use testkit::{eventually, RedisServer};
+use testkit::{keys_but_latches, RedisServer, Waiting};
 
-const GENEROUS: Duration = Duration::from_secs(10);
 /// The read-write lock's rules beyond the README's for every lock.
 const READ_WRITE_RULES: [&str; 5] = [
     "~{app:*",
@@ -34,16 +33,6 @@ async fn user_client(server: &RedisServer) -> Client {
         .expect("connect as the ACL user")
 }
 
-async fn keys(server: &RedisServer) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut server.raw().await)
-        .await
-        .unwrap();
-    keys.retain(|key| !key.starts_with("redisson_unlock_latch:"));
-    keys
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rules_allow_both_sides_waits_and_force_unlocks() {
     let server = RedisServer::start();
@@ -55,24 +44,21 @@ async fn the_rules_allow_both_sides_waits_and_force_unlocks() {
     let writing = rw.write_lock().lock().await.unwrap();
     let reading = rw.read_lock().lock().await.unwrap();
     let other = b.read_write_lock("app:doc:1").read_lock();
-    let waiting = tokio::spawn(async move { other.lock().await });
-    eventually("the reader subscribes", GENEROUS, || {
-        b.status().subscribed_channels == 1
-    })
-    .await;
-    writing.unlock().await.unwrap();
-    let woken = tokio::time::timeout(GENEROUS, waiting)
+    let waiting = Waiting::listening(&b, 1, async move { other.lock().await.unwrap() }).await;
+    let woken = waiting
+        .woken_by(async { writing.unlock().await.unwrap() })
         .await
-        .expect("woken by the write unlock")
-        .unwrap()
-        .unwrap();
+        .value;
     assert_eq!(rw.read_lock().hold_count().await.unwrap(), 1);
     assert!(rw.read_lock().is_locked().await.unwrap());
     assert!(rw.read_lock().remaining_ttl().await.unwrap().is_some());
     reading.unlock().await.unwrap();
     assert!(rw.read_lock().force_unlock().await.unwrap());
     assert!(woken.unlock().await.is_err(), "forced away");
-    assert_eq!(keys(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_but_latches(&server.raw().await).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +75,10 @@ async fn a_user_without_the_timeout_keys_is_told_before_anything_is_written() {
         assert!(err.is_permission_denied(), "{side}: {err}");
         assert!(err.to_string().contains("{app:doc:2}:"), "{side}: {err}");
     }
-    assert_eq!(keys(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_but_latches(&server.raw().await).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,7 +94,10 @@ async fn a_user_without_a_command_is_told_which_at_the_first_call() {
         .unwrap_err();
     assert!(err.is_permission_denied(), "{err}");
     assert!(err.to_string().contains("+hgetall"), "{err}");
-    assert_eq!(keys(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_but_latches(&server.raw().await).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,5 +112,8 @@ async fn a_user_without_the_channel_is_refused_before_the_lock_is_written() {
     assert!(err.is_permission_denied(), "{err}");
     assert!(err.to_string().contains("&redisson_rwlock:*"), "{err}");
     assert!(err.to_string().contains("+publish"), "{err}");
-    assert_eq!(keys(&server).await, Vec::<String>::new());
+    assert_eq!(
+        keys_but_latches(&server.raw().await).await,
+        Vec::<String>::new()
+    );
 }

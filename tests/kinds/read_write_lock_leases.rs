@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, LostReason, PubSubMode};
-use testkit::{client, client_with_watchdog, eventually, key_exists, pttl, settles_to};
-use testkit::{RedisCluster, RedisServer};
+use testkit::{
+    client, client_with_watchdog, eventually, key_exists, keys_but_latches, pttl, settles_to,
+};
+use testkit::{RedisCluster, RedisServer, Waiting};
 
 /// Bound on anything that should take milliseconds, on a loaded 2-core machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -22,22 +24,9 @@ fn timeout_key(name: &str, owner: &str, n: u32) -> String {
     format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
 }
 
-/// Every key but unlock latches (deleted in the background after each unlock).
-async fn lock_keys(raw: &MultiplexedConnection) -> Vec<String> {
-    let mut raw = raw.clone();
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    keys.retain(|key| !key.starts_with("redisson_unlock_latch:"));
-    keys.sort();
-    keys
-}
-
 /// Waits until no lock key is left (a release from `Drop` runs in the background).
 async fn nothing_left(raw: &MultiplexedConnection) {
-    let left = settles_to(Vec::new(), GENEROUS, || lock_keys(raw)).await;
+    let left = settles_to(Vec::new(), GENEROUS, || keys_but_latches(raw)).await;
     assert_eq!(left, Vec::<String>::new(), "left behind");
 }
 
@@ -197,10 +186,7 @@ async fn a_dead_reader_stops_counting_once_its_lease_runs_out() {
     let reading = live.read_write_lock(name).read_lock().lock().await.unwrap();
     let dead = dies_holding(server.url(), name, false, Duration::from_secs(1));
     let write = writer.read_write_lock(name).write_lock();
-    let waiting = tokio::spawn(async move {
-        let guard = write.lock().await.unwrap();
-        (Instant::now(), guard)
-    });
+    let waiting = Waiting::spawn(async move { write.lock().await.unwrap() });
     // The dead reader's timeout key runs out with its 1 s lease; its count stays in the
     // hash, which the live reader keeps alive.
     let dead_key = timeout_key(name, &dead, 1);
@@ -222,13 +208,10 @@ async fn a_dead_reader_stops_counting_once_its_lease_runs_out() {
     );
 
     // The live reader's unlock frees the lock: the dead count holds nothing up.
-    let released = Instant::now();
-    reading.unlock().await.unwrap();
-    let (woken, guard) = tokio::time::timeout(GENEROUS, waiting)
-        .await
-        .unwrap()
-        .unwrap();
-    let after = woken.duration_since(released);
+    let woken = waiting
+        .woken_by(async { reading.unlock().await.unwrap() })
+        .await;
+    let (after, guard) = (woken.after, woken.value);
     assert!(
         after < Duration::from_secs(2),
         "the writer got in {after:?} after the unlock"
@@ -456,21 +439,11 @@ async fn woken_on_a_cluster(cluster: &RedisCluster, mode: PubSubMode, name: &str
         .await
         .unwrap();
     let read = waiter.read_write_lock(name).read_lock();
-    let waiting = tokio::spawn(async move {
-        let guard = read.lock().await.unwrap();
-        (Instant::now(), guard)
-    });
-    eventually("the reader subscribes", GENEROUS, || {
-        waiter.status().subscribed_channels == 1
-    })
-    .await;
-    let released = Instant::now();
-    writing.unlock().await.unwrap();
-    let (woken, guard) = tokio::time::timeout(GENEROUS, waiting)
-        .await
-        .unwrap()
-        .unwrap();
-    let after = woken.duration_since(released);
+    let waiting = Waiting::listening(&waiter, 1, async move { read.lock().await.unwrap() }).await;
+    let woken = waiting
+        .woken_by(async { writing.unlock().await.unwrap() })
+        .await;
+    let (after, guard) = (woken.after, woken.value);
     assert!(
         after < Duration::from_secs(2),
         "{mode:?}: woken {after:?} after the unlock"

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, Error, PubSubMode};
-use testkit::{client, count_becomes, dbsize, eventually, raw_get, RedisCluster, RedisServer};
+use testkit::{
+    client, count_becomes, dbsize, eventually, raw_get, RedisCluster, RedisServer, Waiting,
+};
 
 /// For state that settles quickly, on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -464,29 +466,15 @@ async fn on_a_cluster_in_both_pubsub_modes() {
         let held = pool.acquire(1).await.unwrap();
         let waiter = {
             let pool = b.semaphore(name);
-            tokio::spawn(async move {
-                let guard = pool.acquire(1).await.unwrap();
-                (Instant::now(), guard)
-            })
+            Waiting::listening(&b, 1, async move { pool.acquire(1).await.unwrap() }).await
         };
-        eventually("the waiter subscribed", GENEROUS, || {
-            b.status().subscribed_channels == 1
-        })
-        .await;
-        let released = Instant::now();
-        held.release().await.unwrap();
-        let (woken, guard) = tokio::time::timeout(GENEROUS, waiter)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            woken - released < WOKEN_WITHIN,
-            "{mode:?}: {:?}",
-            woken - released
-        );
+        let woken = waiter
+            .woken_by(async { held.release().await.unwrap() })
+            .await;
+        assert!(woken.after < WOKEN_WITHIN, "{mode:?}: {:?}", woken.after);
         let master = cluster.master_of_key(name);
         assert_eq!(master.cli(&["GET", name]), "0", "{mode:?}");
-        guard.release().await.unwrap();
+        woken.value.release().await.unwrap();
         assert_eq!(master.cli(&["GET", name]), "1", "{mode:?}");
     }
     // A name whose channel a cluster would put in another slot is refused, nothing sent.

@@ -3,9 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use testkit::{client, eventually, RedisServer};
+use testkit::{client, RedisServer, Waiting};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_one_task_of_many_clients_is_ever_inside() {
@@ -78,24 +78,23 @@ async fn a_dropped_guard_releases_in_the_background() {
     for on_a_plain_thread in [false, true] {
         let guard = holder.lock("dropped").lock().await.unwrap();
         let lock = waiter_client.lock("dropped");
-        let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-        eventually("the waiter subscribed", Duration::from_secs(5), || {
-            waiter_client.status().subscribed_channels == 1
-        })
-        .await;
-        let dropped = Instant::now();
-        if on_a_plain_thread {
-            std::thread::spawn(move || drop(guard)).join().unwrap();
-        } else {
-            drop(guard);
-        }
-        let guard = waiter.await.unwrap();
+        let waiter =
+            Waiting::listening(&waiter_client, 1, async move { lock.lock().await.unwrap() }).await;
+        let woken = waiter
+            .woken_by(async {
+                if on_a_plain_thread {
+                    std::thread::spawn(move || drop(guard)).join().unwrap();
+                } else {
+                    drop(guard);
+                }
+            })
+            .await;
         assert!(
-            dropped.elapsed() < Duration::from_millis(500),
+            woken.after < Duration::from_millis(500),
             "released at drop, not at expiry (plain thread: {on_a_plain_thread})"
         );
         assert_eq!(holder.status().held_locks, 0);
-        guard.unlock().await.unwrap();
+        woken.value.unlock().await.unwrap();
     }
 }
 

@@ -155,24 +155,27 @@ async fn a_hash_written_by_another_redisson_client_is_respected() {
     let lock = client.lock("shared");
     assert!(lock.try_lock().await.unwrap().is_none());
     // The Java side releases with Redisson's unlock: DEL + PUBLISH 0. Our waiter wakes.
-    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.owner().to_string()) });
-    testkit::eventually("the waiter subscribed", Duration::from_secs(5), || {
-        client.status().subscribed_channels == 1
+    let waiter = testkit::Waiting::listening(&client, 1, async move {
+        lock.lock().await.map(|g| g.owner().to_string())
     })
     .await;
-    let _: () = redis::pipe()
-        .cmd("DEL")
-        .arg("shared")
-        .cmd("PUBLISH")
-        .arg("redisson_lock__channel:{shared}")
-        .arg("0")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let owner = tokio::time::timeout(Duration::from_millis(1_000), waiter)
-        .await
-        .expect("woken by the Java client's unlock message, long before its 2 s lease")
-        .unwrap()
-        .unwrap();
-    assert!(owner.starts_with(&client.id().to_string()));
+    let woken = waiter
+        .woken_by(async {
+            let _: () = redis::pipe()
+                .cmd("DEL")
+                .arg("shared")
+                .cmd("PUBLISH")
+                .arg("redisson_lock__channel:{shared}")
+                .arg("0")
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+        })
+        .await;
+    assert!(
+        woken.after < Duration::from_millis(1_000),
+        "woken by the Java client's unlock message, long before its 2 s lease: {:?}",
+        woken.after
+    );
+    assert!(woken.value.unwrap().starts_with(&client.id().to_string()));
 }

@@ -364,14 +364,7 @@ async fn a_dropped_client_deletes_its_pending_unlock_latches() {
     let raw = server.raw().await;
     let latches = || {
         let mut raw = raw.clone();
-        async move {
-            let keys: Vec<String> = redis::cmd("KEYS")
-                .arg("redisson_unlock_latch:*")
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            keys.len()
-        }
+        async move { testkit::keys_matching(&mut raw, "redisson_unlock_latch:*").await }
     };
     assert_eq!(latches().await, 1, "the unlock's latch waits for its batch");
     drop(client);

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use testkit::{client, eventually, RedisServer};
+use testkit::{client, eventually, RedisServer, Waiting};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -14,28 +14,23 @@ async fn a_waiter_is_woken_by_the_unlock_message_far_sooner_than_the_ttl() {
     let guard = holder.lock("job").lock().await.unwrap();
 
     let lock = waiter_client.lock("job");
-    let waiter = tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        (Instant::now(), guard)
-    });
-    eventually("the waiter subscribed", GENEROUS, || {
-        waiter_client.status().subscribed_channels == 1
-    })
-    .await;
+    let waiter =
+        Waiting::listening(&waiter_client, 1, async move { lock.lock().await.unwrap() }).await;
     assert_eq!(
         server.cli(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{job}"]),
         "redisson_lock__channel:{job}\n1"
     );
 
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let (acquired, guard) = waiter.await.unwrap();
-    let handover = acquired - released;
+    let woken = waiter
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
     // The lease is 30 s; only the message explains a hand-over this fast.
+    let handover = woken.after;
     assert!(
         handover < Duration::from_millis(500),
         "hand-over took {handover:?}"
     );
+    let guard = woken.value;
     assert!(guard.owner().starts_with(&waiter_client.id().to_string()));
     guard.unlock().await.unwrap();
     eventually("the waiter unsubscribed", GENEROUS, || {
@@ -98,16 +93,15 @@ async fn try_lock_variants_honour_their_waits() {
     // Released during the wait: taken at once.
     let waiting = {
         let lock = lock.clone();
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(10)).await })
-    };
-    eventually("the waiter subscribed", GENEROUS, || {
-        other.status().subscribed_channels == 1
-    })
-    .await;
-    guard.unlock().await.unwrap();
-    let got = waiting
+        Waiting::listening(&other, 1, async move {
+            lock.try_lock_for(Duration::from_secs(10)).await
+        })
         .await
-        .unwrap()
+    };
+    let got = waiting
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await
+        .value
         .unwrap()
         .expect("acquired within the wait");
     assert!(got.is_renewed_by_watchdog());
@@ -138,22 +132,17 @@ async fn force_unlock_deletes_and_wakes_a_waiter() {
     );
     let held = holder.lock("stuck").lock().await.unwrap();
     let lock = waiter_client.lock("stuck");
-    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the waiter subscribed", GENEROUS, || {
-        waiter_client.status().subscribed_channels == 1
-    })
-    .await;
+    let waiter =
+        Waiting::listening(&waiter_client, 1, async move { lock.lock().await.unwrap() }).await;
 
-    let forced = Instant::now();
-    assert!(admin.lock("stuck").force_unlock().await.unwrap());
-    let guard = tokio::time::timeout(GENEROUS, waiter)
-        .await
-        .unwrap()
-        .unwrap();
+    let woken = waiter
+        .woken_by(async { assert!(admin.lock("stuck").force_unlock().await.unwrap()) })
+        .await;
     assert!(
-        forced.elapsed() < Duration::from_millis(500),
+        woken.after < Duration::from_millis(500),
         "woken by the message"
     );
+    let guard = woken.value;
 
     // The old holder cannot release the new owner's lock.
     let err = held.unlock().await.unwrap_err();
@@ -172,36 +161,31 @@ async fn waiters_survive_a_killed_pubsub_connection() {
     let (holder, waiter_client) = (client(&server).await, client(&server).await);
     let guard = holder.lock("resilient").lock().await.unwrap();
     let lock = waiter_client.lock("resilient");
-    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the waiter subscribed", GENEROUS, || {
-        waiter_client.status().subscribed_channels == 1
-    })
-    .await;
+    let waiter =
+        Waiting::listening(&waiter_client, 1, async move { lock.lock().await.unwrap() }).await;
 
     let killed = server.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     assert_eq!(killed, "1", "one pub/sub connection killed");
     // Released while the waiter's client may still be reconnecting: the message may be lost,
     // and the lease is 30 s. The waiter must still get the lock within seconds.
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let guard = tokio::time::timeout(GENEROUS, waiter)
-        .await
-        .expect("the waiter got the lock after the pub/sub connection was killed")
-        .unwrap();
-    assert!(released.elapsed() < Duration::from_secs(3));
+    let woken = waiter
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
+    assert!(woken.after < Duration::from_secs(3), "{:?}", woken.after);
+    let guard = woken.value;
 
     // And the listener is back: a later hand-over is woken by its message again.
     let lock = holder.lock("resilient");
-    let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
-    eventually("the second waiter subscribed", GENEROUS, || {
-        holder.status().subscribed_channels == 1
-    })
-    .await;
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let second = waiter.await.unwrap();
-    assert!(released.elapsed() < Duration::from_millis(500));
-    second.unlock().await.unwrap();
+    let waiter = Waiting::listening(&holder, 1, async move { lock.lock().await.unwrap() }).await;
+    let second = waiter
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
+    assert!(
+        second.after < Duration::from_millis(500),
+        "{:?}",
+        second.after
+    );
+    second.value.unlock().await.unwrap();
 }
 
 /// The id of the one pub/sub connection on a server (`CLIENT LIST TYPE pubsub`), and the
@@ -250,9 +234,8 @@ async fn the_pubsub_connection_is_kept_while_healthy_on_resp2_and_resp3() {
             .unwrap();
         let guard = holder.lock("kept").lock().await.unwrap();
         let lock = waiter.lock("kept");
-        let waiting = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await });
-        eventually("the waiter subscribed", GENEROUS, || {
-            waiter.status().subscribed_channels == 1
+        let waiting = Waiting::listening(&waiter, 1, async move {
+            lock.lock().await.unwrap().unlock().await.unwrap()
         })
         .await;
         let (id, _) = pubsub_connection(&raw).await.expect("a pub/sub connection");
@@ -279,13 +262,9 @@ async fn the_pubsub_connection_is_kept_while_healthy_on_resp2_and_resp3() {
             "{protocol}: no new connection"
         );
 
-        let released = Instant::now();
-        guard.unlock().await.unwrap();
-        tokio::time::timeout(GENEROUS, waiting)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert!(released.elapsed() < Duration::from_secs(1), "{protocol}");
+        let woken = waiting
+            .woken_by(async { guard.unlock().await.unwrap() })
+            .await;
+        assert!(woken.after < Duration::from_secs(1), "{protocol}");
     }
 }

@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
 use redis_rlock::LostReason;
 use testkit::{client, client_with_watchdog, pttl, RedisServer};
 
@@ -176,14 +175,14 @@ async fn thousands_of_locks_are_renewed_in_batches() {
     for guard in guards {
         guard.unlock().await.unwrap();
     }
-    let locks_left: Vec<String> = raw.keys("many:*").await.unwrap();
-    assert!(locks_left.is_empty(), "{} locks left", locks_left.len());
+    let locks_left = testkit::keys_matching(&mut raw, "many:*").await;
+    assert!(locks_left == 0, "{locks_left} locks left");
     // Unlock latches are deleted in batches of 512 in the background, and the last batch
     // when the client goes away.
     drop(client);
     let left: i64 = testkit::settles_to(0, Duration::from_secs(2), || {
         let mut raw = raw.clone();
-        async move { redis::cmd("DBSIZE").query_async(&mut raw).await.unwrap() }
+        async move { testkit::dbsize(&mut raw).await }
     })
     .await;
     assert_eq!(left, 0, "every lock and unlock latch gone");

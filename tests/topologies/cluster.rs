@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, MultiLock};
-use testkit::{eventually, key_slot, lock_hash, pttl, RedisCluster};
+use testkit::{key_slot, lock_hash, pttl, RedisCluster, Waiting};
 
 /// Bound on anything that should take milliseconds, for a loaded 2-core machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -75,27 +75,16 @@ async fn a_waiter_is_woken_by_the_unlock_message() {
     // The default 30 s lease: only the unlock message can let the waiter in quickly.
     let guard = holder.lock("wake:me").lock().await.unwrap();
     let lock = waiter.lock("wake:me");
-    let waiting = tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        let woken = Instant::now();
-        guard.unlock().await.unwrap();
-        woken
-    });
-    eventually("the waiter subscribes", GENEROUS, || {
-        waiter.status().subscribed_channels == 1
-    })
-    .await;
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let woken = tokio::time::timeout(GENEROUS, waiting)
-        .await
-        .expect("the waiter takes the lock")
-        .unwrap();
+    let waiting = Waiting::listening(&waiter, 1, async move { lock.lock().await.unwrap() }).await;
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
     assert!(
-        woken.duration_since(released) < Duration::from_secs(5),
+        woken.after < Duration::from_secs(5),
         "woken {:?} after the unlock (the lease is 30 s)",
-        woken.duration_since(released)
+        woken.after
     );
+    woken.value.unlock().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,8 +185,7 @@ async fn names_whose_braces_split_slots_are_refused_with_nothing_written() {
         assert!(err.is_cross_slot_name(), "{name}: {err}");
     }
     for master in cluster.masters() {
-        let mut conn = master.raw().await;
-        let keys: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
+        let keys = testkit::dbsize(&mut master.raw().await).await;
         assert_eq!(keys, 0, "nothing written on {}", master.port());
     }
     // A valid tag is fine.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use redis_rlock::{Client, LostReason};
-use testkit::{eventually, key_slot, lock_hash, pttl, RedisCluster, RedisServer};
+use testkit::{key_slot, lock_hash, pttl, RedisCluster, RedisServer, Waiting};
 
 /// Bound on anything that should take milliseconds, for a loaded 2-core machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -101,28 +101,17 @@ async fn a_lock_replicated_before_a_manual_failover_stays_held_and_renewed() {
 
     // A waiter on another client is woken by the unlock, not by the lease running out.
     let lock = waiter.lock(key);
-    let waiting = tokio::spawn(async move {
-        let guard = lock.lock().await.unwrap();
-        let woken = Instant::now();
-        guard.unlock().await.unwrap();
-        woken
-    });
-    eventually("the waiter subscribes", GENEROUS, || {
-        waiter.status().subscribed_channels == 1
-    })
-    .await;
+    let waiting = Waiting::listening(&waiter, 1, async move { lock.lock().await.unwrap() }).await;
     let left = pttl(&mut promoted.raw().await, key).await;
-    let released = Instant::now();
-    guard.unlock().await.expect("unlock on the new master");
-    let woken = tokio::time::timeout(GENEROUS, waiting)
-        .await
-        .expect("the waiter takes the lock")
-        .unwrap();
-    let after = woken.duration_since(released);
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.expect("unlock on the new master") })
+        .await;
+    let after = woken.after;
     assert!(
         after + Duration::from_millis(500) < Duration::from_millis(left as u64),
         "woken {after:?} after the unlock, with {left} ms of lease left"
     );
+    woken.value.unlock().await.unwrap();
     assert!(hash_on(promoted, key).await.is_empty());
 }
 

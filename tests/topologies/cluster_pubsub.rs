@@ -5,12 +5,13 @@
 //! clients are emulated with raw `SPUBLISH`, `PUBLISH` and `SSUBSCRIBE`; a fair lock passes
 //! over a dead waiter at once. Each test starts a cluster of its own (about 2 s).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
 use redis::{PushInfo, PushKind, Value};
-use redis_rlock::{Client, PubSubMode};
-use testkit::{fair_queue, server_millis, settles_to, RedisCluster, RedisServer};
+use redis_rlock::{Client, LockGuard, PubSubMode};
+use testkit::{fair_queue, server_millis, settles_to, RedisCluster, RedisServer, Waiting};
 
 /// Bound on anything that should take milliseconds, for a loaded 2-core machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -79,22 +80,17 @@ fn names_on(cluster: &RedisCluster, port: u16, prefix: &str, count: usize) -> Ve
         .collect()
 }
 
-/// A task waiting for `name` on `client`; returns when it took the lock (and released it).
-fn wait_for(client: &Client, name: &str) -> tokio::task::JoinHandle<Instant> {
+/// `lock()` of `name` on `client`, for a waiter: hands back the guard.
+fn lock_of(client: &Client, name: &str) -> impl Future<Output = LockGuard> + Send + 'static {
     let lock = client.lock(name);
-    tokio::spawn(async move {
-        let guard = lock.lock().await.expect("the waiter takes the lock");
-        let woken = Instant::now();
-        guard.unlock().await.expect("the waiter unlocks");
-        woken
-    })
+    async move { lock.lock().await.expect("the waiter takes the lock") }
 }
 
-async fn woken(waiting: tokio::task::JoinHandle<Instant>) -> Instant {
-    tokio::time::timeout(GENEROUS, waiting)
-        .await
-        .expect("the waiter takes the lock")
-        .expect("the waiting task")
+/// Unlocks what the waiters took.
+async fn unlock_all(guards: Vec<LockGuard>) {
+    for guard in guards {
+        guard.unlock().await.expect("the waiter unlocks");
+    }
 }
 
 async fn subscribed(client: &Client, count: usize) {
@@ -127,7 +123,10 @@ async fn waiters_over_many_slots_wake_by_message_in_every_mode() {
         for name in &names {
             guards.push(holder.lock(name).lock().await.unwrap());
         }
-        let waiting: Vec<_> = names.iter().map(|n| wait_for(&waiter, n)).collect();
+        let waiting: Vec<_> = names
+            .iter()
+            .map(|n| Waiting::spawn(lock_of(&waiter, n)))
+            .collect();
         subscribed(&waiter, names.len()).await;
 
         // Each channel on its slot's master, in the mode's kind only, and nowhere else.
@@ -145,14 +144,13 @@ async fn waiters_over_many_slots_wake_by_message_in_every_mode() {
             }
         }
 
-        let released = Instant::now();
-        for guard in guards {
-            guard.unlock().await.unwrap();
-        }
-        let mut slowest = Duration::ZERO;
-        for waiting in waiting {
-            slowest = slowest.max(woken(waiting).await.duration_since(released));
-        }
+        let woken = Waiting::all_woken_by(waiting, async {
+            for guard in guards {
+                guard.unlock().await.unwrap();
+            }
+        })
+        .await;
+        let slowest = woken.after;
         println!(
             "{mode:?}: {} waiters over {} masters woken, the last {slowest:?} after the unlocks",
             names.len(),
@@ -162,6 +160,7 @@ async fn waiters_over_many_slots_wake_by_message_in_every_mode() {
             slowest < WOKEN_WITHIN,
             "{mode:?}: the last woke after {slowest:?}"
         );
+        unlock_all(woken.value).await;
     }
 }
 
@@ -173,8 +172,7 @@ async fn a_waiter_follows_its_slot_through_a_failover(mode: PubSubMode, sharded:
     let name = "failover:wake";
     let channel = channel_of(name);
     let guard = holder.lock(name).lock().await.unwrap();
-    let waiting = wait_for(&waiter, name);
-    subscribed(&waiter, 1).await;
+    let waiting = Waiting::listening(&waiter, 1, lock_of(&waiter, name)).await;
     let old = cluster.master_of_key(name);
     let old_port = old.port();
     assert_eq!(subscribers(old, sharded, &channel).await, 1);
@@ -186,16 +184,17 @@ async fn a_waiter_follows_its_slot_through_a_failover(mode: PubSubMode, sharded:
     subscribers_become(cluster.node(old_port), sharded, &channel, 0).await;
     subscribed(&waiter, 1).await;
 
-    let unlocking = Instant::now();
-    guard.unlock().await.expect("unlock after the failover");
-    let (unlocked, released) = (unlocking.elapsed(), Instant::now());
-    let took = woken(waiting).await.duration_since(released);
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.expect("unlock after the failover") })
+        .await;
+    let (unlocked, took) = (woken.release_took, woken.after_release_returned());
     println!(
         "{mode:?} failover: cluster settled {settled:?} after CLUSTER FAILOVER, the waiter \
          subscribed on the new master {moved:?} later; the unlock call took {unlocked:?} \
          (redirected), the waiter woke {took:?} after it returned"
     );
     assert!(took < WOKEN_WITHIN, "woken {took:?} after the unlock");
+    woken.value.unlock().await.expect("the waiter unlocks");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,8 +221,7 @@ async fn a_sharded_waiter_follows_its_slot_when_its_master_dies() {
     let name = "dying:master";
     let channel = channel_of(name);
     let _guard = holder.lock(name).lock().await.unwrap();
-    let waiting = wait_for(&waiter, name);
-    subscribed(&waiter, 1).await;
+    let waiting = Waiting::listening(&waiter, 1, lock_of(&waiter, name)).await;
     let dead = cluster.master_of_key(name).port();
     let index = cluster
         .masters()
@@ -247,19 +245,22 @@ async fn a_sharded_waiter_follows_its_slot_when_its_master_dies() {
         "the holder's lock survived on the promoted replica: {hash:?}"
     );
 
-    let released = Instant::now();
-    let _: () = redis::pipe()
-        .cmd("DEL")
-        .arg(name)
-        .ignore()
-        .cmd("SPUBLISH")
-        .arg(&channel)
-        .arg("0")
-        .ignore()
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let took = woken(waiting).await.duration_since(released);
+    let woken = waiting
+        .woken_by(async {
+            let _: () = redis::pipe()
+                .cmd("DEL")
+                .arg(name)
+                .ignore()
+                .cmd("SPUBLISH")
+                .arg(&channel)
+                .arg("0")
+                .ignore()
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+        })
+        .await;
+    let took = woken.after;
     println!(
         "killed master: cluster settled {promoted:?} after the kill, the waiter subscribed \
          on the promoted replica {moved:?} later; woken {took:?} after the unlock message"
@@ -268,6 +269,7 @@ async fn a_sharded_waiter_follows_its_slot_when_its_master_dies() {
         took < WOKEN_WITHIN,
         "woken {took:?} after the unlock message"
     );
+    woken.value.unlock().await.expect("the waiter unlocks");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,8 +285,7 @@ async fn waiters_follow_their_slots_through_a_migration() {
         let (holder, waiter) = (client(&cluster, mode).await, client(&cluster, mode).await);
         let channel = channel_of(name);
         let guard = holder.lock(name).lock().await.unwrap();
-        let waiting = wait_for(&waiter, name);
-        subscribed(&waiter, 1).await;
+        let waiting = Waiting::listening(&waiter, 1, lock_of(&waiter, name)).await;
         assert_eq!(subscribers(cluster.node(from), sharded, &channel).await, 1);
 
         let slot = testkit::key_slot(name.as_bytes());
@@ -297,16 +298,17 @@ async fn waiters_follow_their_slots_through_a_migration() {
         subscribers_become(cluster.node(from), sharded, &channel, 0).await;
         subscribed(&waiter, 1).await;
 
-        let unlocking = Instant::now();
-        guard.unlock().await.expect("unlock after the migration");
-        let (unlocked, released) = (unlocking.elapsed(), Instant::now());
-        let took = woken(waiting).await.duration_since(released);
+        let woken = waiting
+            .woken_by(async { guard.unlock().await.expect("unlock after the migration") })
+            .await;
+        let (unlocked, took) = (woken.release_took, woken.after_release_returned());
         println!(
             "{mode:?} migration of slot {slot}: settled {settled:?}, the waiter subscribed \
              on the new owner {moved:?} later; the unlock call took {unlocked:?} \
              (redirected), the waiter woke {took:?} after it returned"
         );
         assert!(took < WOKEN_WITHIN, "woken {took:?} after the unlock");
+        woken.value.unlock().await.expect("the waiter unlocks");
     }
 }
 
@@ -327,7 +329,7 @@ async fn a_killed_pubsub_connection_resubscribes_every_slot() {
         let (holder, waiter) = (client(&cluster, mode).await, client(&cluster, mode).await);
         for name in names {
             holders.push(holder.lock(name).lock().await.unwrap());
-            all_waiting.push(wait_for(&waiter, name));
+            all_waiting.push(Waiting::spawn(lock_of(&waiter, name)));
         }
         subscribed(&waiter, names.len()).await;
         waiters.push(waiter);
@@ -354,19 +356,19 @@ async fn a_killed_pubsub_connection_resubscribes_every_slot() {
         subscribed(waiter, 6).await;
     }
 
-    let released = Instant::now();
-    for guard in holders {
-        guard.unlock().await.unwrap();
-    }
-    let mut slowest = Duration::ZERO;
-    for waiting in all_waiting {
-        slowest = slowest.max(woken(waiting).await.duration_since(released));
-    }
+    let woken = Waiting::all_woken_by(all_waiting, async {
+        for guard in holders {
+            guard.unlock().await.unwrap();
+        }
+    })
+    .await;
+    let slowest = woken.after;
     println!(
         "CLIENT KILL TYPE pubsub: {killed} connections, 12 channels over 12 slots back \
          within {back:?}; the last waiter woken {slowest:?} after the unlocks"
     );
     assert!(slowest < WOKEN_WITHIN, "the last woke after {slowest:?}");
+    unlock_all(woken.value).await;
 }
 
 /// A lock held by a Java client (Redisson's hash, written raw) and released as Redisson's
@@ -394,22 +396,25 @@ async fn redisson_unlocks_wake_our_waiters_and_ours_reach_redisson() {
             .query_async(&mut master)
             .await
             .unwrap();
-        let waiting = wait_for(&waiter, &name);
-        subscribed(&waiter, 1).await;
-        let released = Instant::now();
-        let _: () = redis::pipe()
-            .cmd("DEL")
-            .arg(&name)
-            .ignore()
-            .cmd(publish)
-            .arg(channel_of(&name))
-            .arg("0")
-            .ignore()
-            .query_async(&mut master)
-            .await
-            .unwrap();
-        let took = woken(waiting).await.duration_since(released);
+        let waiting = Waiting::listening(&waiter, 1, lock_of(&waiter, &name)).await;
+        let woken = waiting
+            .woken_by(async {
+                let _: () = redis::pipe()
+                    .cmd("DEL")
+                    .arg(&name)
+                    .ignore()
+                    .cmd(publish)
+                    .arg(channel_of(&name))
+                    .arg("0")
+                    .ignore()
+                    .query_async(&mut master)
+                    .await
+                    .unwrap();
+            })
+            .await;
+        let took = woken.after;
         assert!(took < WOKEN_WITHIN, "{publish}: woken {took:?} after it");
+        woken.value.unlock().await.expect("the waiter unlocks");
     }
 
     // Our unlock in sharded mode, heard by a raw shard subscriber on the slot's master (a
@@ -486,10 +491,10 @@ async fn a_dead_fair_waiter_is_passed_over_within_its_grace() {
             .await
             .unwrap();
         let lock = live.fair_lock(&name);
-        let waiting = tokio::spawn(async move {
-            let guard = lock.lock().await.expect("the live waiter takes the lock");
-            (Instant::now(), guard)
-        });
+        let waiting =
+            Waiting::spawn(
+                async move { lock.lock().await.expect("the live waiter takes the lock") },
+            );
         let queued = settles_to(2, GENEROUS, || {
             let mut master = master.clone();
             let name = name.clone();
@@ -499,13 +504,10 @@ async fn a_dead_fair_waiter_is_passed_over_within_its_grace() {
         assert_eq!(queued, 2, "the live waiter queues behind the dead one");
         subscribed(&live, 1).await;
 
-        let released = Instant::now();
-        guard.unlock().await.unwrap();
-        let (acquired, guard) = tokio::time::timeout(GENEROUS, waiting)
-            .await
-            .expect("the live waiter gets the lock")
-            .unwrap();
-        let handover = acquired.duration_since(released);
+        let woken = waiting
+            .woken_by(async { guard.unlock().await.unwrap() })
+            .await;
+        let (handover, guard) = (woken.after, woken.value);
         println!("{mode:?}: a dead head passed over, hand-over in {handover:?}");
         assert!(
             handover < Duration::from_secs(2),
@@ -563,12 +565,13 @@ async fn a_sharded_acl_user_needs_the_sharded_commands() {
     }
     let (holder, waiter) = (user_client().await, user_client().await);
     let guard = holder.lock("app:acl").lock().await.unwrap();
-    let waiting = wait_for(&waiter, "app:acl");
-    subscribed(&waiter, 1).await;
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let took = woken(waiting).await.duration_since(released);
+    let waiting = Waiting::listening(&waiter, 1, lock_of(&waiter, "app:acl")).await;
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
+    let took = woken.after;
     assert!(took < WOKEN_WITHIN, "woken {took:?} after the unlock");
+    woken.value.unlock().await.expect("the waiter unlocks");
     for node in cluster.nodes() {
         let refused = refusals(node).await;
         assert!(refused.is_empty(), "node {}: {refused:?}", node.port());

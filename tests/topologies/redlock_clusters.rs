@@ -27,9 +27,7 @@ async fn cluster_client(seeds: &[String]) -> Client {
 async fn keys(cluster: &RedisCluster, group: &RedisGroup) -> i64 {
     let mut total = 0;
     for server in cluster.nodes().iter().chain(&group.servers) {
-        let mut conn = server.raw().await;
-        let n: i64 = redis::cmd("DBSIZE").query_async(&mut conn).await.unwrap();
-        total += n;
+        total += testkit::dbsize(&mut server.raw().await).await;
     }
     total
 }

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use redis_rlock::{Client, Error, LostReason};
-use testkit::{key_exists, lock_hash, pttl, RedisSentinels, RedisServer};
+use testkit::{key_exists, lock_hash, pttl, RedisSentinels, RedisServer, Waiting};
 
 /// Roomy bounds for a loaded 2-core machine; what they bound takes milliseconds here.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -180,16 +180,12 @@ async fn a_replicated_lock_survives_a_failover_and_its_renewals_follow_the_new_m
     assert!(!guard.is_lost(), "the failover kept the lock");
 
     // The waiter hears the unlock on the new master.
-    let waiting = tokio::spawn(async move {
-        let began = Instant::now();
-        let got = waiter
-            .lock("s:kept")
-            .try_lock_for(Duration::from_secs(30))
+    let lock = waiter.lock("s:kept");
+    let waiting = Waiting::spawn(async move {
+        lock.try_lock_for(Duration::from_secs(30))
             .await
             .unwrap()
-            .expect("the waiter gets the lock");
-        got.unlock().await.unwrap();
-        began.elapsed()
+            .expect("the waiter gets the lock")
     });
     let channel = "redisson_lock__channel:{s:kept}";
     until("the waiter subscribed on the new master", GENEROUS, || {
@@ -197,15 +193,16 @@ async fn a_replicated_lock_survives_a_failover_and_its_renewals_follow_the_new_m
         async move { numsub(new_master, channel).await == 1 }
     })
     .await;
-    let unlocked = Instant::now();
-    guard.unlock().await.unwrap();
-    let waited = waiting.await.unwrap();
-    let woke = unlocked.elapsed();
+    let woken = waiting
+        .woken_by(async { guard.unlock().await.unwrap() })
+        .await;
+    let woke = woken.after;
     // Woken by the message: far less than the 3 s lease it would otherwise wait out.
     assert!(
         woke < Duration::from_millis(1500),
-        "woke {woke:?} after the unlock ({waited:?} in all)"
+        "woke {woke:?} after the unlock"
     );
+    woken.value.unlock().await.unwrap();
     assert!(!key_exists(&mut on_new, "s:kept").await);
 }
 

@@ -3,13 +3,13 @@
 //! never of a holder it did not show (the question answered on a terminal after the
 //! holder changed: exit code 5, the new holder kept), unless `--any-holder`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 
 use crate::support::{java_lock, rlock, rlock_on_terminal};
 use testkit::fair::queue_up;
-use testkit::RedisServer;
+use testkit::{RedisServer, Waiting};
 
 /// Far below the 30 s watchdog lease the waiters would otherwise wait out.
 const WOKEN_WITHIN: Duration = Duration::from_secs(3);
@@ -24,27 +24,10 @@ async fn unlock_wakes_a_waiter_of_each_kind_and_refuses_without_yes() {
 
     // A reentrant lock held (watchdog, 30 s lease) with a waiter subscribed.
     let held = holder.lock("job").lock().await.unwrap();
-    let waiting = tokio::spawn({
+    let waiting = {
         let lock = waiter.lock("job");
-        async move {
-            let guard = lock.lock().await.unwrap();
-            (Instant::now(), guard)
-        }
-    });
-    let subscribed = testkit::settles_to(true, Duration::from_secs(5), || {
-        let mut raw = raw.clone();
-        async move {
-            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg("redisson_lock__channel:{job}")
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            counts[0].1 == 1
-        }
-    })
-    .await;
-    assert!(subscribed);
+        Waiting::listening(&waiter, 1, async move { lock.lock().await.unwrap() }).await
+    };
 
     // Without --yes and without a terminal: refused, and nothing is sent.
     let refused = rlock(&["--url", &url, "unlock", "job"]).await;
@@ -53,21 +36,24 @@ async fn unlock_wakes_a_waiter_of_each_kind_and_refuses_without_yes() {
     assert!(holder.lock("job").is_locked().await.unwrap());
     assert!(!waiting.is_finished());
 
-    let started = Instant::now();
-    let run = rlock(&["--url", &url, "unlock", "job", "--yes", "--json"]).await;
-    assert_eq!(run.code, 0, "{run:?}");
-    let done = run.json();
-    assert_eq!(
-        (done["kind"].as_str(), done["was_held"].as_bool()),
-        (Some("reentrant"), Some(true))
+    let woken = waiting
+        .woken_by(async {
+            let run = rlock(&["--url", &url, "unlock", "job", "--yes", "--json"]).await;
+            assert_eq!(run.code, 0, "{run:?}");
+            let done = run.json();
+            assert_eq!(
+                (done["kind"].as_str(), done["was_held"].as_bool()),
+                (Some("reentrant"), Some(true))
+            );
+            assert_eq!(done["holders"][0]["client_id"], holder.id().to_string());
+        })
+        .await;
+    assert!(
+        woken.after < WOKEN_WITHIN,
+        "the waiter was not woken: {:?}",
+        woken.after
     );
-    assert_eq!(done["holders"][0]["client_id"], holder.id().to_string());
-    let (woken_at, guard) = tokio::time::timeout(WOKEN_WITHIN, waiting)
-        .await
-        .expect("the waiter was not woken")
-        .unwrap();
-    assert!(woken_at.duration_since(started) < WOKEN_WITHIN);
-    guard.unlock().await.unwrap();
+    woken.value.unlock().await.unwrap();
     // The first holder's guard would learn at its next renewal (10 s) that it lost the
     // lock; dropping it releases nothing of the new owner's.
     drop(held);
@@ -148,7 +134,6 @@ async fn unlock_leaves_what_is_not_a_held_lock_alone() {
 async fn unlock_frees_a_write_lock_and_wakes_every_reader() {
     let server = RedisServer::start();
     let url = server.url();
-    let raw = server.raw().await;
     let holder = testkit::client(&server).await;
     let readers = testkit::client(&server).await;
     let doc = holder.read_write_lock("doc");
@@ -156,34 +141,25 @@ async fn unlock_frees_a_write_lock_and_wakes_every_reader() {
     let waiting: Vec<_> = (0..2)
         .map(|_| {
             let lock = readers.read_write_lock("doc").read_lock();
-            tokio::spawn(async move { lock.lock().await.unwrap() })
+            Waiting::spawn(async move { lock.lock().await.unwrap() })
         })
         .collect();
-    let subscribed = testkit::settles_to(true, Duration::from_secs(5), || {
-        let mut raw = raw.clone();
-        async move {
-            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg("redisson_rwlock:{doc}")
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            counts[0].1 >= 1
-        }
+    // One channel, shared by the client's readers.
+    testkit::eventually("the readers listen", Duration::from_secs(5), || {
+        readers.status().subscribed_channels == 1
     })
     .await;
-    assert!(subscribed);
 
-    let run = rlock(&["--url", &url, "unlock", "doc", "--yes", "--json"]).await;
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.json()["kind"], "read_write");
-    for reader in waiting {
-        let guard = tokio::time::timeout(WOKEN_WITHIN, reader)
-            .await
-            .expect("a reader was not woken")
-            .unwrap();
-        drop(guard);
-    }
+    let woken = Waiting::all_woken_by(waiting, async {
+        let run = rlock(&["--url", &url, "unlock", "doc", "--yes", "--json"]).await;
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(run.json()["kind"], "read_write");
+    })
+    .await;
+    // From the moment the command returned: starting a process is no part of the wake-up.
+    let after = woken.after_release_returned();
+    assert!(after < WOKEN_WITHIN, "a reader was not woken: {after:?}");
+    drop(woken.value);
     drop(writing);
 }
 
