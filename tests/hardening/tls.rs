@@ -238,8 +238,8 @@ mod library {
             lock.lock().await.expect("the waiter got the lock")
         })
         .await;
-        // The client counts the channel from the time it asks: the subscription reaches
-        // Redis once the pub/sub connection's TLS handshake is done.
+        // The client counted the channel once Redis confirmed it; Redis shows it too, on the
+        // pub/sub connection that went through the TLS handshake.
         let channel = "redisson_lock__channel:{tls-wake}";
         let numsub = settles_to(format!("{channel}\n1"), GENEROUS, || async {
             server.cli(&["PUBSUB", "NUMSUB", channel])
