@@ -1,11 +1,13 @@
 //! How Redis' errors are classified: which may pass with a retry, which are refused
 //! credentials or permissions, and how a server's message reads without script noise.
 
+use super::Error;
+
 /// True for failures of reaching Redis, after which a retry may succeed: I/O errors,
 /// timeouts, dropped connections, a server that is loading or failing over, and a cluster
 /// that redirects the command or is changing its topology ([`certainly_not_run`]). Not
 /// refused credentials, and not an answer that is not Redis' (a protocol error at connect
-/// is reported as [`Error::NotRedis`](crate::Error::NotRedis)).
+/// is reported as [`Error::NotRedis`](Error::NotRedis)).
 pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
     if is_auth_failure(e) {
         return false;
@@ -56,7 +58,7 @@ pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
 }
 
 /// How a refused PUBLISH or SUBSCRIBE (`verb`) to a lock's, semaphore's or latch's channel is
-/// named in [`Error::PermissionDenied`](crate::Error::PermissionDenied), with the ACL rule
+/// named in [`Error::PermissionDenied`](Error::PermissionDenied), with the ACL rule
 /// that grants it: the channel's Redisson prefix followed by `*`.
 pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
     format!(
@@ -101,19 +103,19 @@ pub(crate) fn may_have_run(e: &redis::RedisError) -> bool {
     is_transient(e) && !e.is_connection_refusal() && !certainly_not_run(e)
 }
 
-impl crate::Error {
+impl Error {
     /// Whether a call that failed with this error may still have run in Redis (see
     /// [`may_have_run`]): a reply that timed out, or a connection lost after the call went
     /// out.
     pub(crate) fn may_have_run(&self) -> bool {
         match self {
-            crate::Error::Redis(e) => may_have_run(e),
-            crate::Error::Timeout { .. } => true,
+            Error::Redis(e) => may_have_run(e),
+            Error::Timeout { .. } => true,
             // A group's round: the last node that failed tells (a node that timed out may
             // still run its script).
-            crate::Error::QuorumUnreachable { last_error, .. } => last_error
+            Error::QuorumUnreachable { last_error, .. } => last_error
                 .as_deref()
-                .map_or(true, crate::Error::may_have_run),
+                .map_or(true, Error::may_have_run),
             _ => false,
         }
     }
@@ -123,6 +125,6 @@ impl crate::Error {
     /// retries off, re-reads the slot map on `MOVED`), a slot half-way through a
     /// migration, a cluster down while it fails over, a demoted master.
     pub(crate) fn is_topology_change(&self) -> bool {
-        matches!(self, crate::Error::Redis(e) if certainly_not_run(e))
+        matches!(self, Error::Redis(e) if certainly_not_run(e))
     }
 }
