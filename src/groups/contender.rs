@@ -5,16 +5,14 @@
 //! others. After a split vote (some nodes granted it, too few) it pauses a random moment
 //! before the next try, so that rivals who split the nodes retry at different moments.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
 
 use crate::error::{Error, Result};
+use crate::groups::group::Node;
 use crate::groups::guard::GroupGuard;
-use crate::groups::node::Node;
-use crate::groups::policy::GroupKind;
 use crate::groups::round::{round, subscribe_missing, wait_for_any, Round};
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connection::Connections;
@@ -24,10 +22,13 @@ use crate::transport::pubsub::Subscription;
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
 
 /// A group's waiting call: its nodes, and what it has set up on them.
-pub(super) struct GroupContender<'a, K> {
+pub(super) struct GroupContender<'a> {
     pub(super) nodes: Vec<Node>,
     pub(super) owner: Arc<str>,
     pub(super) quorum: usize,
+    /// Whether each node's acquire draws a fencing token, which the group must make agree
+    /// across its majority ([`fence`](crate::groups::fence)).
+    pub(super) fenced: bool,
     pub(super) node_timeout: Duration,
     pub(super) name: &'a str,
     /// One per node, made once the node has answered busy, so that a node that is down
@@ -37,17 +38,17 @@ pub(super) struct GroupContender<'a, K> {
     pub(super) busy: Vec<usize>,
     /// Whether the last round split the nodes between rivals.
     pub(super) split: bool,
-    pub(super) kind: PhantomData<fn() -> K>,
 }
 
-impl<K: GroupKind> Contender for GroupContender<'_, K> {
+impl Contender for GroupContender<'_> {
     type Guard = GroupGuard;
 
     async fn attempt(&mut self) -> Result<Tried<GroupGuard>> {
-        let outcome = round::<K>(
+        let outcome = round(
             &self.nodes,
             &self.owner,
             self.quorum,
+            self.fenced,
             self.node_timeout,
             self.name,
         )

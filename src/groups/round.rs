@@ -11,9 +11,8 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::groups::fence;
+use crate::groups::group::Node;
 use crate::groups::guard::GroupGuard;
-use crate::groups::node::Node;
-use crate::groups::policy::GroupKind;
 use crate::locks::attempt::attempt;
 use crate::locks::wait::Tried;
 use crate::transport::pubsub::Subscription;
@@ -50,11 +49,13 @@ impl Failure {
 }
 
 /// Asks every lock at once and stops as soon as the outcome is decided: `quorum` of the
-/// `nodes` granted it, or too many refused or failed for that to happen.
-pub(super) async fn round<K: GroupKind>(
+/// `nodes` granted it, or too many refused or failed for that to happen. A `fenced` group's
+/// token is agreed by the quorum before the guard is returned.
+pub(super) async fn round(
     nodes: &[Node],
     owner: &Arc<str>,
     quorum: usize,
+    fenced: bool,
     node_timeout: Duration,
     name: &str,
 ) -> Round {
@@ -107,7 +108,7 @@ pub(super) async fn round<K: GroupKind>(
         }
     }
     if held.len() >= quorum {
-        let token = if K::DRAWS_TOKENS {
+        let token = if fenced {
             let agreed = fence::agree(nodes, &held, owner, quorum, node_timeout).await;
             if agreed.is_none() {
                 // Too few masters still held the lock to vouch for the token: as if the
