@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{join_all, select_all};
 use rand::Rng;
 
 use crate::error::{Error, Result};
 use crate::groups::group::Node;
 use crate::groups::guard::GroupGuard;
-use crate::groups::round::{round, subscribe_missing, wait_for_any, Round};
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::Subscription;
@@ -44,25 +44,7 @@ impl Contender for GroupContender<'_> {
     type Guard = GroupGuard;
 
     async fn attempt(&mut self) -> Result<Tried<GroupGuard>> {
-        let outcome = round(
-            &self.nodes,
-            &self.owner,
-            self.quorum,
-            self.fenced,
-            self.node_timeout,
-            self.name,
-        )
-        .await;
-        let failure = match outcome {
-            Round::Acquired(guard) => return Ok(Tried::Acquired(guard)),
-            Round::Failed(failure) => failure,
-        };
-        self.busy = failure.busy;
-        self.split = failure.split;
-        match failure.unreachable {
-            Some(e) => Err(e),
-            None => Ok(Tried::Busy(failure.retry_within)),
-        }
+        self.round().await
     }
 
     fn may_retry(&self, error: &Error) -> bool {
@@ -75,15 +57,34 @@ impl Contender for GroupContender<'_> {
         !(reentry && error.may_have_run())
     }
 
+    /// Subscribes to the unlock channel of every busy node that has no subscription yet,
+    /// all at once. Only a busy node's unlock can let the group in: a subscription elsewhere
+    /// would only cost a round (each new one is followed by a retry, for an unlock published
+    /// before it was made). A node that cannot confirm in time keeps none, and is asked
+    /// again after the next round.
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
-        let made = subscribe_missing(
-            &self.nodes,
-            &self.owner,
-            &self.busy,
-            &mut self.subscriptions,
-            remaining,
-        )
-        .await;
+        let subscriptions = &mut self.subscriptions;
+        let missing = self
+            .busy
+            .iter()
+            .copied()
+            .filter(|&index| subscriptions[index].is_none());
+        let subscribing = missing.map(|index| {
+            let Node { core, names, .. } = &self.nodes[index];
+            let limit = core.settings.subscribe_timeout.min(remaining);
+            let channel = names.wait_channel(&self.owner);
+            async move { (index, core.listener.subscribe(&channel, limit).await) }
+        });
+        let mut made = false;
+        for (index, outcome) in join_all(subscribing).await {
+            match outcome {
+                Ok(subscription) => {
+                    subscriptions[index] = Some(subscription);
+                    made = true;
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot hear a node's unlocks yet"),
+            }
+        }
         // Try again now that these nodes' unlocks are heard.
         Ok(if made {
             Listening::Started
@@ -92,8 +93,21 @@ impl Contender for GroupContender<'_> {
         })
     }
 
+    /// Waits for an unlock message from any of the busy nodes, at most `bound`.
     async fn wait(&mut self, bound: Duration) {
-        wait_for_any(&mut self.subscriptions, &self.busy, bound).await;
+        let waits: Vec<_> = self
+            .subscriptions
+            .iter_mut()
+            .enumerate()
+            .filter(|(index, _)| self.busy.contains(index))
+            .filter_map(|(_, subscription)| subscription.as_mut())
+            .map(|subscription| Box::pin(subscription.wait(bound)))
+            .collect();
+        if waits.is_empty() {
+            tokio::time::sleep(bound).await;
+        } else {
+            select_all(waits).await;
+        }
         if self.split {
             let jitter = rand::rng().random_range(Duration::ZERO..=MAX_SPLIT_JITTER);
             tokio::time::sleep(jitter.min(bound)).await;

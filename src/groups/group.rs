@@ -124,8 +124,9 @@ impl MultiLock {
 
 /// The kinds of lock a group can be made of: [`Reentrant`] and [`Fenced`](crate::Fenced),
 /// whose waiters all hear one unlock channel (a fair lock's waiters wait on channels of
-/// their own, in a queue a group never joins). Sealed, as [`LockKind`] is. `Clone` lets a
-/// group derive its own.
+/// their own, in a queue a group never joins). Sealed: no other crate can make a
+/// [`LockKind`], nor implement this trait for this crate's kinds. `Clone` lets a group
+/// derive its own.
 pub trait GroupKind: LockKind + Clone {}
 
 impl GroupKind for Reentrant {}
@@ -310,11 +311,19 @@ impl Quorum {
         }
     }
 
-    /// The group's type, as `Debug`, errors and metrics name it.
-    fn group_type(self) -> (&'static str, &'static str) {
+    /// The group's type, as `Debug` and errors name it.
+    fn type_name(self) -> &'static str {
         match self {
-            Quorum::Majority => ("RedLock", "redlock"),
-            Quorum::All => ("MultiLock", "multilock"),
+            Quorum::Majority => "RedLock",
+            Quorum::All => "MultiLock",
+        }
+    }
+
+    /// The group's type as a metric label.
+    fn label(self) -> &'static str {
+        match self {
+            Quorum::Majority => "redlock",
+            Quorum::All => "multilock",
         }
     }
 }
@@ -350,7 +359,7 @@ struct Group<K: GroupKind> {
 
 impl<K: GroupKind> fmt::Debug for Group<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(self.quorum.group_type().0)
+        f.debug_struct(self.quorum.type_name())
             .field("locks", &self.locks)
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.node_timeout)
@@ -434,7 +443,7 @@ impl<K: GroupKind> Group<K> {
         fixed_lease_ms: Option<u64>,
         wait: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
-        let mut timed = Timed::start(self.quorum.group_type().1);
+        let mut timed = Timed::start(self.quorum.label());
         let outcome = self.contend(fixed_lease_ms, wait).await;
         timed.ended(&outcome);
         outcome
@@ -451,7 +460,7 @@ impl<K: GroupKind> Group<K> {
         let nodes = self.nodes(fixed_lease_ms)?;
         if self.quorum == Quorum::Majority {
             self.independence
-                .check(&nodes, self.quorum.group_type().0, self.node_timeout)
+                .check(&nodes, self.quorum.type_name(), self.node_timeout)
                 .await?;
         }
         let owner: Arc<str> = self.identity.field(&nodes[0].core.id_text);

@@ -1,5 +1,5 @@
 //! Groups of locks held as one: [`RedLock`] (a majority of independent
-//! masters) and [`MultiLock`] (every lock), one machinery with the quorum as a value.
+//! masters) and [`MultiLock`] (every lock), the same machinery with a different quorum.
 //!
 //! Each node is asked with the single lock's own acquire attempt (its script, its hold in
 //! that client's registry, renewal by that client's watchdog, and its undo when an answer
