@@ -5,17 +5,15 @@
 //! others. After a split vote (some nodes granted it, too few) it pauses a random moment
 //! before the next try, so that rivals who split the nodes retry at different moments.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{join_all, select_all};
 use rand::Rng;
 
 use crate::error::{Error, Result};
+use crate::groups::group::Node;
 use crate::groups::guard::GroupGuard;
-use crate::groups::node::Node;
-use crate::groups::policy::GroupKind;
-use crate::groups::round::{round, subscribe_missing, wait_for_any, Round};
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connection::Connections;
 use crate::transport::pubsub::Subscription;
@@ -24,10 +22,13 @@ use crate::transport::pubsub::Subscription;
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
 
 /// A group's waiting call: its nodes, and what it has set up on them.
-pub(super) struct GroupContender<'a, K> {
+pub(super) struct GroupContender<'a> {
     pub(super) nodes: Vec<Node>,
     pub(super) owner: Arc<str>,
     pub(super) quorum: usize,
+    /// Whether each node's acquire draws a fencing token, which the group must make agree
+    /// across its majority ([`fence`](crate::groups::fence)).
+    pub(super) fenced: bool,
     pub(super) node_timeout: Duration,
     pub(super) name: &'a str,
     /// One per node, made once the node has answered busy, so that a node that is down
@@ -37,31 +38,13 @@ pub(super) struct GroupContender<'a, K> {
     pub(super) busy: Vec<usize>,
     /// Whether the last round split the nodes between rivals.
     pub(super) split: bool,
-    pub(super) kind: PhantomData<fn() -> K>,
 }
 
-impl<K: GroupKind> Contender for GroupContender<'_, K> {
+impl Contender for GroupContender<'_> {
     type Guard = GroupGuard;
 
     async fn attempt(&mut self) -> Result<Tried<GroupGuard>> {
-        let outcome = round::<K>(
-            &self.nodes,
-            &self.owner,
-            self.quorum,
-            self.node_timeout,
-            self.name,
-        )
-        .await;
-        let failure = match outcome {
-            Round::Acquired(guard) => return Ok(Tried::Acquired(guard)),
-            Round::Failed(failure) => failure,
-        };
-        self.busy = failure.busy;
-        self.split = failure.split;
-        match failure.unreachable {
-            Some(e) => Err(e),
-            None => Ok(Tried::Busy(failure.retry_within)),
-        }
+        self.round().await
     }
 
     fn may_retry(&self, error: &Error) -> bool {
@@ -74,15 +57,34 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
         !(reentry && error.may_have_run())
     }
 
+    /// Subscribes to the unlock channel of every busy node that has no subscription yet,
+    /// all at once. Only a busy node's unlock can let the group in: a subscription elsewhere
+    /// would only cost a round (each new one is followed by a retry, for an unlock published
+    /// before it was made). A node that cannot confirm in time keeps none, and is asked
+    /// again after the next round.
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
-        let made = subscribe_missing(
-            &self.nodes,
-            &self.owner,
-            &self.busy,
-            &mut self.subscriptions,
-            remaining,
-        )
-        .await;
+        let subscriptions = &mut self.subscriptions;
+        let missing = self
+            .busy
+            .iter()
+            .copied()
+            .filter(|&index| subscriptions[index].is_none());
+        let subscribing = missing.map(|index| {
+            let Node { core, names, .. } = &self.nodes[index];
+            let limit = core.settings.subscribe_timeout.min(remaining);
+            let channel = names.wait_channel(&self.owner);
+            async move { (index, core.listener.subscribe(&channel, limit).await) }
+        });
+        let mut made = false;
+        for (index, outcome) in join_all(subscribing).await {
+            match outcome {
+                Ok(subscription) => {
+                    subscriptions[index] = Some(subscription);
+                    made = true;
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot hear a node's unlocks yet"),
+            }
+        }
         // Try again now that these nodes' unlocks are heard.
         Ok(if made {
             Listening::Started
@@ -91,8 +93,21 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
         })
     }
 
+    /// Waits for an unlock message from any of the busy nodes, at most `bound`.
     async fn wait(&mut self, bound: Duration) {
-        wait_for_any(&mut self.subscriptions, &self.busy, bound).await;
+        let waits: Vec<_> = self
+            .subscriptions
+            .iter_mut()
+            .enumerate()
+            .filter(|(index, _)| self.busy.contains(index))
+            .filter_map(|(_, subscription)| subscription.as_mut())
+            .map(|subscription| Box::pin(subscription.wait(bound)))
+            .collect();
+        if waits.is_empty() {
+            tokio::time::sleep(bound).await;
+        } else {
+            select_all(waits).await;
+        }
         if self.split {
             let jitter = rand::rng().random_range(Duration::ZERO..=MAX_SPLIT_JITTER);
             tokio::time::sleep(jitter.min(bound)).await;

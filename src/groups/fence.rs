@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::groups::node::Node;
+use crate::groups::group::Node;
 use crate::locks::guard::LockGuard;
 use crate::protocol::scripts;
 

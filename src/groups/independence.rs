@@ -27,7 +27,7 @@ use futures_util::future::join_all;
 use crate::config::server_url::ServerUrl;
 use crate::config::settings::Topology;
 use crate::error::{Error, Result};
-use crate::groups::node::Node;
+use crate::groups::group::Node;
 use crate::services::topology::node_ids;
 
 /// What one group knows of its locks' independence.

@@ -1,6 +1,5 @@
 //! Groups of locks held as one: [`RedLock`] (a majority of independent
-//! masters) and [`MultiLock`] (every lock), both a [`LockGroup`] with
-//! a [`GroupPolicy`].
+//! masters) and [`MultiLock`] (every lock), the same machinery with a different quorum.
 //!
 //! Each node is asked with the single lock's own acquire attempt (its script, its hold in
 //! that client's registry, renewal by that client's watchdog, and its undo when an answer
@@ -138,13 +137,6 @@ pub(crate) mod fence;
 mod group;
 pub(crate) mod guard;
 mod independence;
-mod multi_lock;
-mod node;
-mod policy;
-mod red_lock;
 mod round;
 
-pub use group::LockGroup;
-pub use multi_lock::MultiLock;
-pub use policy::{All, GroupKind, GroupPolicy, Majority};
-pub use red_lock::RedLock;
+pub use group::{GroupKind, MultiLock, RedLock};

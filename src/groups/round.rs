@@ -1,134 +1,98 @@
 //! One round of a group's acquire: every lock asked at once, the outcome decided as soon
-//! as the quorum is reached or cannot be; and, between rounds, listening on the nodes that
-//! answered busy.
+//! as the quorum is reached or cannot be.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::{join_all, select_all};
+use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
+use crate::groups::contender::GroupContender;
 use crate::groups::fence;
 use crate::groups::guard::GroupGuard;
-use crate::groups::node::Node;
-use crate::groups::policy::GroupKind;
 use crate::locks::attempt::attempt;
 use crate::locks::wait::Tried;
-use crate::transport::pubsub::Subscription;
 
-/// What one round of attempts on every lock came to.
-pub(super) enum Round {
-    Acquired(GroupGuard),
-    /// Not acquired.
-    Failed(Failure),
-}
-
-pub(super) struct Failure {
-    /// Too many locks could not be reached: the error to return if it lasts.
-    pub(super) unreachable: Option<Error>,
-    /// Try again within this long at the latest: the shortest TTL the holders reported.
-    pub(super) retry_within: Option<Duration>,
-    /// Some locks were granted, but too few: rivals may have split the nodes.
-    pub(super) split: bool,
-    /// The nodes held by someone else: only their unlocks can let the group in.
-    pub(super) busy: Vec<usize>,
-}
-
-impl Failure {
-    /// The quorum was reached, but nothing usable was left of the lease by the time the
-    /// group could be returned: try again at once (after the split-vote pause).
-    fn no_time_left(busy: Vec<usize>) -> Self {
-        Failure {
-            unreachable: None,
-            retry_within: Some(Duration::ZERO),
-            split: true,
-            busy,
-        }
-    }
-}
-
-/// Asks every lock at once and stops as soon as the outcome is decided: `quorum` of the
-/// `nodes` granted it, or too many refused or failed for that to happen.
-pub(super) async fn round<K: GroupKind>(
-    nodes: &[Node],
-    owner: &Arc<str>,
-    quorum: usize,
-    node_timeout: Duration,
-    name: &str,
-) -> Round {
-    let total = nodes.len();
-    let mut pending: FuturesUnordered<_> = nodes
-        .iter()
-        .enumerate()
-        .map(|(index, node)| {
-            let (node, owner) = (node.clone(), owner.clone());
-            async move {
-                // A node that does not answer in time is dropped from this round; the
-                // attempt finishes in the background and undoes what it took.
-                let asked = attempt(&node.core, &node.names, &owner, node.request, false);
-                let outcome = match tokio::time::timeout(node_timeout, asked).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => Err(Error::Timeout {
-                        during: "a node's acquire",
-                        after: node_timeout,
-                    }),
-                };
-                (index, outcome)
+impl GroupContender<'_> {
+    /// Asks every lock at once and stops as soon as the outcome is decided: the quorum of
+    /// the nodes granted it, or too many refused or failed for that to happen. A fenced
+    /// group's token is agreed by the quorum before the guard is returned. Not acquired,
+    /// it notes which nodes were busy and whether rivals split them, for the wait.
+    pub(super) async fn round(&mut self) -> Result<Tried<GroupGuard>> {
+        let (nodes, owner, name) = (&self.nodes, &self.owner, self.name);
+        let (quorum, node_timeout) = (self.quorum, self.node_timeout);
+        let total = nodes.len();
+        let mut pending: FuturesUnordered<_> = nodes
+            .iter()
+            .enumerate()
+            .map(|(index, node)| {
+                let (node, owner) = (node.clone(), owner.clone());
+                async move {
+                    // A node that does not answer in time is dropped from this round; the
+                    // attempt finishes in the background and undoes what it took.
+                    let asked = attempt(&node.core, &node.names, &owner, node.request, false);
+                    let outcome = match tokio::time::timeout(node_timeout, asked).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(Error::Timeout {
+                            during: "a node's acquire",
+                            after: node_timeout,
+                        }),
+                    };
+                    (index, outcome)
+                }
+            })
+            .collect();
+        let mut held = Vec::with_capacity(total);
+        let mut busy = Vec::new();
+        let mut unreachable = 0;
+        let mut retry_within: Option<Duration> = None;
+        let mut last_error = None;
+        while let Some((index, outcome)) = pending.next().await {
+            match outcome {
+                Ok(Tried::Acquired(guard)) => {
+                    held.push((index, guard));
+                }
+                Ok(Tried::Busy(bound)) => {
+                    busy.push(index);
+                    retry_within = match (retry_within, bound) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a node of the group failed to answer");
+                    unreachable += 1;
+                    last_error = Some(e);
+                }
             }
-        })
-        .collect();
-    let mut held = Vec::with_capacity(total);
-    let mut busy = Vec::new();
-    let mut unreachable = 0;
-    let mut retry_within: Option<Duration> = None;
-    let mut last_error = None;
-    while let Some((index, outcome)) = pending.next().await {
-        match outcome {
-            Ok(Tried::Acquired(guard)) => {
-                held.push((index, guard));
-            }
-            Ok(Tried::Busy(bound)) => {
-                busy.push(index);
-                retry_within = match (retry_within, bound) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "a node of the group failed to answer");
-                unreachable += 1;
-                last_error = Some(e);
+            if held.len() >= quorum || busy.len() + unreachable > total - quorum {
+                break;
             }
         }
-        if held.len() >= quorum || busy.len() + unreachable > total - quorum {
-            break;
-        }
-    }
-    if held.len() >= quorum {
-        let token = if K::DRAWS_TOKENS {
-            let agreed = fence::agree(nodes, &held, owner, quorum, node_timeout).await;
-            if agreed.is_none() {
-                // Too few masters still held the lock to vouch for the token: as if the
-                // quorum were never reached. Dropping the holds releases them.
-                tracing::debug!(lock = %name, "fencing token not agreed");
-                return Round::Failed(Failure::no_time_left(busy));
-            }
-            agreed
-        } else {
-            None
-        };
-        let holds = held.into_iter().map(|(_, hold)| hold).collect();
-        let guard = GroupGuard::new(name, owner.clone(), quorum, total, holds, token);
-        if guard.deadline() > Instant::now() {
-            if !pending.is_empty() {
-                // Late answers join the guard, keeping the lock on every node that can
-                // (and, fenced, vouching for its token there too).
-                let joiner = guard.joiner();
-                let first = nodes[0].core.clone();
-                let (nodes, owner) = (token.map(|_| nodes.to_vec()), owner.clone());
-                first.spawn(async move {
+        if held.len() >= quorum {
+            let token = if self.fenced {
+                let agreed = fence::agree(nodes, &held, owner, quorum, node_timeout).await;
+                if agreed.is_none() {
+                    // Too few masters still held the lock to vouch for the token: as if the
+                    // quorum were never reached. Dropping the holds releases them.
+                    tracing::debug!(lock = %name, "fencing token not agreed");
+                    return Ok(self.no_time_left(busy));
+                }
+                agreed
+            } else {
+                None
+            };
+            let holds = held.into_iter().map(|(_, hold)| hold).collect();
+            let guard = GroupGuard::new(name, owner.clone(), quorum, total, holds, token);
+            if guard.deadline() > Instant::now() {
+                if !pending.is_empty() {
+                    // Late answers join the guard, keeping the lock on every node that can
+                    // (and, fenced, vouching for its token there too).
+                    let joiner = guard.joiner();
+                    let first = nodes[0].core.clone();
+                    let (nodes, owner) = (token.map(|_| nodes.to_vec()), owner.clone());
+                    first.spawn(async move {
                         while let Some((index, outcome)) = pending.next().await {
                             if let Ok(Tried::Acquired(hold)) = outcome {
                                 if let (Some(nodes), Some(token)) = (&nodes, token) {
@@ -147,88 +111,39 @@ pub(super) async fn round<K: GroupKind>(
                             }
                         }
                     });
+                }
+                return Ok(Tried::Acquired(guard));
             }
-            return Round::Acquired(guard);
+            // Reaching the quorum took what the lease left after the node timeout (a stalled
+            // process): no time is left to use it. Dropping the guard releases it.
+            tracing::debug!(lock = %name, "quorum reached too late");
+            return Ok(self.no_time_left(busy));
         }
-        // Reaching the quorum took what the lease left after the node timeout (a stalled
-        // process): no time is left to use it. Dropping the guard releases it.
-        tracing::debug!(lock = %name, "quorum reached too late");
-        return Round::Failed(Failure::no_time_left(busy));
-    }
-    // Not acquired: the attempts still out are dropped, and each undoes what it took
-    // when its answer comes; what was taken is released on every node at once, awaited
-    // up to the node timeout so that a waiting group does not sit on part of what it
-    // wants (a release still running then finishes in the background).
-    let split = !held.is_empty();
-    drop(pending);
-    let rollback = join_all(held.into_iter().map(|(_, hold)| hold.unlock()));
-    let _ = tokio::time::timeout(node_timeout, rollback).await;
-    let unreachable = (unreachable > total - quorum).then(|| Error::QuorumUnreachable {
-        reachable: total - unreachable,
-        needed: quorum,
-        total,
-        last_error: last_error.map(Box::new),
-    });
-    Round::Failed(Failure {
-        unreachable,
-        retry_within,
-        split,
-        busy,
-    })
-}
-
-/// Subscribes to the unlock channel of every node in `busy` that has no subscription yet,
-/// all at once; returns whether any was made. Only a busy node's unlock can let the group
-/// in: a subscription elsewhere would only cost a round (each new one is followed by a
-/// retry, for an unlock published before it was made). A node that cannot confirm in time
-/// keeps none, and is asked again after the next round.
-pub(super) async fn subscribe_missing(
-    nodes: &[Node],
-    owner: &str,
-    busy: &[usize],
-    subscriptions: &mut [Option<Subscription>],
-    remaining: Duration,
-) -> bool {
-    let missing: Vec<usize> = busy
-        .iter()
-        .copied()
-        .filter(|&index| subscriptions[index].is_none())
-        .collect();
-    let subscribing = missing.iter().map(|&index| {
-        let Node { core, names, .. } = &nodes[index];
-        let limit = core.settings.subscribe_timeout.min(remaining);
-        let channel = names.wait_channel(owner);
-        async move { (index, core.listener.subscribe(&channel, limit).await) }
-    });
-    let mut made = false;
-    for (index, outcome) in join_all(subscribing).await {
-        match outcome {
-            Ok(subscription) => {
-                subscriptions[index] = Some(subscription);
-                made = true;
-            }
-            Err(e) => tracing::debug!(error = %e, "cannot hear a node's unlocks yet"),
+        self.split = !held.is_empty();
+        self.busy = busy;
+        // Not acquired: the attempts still out are dropped, and each undoes what it took
+        // when its answer comes; what was taken is released on every node at once, awaited
+        // up to the node timeout so that a waiting group does not sit on part of what it
+        // wants (a release still running then finishes in the background).
+        drop(pending);
+        let rollback = join_all(held.into_iter().map(|(_, hold)| hold.unlock()));
+        let _ = tokio::time::timeout(node_timeout, rollback).await;
+        if unreachable > total - quorum {
+            return Err(Error::QuorumUnreachable {
+                reachable: total - unreachable,
+                needed: quorum,
+                total,
+                last_error: last_error.map(Box::new),
+            });
         }
+        Ok(Tried::Busy(retry_within))
     }
-    made
-}
 
-/// Waits for an unlock message from any of the `busy` nodes, at most `bound`.
-pub(super) async fn wait_for_any(
-    subscriptions: &mut [Option<Subscription>],
-    busy: &[usize],
-    bound: Duration,
-) {
-    let waits: Vec<_> = subscriptions
-        .iter_mut()
-        .enumerate()
-        .filter(|(index, _)| busy.contains(index))
-        .filter_map(|(_, subscription)| subscription.as_mut())
-        .map(|subscription| Box::pin(subscription.wait(bound)))
-        .collect();
-    if waits.is_empty() {
-        tokio::time::sleep(bound).await;
-    } else {
-        select_all(waits).await;
+    /// The quorum was reached, but nothing usable was left of the lease by the time the
+    /// group could be returned: try again at once (after the split-vote pause).
+    fn no_time_left(&mut self, busy: Vec<usize>) -> Tried<GroupGuard> {
+        self.busy = busy;
+        self.split = true;
+        Tried::Busy(Some(Duration::ZERO))
     }
 }
