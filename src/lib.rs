@@ -15,7 +15,8 @@
 //!   permission checks.
 //! - `services`: a client's background tasks: watchdog, fair-queue heartbeat, latch
 //!   reaper, lease check.
-//! - `core`: one client's connections, holds and services, which every lock of it shares.
+//! - `client_core`: one client's connections, holds and services, which every lock of it
+//!   shares.
 //! - [`locks`]: the lock kinds (the read-write lock's in [`locks::read_write`]), the
 //!   acquire, wait and release engine, and guards.
 //! - [`groups`]: [`RedLock`] and [`MultiLock`].
@@ -32,8 +33,8 @@
 )]
 
 mod client;
+mod client_core;
 mod config;
-mod core;
 mod error;
 pub mod groups;
 mod holds;

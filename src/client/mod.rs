@@ -1,6 +1,6 @@
 //! The public handle: [`Client`], made by a [`ClientBuilder`], and its [`Status`].
 //!
-//! The top layer. A client is a handle on a [`Core`](crate::core), which every lock it
+//! The top layer. A client is a handle on a [`Core`](crate::client_core), which every lock it
 //! makes shares; it adds nothing but the public methods.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::client_core::Core;
 use crate::config::settings::{Endpoints, Settings};
-use crate::core::Core;
 use crate::error::Result;
 use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock, ReadWriteLock};
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};

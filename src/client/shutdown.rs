@@ -26,8 +26,8 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use crate::core::handed_out::Outstanding;
-use crate::core::Core;
+use crate::client_core::handed_out::Outstanding;
+use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
 use crate::protocol::names::LockNames;

@@ -113,9 +113,9 @@ impl Error {
             Error::Timeout { .. } => true,
             // A group's round: the last node that failed tells (a node that timed out may
             // still run its script).
-            Error::QuorumUnreachable { last_error, .. } => last_error
-                .as_deref()
-                .map_or(true, Error::may_have_run),
+            Error::QuorumUnreachable { last_error, .. } => {
+                last_error.as_deref().map_or(true, Error::may_have_run)
+            }
             _ => false,
         }
     }

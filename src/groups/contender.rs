@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::groups::group::Node;
 use crate::groups::guard::GroupGuard;
 use crate::locks::wait::{Contender, Listening, Tried};
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::transport::pubsub::Subscription;
 
 /// The longest random pause before retrying after a split vote.

@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::groups::contender::GroupContender;
 use crate::groups::guard::GroupGuard;

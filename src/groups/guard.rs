@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::error::{Error, LostReason, Result};
 use crate::locks::guard::LockGuard;
 use crate::util::detach::FinishOnDrop;
-use crate::util::sync;
+use crate::util::poison;
 
 /// Proof that a lock group is held: one [`LockGuard`] per node (or lock) that took it.
 ///
@@ -170,12 +170,12 @@ impl GroupGuard {
 
 impl GroupState {
     fn live_holds(&self) -> usize {
-        let holds = sync::locked(&self.holds);
+        let holds = poison::locked(&self.holds);
         holds.iter().filter(|hold| !hold.is_lost()).count()
     }
 
     fn valid_until(&self) -> Instant {
-        let holds = sync::locked(&self.holds);
+        let holds = poison::locked(&self.holds);
         // A lost hold's deadline is when it was lost at the latest, so lost holds count too:
         // once fewer than the quorum are live, this is when the group was lost.
         let mut deadlines: Vec<Instant> = holds
@@ -196,7 +196,7 @@ impl GroupState {
             tokio::pin!(joined);
             joined.as_mut().enable();
             let (live, reasons): (Vec<Lost>, Vec<LostReason>) = {
-                let holds = sync::locked(&self.holds);
+                let holds = poison::locked(&self.holds);
                 let live = holds
                     .iter()
                     .filter(|hold| !hold.is_lost())
@@ -297,7 +297,7 @@ impl GroupState {
     }
 
     fn take_holds(&self) -> Vec<LockGuard> {
-        let mut holds = sync::locked(&self.holds);
+        let mut holds = poison::locked(&self.holds);
         self.released.store(true, Ordering::Release);
         std::mem::take(&mut *holds)
     }
@@ -327,7 +327,7 @@ impl Joiner {
         let Some(state) = self.state.upgrade() else {
             return Some(hold);
         };
-        let mut holds = sync::locked(&state.holds);
+        let mut holds = poison::locked(&state.holds);
         if state.released.load(Ordering::Acquire) {
             return Some(hold);
         }

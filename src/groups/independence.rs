@@ -28,7 +28,7 @@ use crate::config::server_url::ServerUrl;
 use crate::config::settings::Topology;
 use crate::error::{Error, Result};
 use crate::groups::group::Node;
-use crate::services::topology::node_ids;
+use crate::services::cluster_epoch::node_ids;
 
 /// What one group knows of its locks' independence.
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::hold::Hold;
-use crate::util::sync;
+use crate::util::poison;
 
 /// [`Hold::watch_slot`] of a hold that is in no slot.
 pub(crate) const NOT_LISTED: usize = usize::MAX;
@@ -50,7 +50,7 @@ impl Slots {
 
 impl WatchList {
     fn slots(&self) -> MutexGuard<'_, Slots> {
-        sync::locked(&self.slots)
+        poison::locked(&self.slots)
     }
 
     /// Puts `hold` in a slot, unless it has one.

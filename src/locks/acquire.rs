@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::locks::attempt::{attempt, Request};
 use crate::locks::guard::LockGuard;
@@ -17,7 +17,7 @@ use crate::locks::kind::Turn;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::Identity;
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::transport::pubsub::Subscription;
 use crate::util::metrics::{self, AcquireOutcome};
 

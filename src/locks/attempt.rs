@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{may_have_run, Error, Result};
 use crate::holds::{Applied, Hold, HoldId, Lease, Terms};
 use crate::locks::guard::LockGuard;
@@ -17,7 +17,7 @@ use crate::locks::wait::Tried;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{AcquireCall, AcquireReply};
-use crate::transport::connection::{Pooled, SharedConn};
+use crate::transport::connections::{Pooled, SharedConn};
 use crate::transport::explain;
 use crate::util::detach::FinishOnDrop;
 

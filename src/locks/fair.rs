@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::locks::kind::{sealed, Kind, LockKind};
 use crate::locks::lock::Lock;
 use crate::protocol::names::LockNames;

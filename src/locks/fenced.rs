@@ -2,7 +2,7 @@
 //! Redisson's `RFencedLock` layout; and [`Client::fenced_set`](crate::Client::fenced_set), a resource's side of
 //! fencing.
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::locks::kind::{sealed, Kind, LockKind};
 use crate::locks::lock::Lock;

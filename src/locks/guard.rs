@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::core::handed_out::Outstanding;
-use crate::core::Core;
+use crate::client_core::handed_out::Outstanding;
+use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
 use crate::locks::release::Release;
@@ -39,7 +39,7 @@ struct GuardState {
     names: Arc<LockNames>,
     hold: Arc<Hold>,
     token: Option<u64>,
-    /// Its entry in the client's list of guards (see [`HandedOut`](crate::core::handed_out)).
+    /// Its entry in the client's list of guards (see [`HandedOut`](crate::client_core::handed_out)).
     ticket: u64,
 }
 

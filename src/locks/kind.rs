@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::holds::Renewal;
 use crate::locks::fair::QueuePlace;
 use crate::protocol::names::{KindNames, LockNames, Side};

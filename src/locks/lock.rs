@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Lease;
 use crate::locks::acquire::acquire;

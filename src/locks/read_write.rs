@@ -120,7 +120,7 @@
 
 use std::sync::Arc;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::holds::Renewal;
 use crate::locks::kind::{sealed, Kind, LockKind};

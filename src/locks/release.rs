@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::client_core::Core;
 use crate::config::settings::Settings;
-use crate::core::Core;
 use crate::error::{channel_missing, Error, Result};
 use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::transport::calls::TopologyWait;
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::util::metrics;
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry

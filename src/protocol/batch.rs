@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::protocol::conn::Conn;
 use crate::protocol::slot::group_by_slot;
-use crate::util::sync;
+use crate::util::poison;
 use redis::{ErrorKind, RedisError, RedisResult};
 use tokio::sync::oneshot;
 
@@ -96,7 +96,7 @@ impl<T: Batched> Batcher<T> {
     }
 
     fn state(&self) -> MutexGuard<'_, State<T>> {
-        sync::locked(&self.state)
+        poison::locked(&self.state)
     }
 
     /// Takes a place in flight for `item` (`Ok`), or queues it for the next batch, to be

@@ -23,7 +23,7 @@ use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{self, Place, PlaceTerms};
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::transport::pubsub::UnlockListener;
 
 type PlaceKey = (Arc<str>, Arc<str>);

@@ -15,9 +15,9 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::util::lifecycle::Background;
-use crate::util::sync;
+use crate::util::poison;
 
 /// Keys per UNLINK, to keep each command small.
 const KEYS_PER_COMMAND: usize = 512;
@@ -53,7 +53,7 @@ impl LatchReaper {
     /// Queues `latch` for deletion, and sends the batch when it is due.
     pub(crate) fn forget(&self, latch: Arc<str>) {
         let due = {
-            let mut pending = sync::locked(&self.pending);
+            let mut pending = poison::locked(&self.pending);
             let since = *pending.since.get_or_insert_with(Instant::now);
             pending.latches.push(latch);
             if pending.latches.len() >= KEYS_PER_COMMAND || since.elapsed() >= FLUSH_AFTER {
@@ -69,7 +69,7 @@ impl LatchReaper {
     /// Deletes every latch waiting for its batch, now: the client shuts down.
     pub(crate) async fn flush(&self) {
         let latches = {
-            let mut pending = sync::locked(&self.pending);
+            let mut pending = poison::locked(&self.pending);
             pending.since = None;
             std::mem::take(&mut pending.latches)
         };
@@ -89,7 +89,7 @@ impl LatchReaper {
 impl LatchReaper {
     /// Sends the latches waiting for their batch, in the background: the client is going.
     pub(crate) fn send_pending(&self) {
-        let latches = std::mem::take(&mut sync::locked(&self.pending).latches);
+        let latches = std::mem::take(&mut poison::locked(&self.pending).latches);
         if !latches.is_empty() {
             self.send(latches);
         }

@@ -23,9 +23,9 @@ use tokio::sync::Notify;
 use crate::holds::Holds;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
+use crate::services::cluster_epoch::{EpochWatch, EPOCH_POLL};
 use crate::services::periodic::{Periodic, Rounds};
-use crate::services::topology::{EpochWatch, EPOCH_POLL};
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 
 /// How long the task sleeps when no reconnection wakes it; it then ends if no fixed-lease
 /// hold is left, and otherwise sleeps again.

@@ -4,9 +4,9 @@
 //! unlock latches in batches, and the [`lease_check`] of fixed-lease holds after a
 //! reconnect, which on a Redis Cluster also watches for [`topology`] changes.
 
+pub(crate) mod cluster_epoch;
 pub(crate) mod heartbeat;
 pub(crate) mod latches;
 pub(crate) mod lease_check;
 pub(crate) mod periodic;
-pub(crate) mod topology;
 pub(crate) mod watchdog;

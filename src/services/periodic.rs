@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::util::sync;
+use crate::util::poison;
 use tokio::task::JoinHandle;
 
 /// The work of one periodic task.
@@ -45,7 +45,7 @@ impl<R: Rounds> Drop for Periodic<R> {
     /// The client is gone (no guard or waiter is left either, they hold it): the task ends
     /// now rather than at its next round, up to a third of a lease later.
     fn drop(&mut self) {
-        if let Some(task) = sync::locked(&self.shared.task).take() {
+        if let Some(task) = poison::locked(&self.shared.task).take() {
             task.abort();
         }
     }
@@ -68,7 +68,7 @@ impl<R: Rounds> Periodic<R> {
 
     /// Makes sure the task runs; call after adding work.
     pub(crate) fn ensure_running(&self) {
-        let mut task = sync::locked(&self.shared.task);
+        let mut task = poison::locked(&self.shared.task);
         if task.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
@@ -78,14 +78,14 @@ impl<R: Rounds> Periodic<R> {
     /// Ends the task now, for the client's shutdown (which leaves it no work to start
     /// another for).
     pub(crate) fn stop(&self) {
-        if let Some(task) = sync::locked(&self.shared.task).take() {
+        if let Some(task) = poison::locked(&self.shared.task).take() {
             task.abort();
         }
     }
 
     /// Whether the task is running (for tests and diagnostics).
     pub(crate) fn is_running(&self) -> bool {
-        let task = sync::locked(&self.shared.task);
+        let task = poison::locked(&self.shared.task);
         task.as_ref().is_some_and(|t| !t.is_finished())
     }
 }
@@ -106,7 +106,7 @@ async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
             }
         };
         {
-            let mut task = sync::locked(&shared.task);
+            let mut task = poison::locked(&shared.task);
             if !shared.rounds.has_work() {
                 *task = None;
                 return;

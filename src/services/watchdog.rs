@@ -21,7 +21,7 @@ use crate::protocol::key_slot;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
 use crate::util::metrics;
 

@@ -36,7 +36,7 @@ use std::future::Future;
 
 use tokio::time::Instant;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::locks::release::{latch_ttl, longest_try};
 use crate::protocol::conn::Conn;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{Applied, Lease, Renewal, Terms};
 use crate::locks::wait::Tried;

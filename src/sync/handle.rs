@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use std::future::Future;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
 use crate::protocol::names::{SyncKind, SyncNames};

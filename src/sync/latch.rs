@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::Result;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::core::handed_out::Outstanding;
-use crate::core::Core;
+use crate::client_core::handed_out::Outstanding;
+use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::{drift, Applied, Hold};
 use crate::protocol::names::SyncNames;
@@ -51,7 +51,7 @@ struct PermitState {
     /// Its registration with the client: the id in hex is its owner, the permits' sorted
     /// set its key; the lease check looks for it there after a reconnection.
     hold: Arc<Hold>,
-    /// Its entry in the client's list of guards (see [`HandedOut`](crate::core::handed_out)).
+    /// Its entry in the client's list of guards (see [`HandedOut`](crate::client_core::handed_out)).
     ticket: u64,
 }
 

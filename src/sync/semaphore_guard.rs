@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::core::handed_out::Outstanding;
-use crate::core::Core;
+use crate::client_core::handed_out::Outstanding;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, Change};
@@ -29,7 +29,7 @@ struct GuardState {
     core: Arc<Core>,
     names: Arc<SyncNames>,
     permits: u64,
-    /// Its entry in the client's list of guards (see [`HandedOut`](crate::core::handed_out)).
+    /// Its entry in the client's list of guards (see [`HandedOut`](crate::client_core::handed_out)).
     ticket: u64,
 }
 

@@ -12,12 +12,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::Core;
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::locks::acquire::Timed;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
 use crate::protocol::names::SyncNames;
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::transport::pubsub::{Subscription, Wake};
 
 /// The longest a waiter waits without a message before it tries again: the safety net

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
-use crate::transport::connection::{Connections, SharedConn};
+use crate::transport::connections::{Connections, SharedConn};
 
 /// How long a call on a Redis Cluster waits out refusals that say the cluster is changing
 /// its topology (see [`Error::is_topology_change`]) before it fails with the last of them:

@@ -11,7 +11,7 @@ use crate::error::{
 };
 use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 
 /// One permission an operation needs: the command (with its key or channel) that
 /// `redis.acl_check_cmd` is asked about, and how to name it to the user when it is refused.

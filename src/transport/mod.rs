@@ -274,7 +274,7 @@
 //! nothing.
 
 pub(crate) mod calls;
-pub(crate) mod connection;
+pub(crate) mod connections;
 pub(crate) mod explain;
 pub(crate) mod permissions;
 pub(crate) mod pubsub;

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 
 /// The command groups, each checked once.
 #[derive(Debug, Clone, Copy)]

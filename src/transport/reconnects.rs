@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::util::sync;
+use crate::util::poison;
 
 /// The services told when the client reconnects to Redis after losing it (the shared
 /// connection replaced, the pub/sub connection re-established): Redis may have restarted or
@@ -18,13 +18,13 @@ impl Reconnects {
     /// so that a reconnection during a round is seen by the next one.
     pub(crate) fn listen(&self) -> Arc<tokio::sync::Notify> {
         let notify = Arc::new(tokio::sync::Notify::new());
-        sync::locked(&self.listeners).push(notify.clone());
+        poison::locked(&self.listeners).push(notify.clone());
         notify
     }
 
     /// Tells every listener.
     pub(crate) fn tell(&self) {
-        for listener in sync::locked(&self.listeners).iter() {
+        for listener in poison::locked(&self.listeners).iter() {
             listener.notify_one();
         }
     }

@@ -28,7 +28,7 @@ use redis::{Cmd, Value};
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
 use crate::util::metrics;
-use crate::util::sync;
+use crate::util::poison;
 
 /// How long a reading of the number of connected replicas is trusted: `WAIT` for replicas
 /// that are not there would block for the whole timeout on every write.
@@ -212,7 +212,7 @@ impl ReplicaSync {
     /// [`connected_replicas`](Self::connected_replicas) is.
     async fn every_master(&self, conn: &mut Conn, fresh: bool) -> Result<HashMap<String, usize>> {
         if self.reading(&Site::EveryMaster, fresh).is_some() {
-            let readings = sync::locked(&self.readings);
+            let readings = poison::locked(&self.readings);
             return Ok(readings
                 .iter()
                 .filter_map(|(site, reading)| match site {
@@ -229,7 +229,7 @@ impl ReplicaSync {
                 connected.insert(node, parse_connected_replicas(&info));
             }
         }
-        let mut readings = sync::locked(&self.readings);
+        let mut readings = poison::locked(&self.readings);
         readings.retain(|site, _| !matches!(site, Site::Node(_)));
         let at = tokio::time::Instant::now();
         for (node, &count) in &connected {
@@ -249,14 +249,14 @@ impl ReplicaSync {
         if fresh {
             return None;
         }
-        let readings = sync::locked(&self.readings);
+        let readings = poison::locked(&self.readings);
         let reading = readings.get(site)?;
         (reading.at.elapsed() < REPLICAS_READ_EVERY).then_some(reading.connected)
     }
 
     fn store(&self, site: Site, connected: usize) {
         let at = tokio::time::Instant::now();
-        sync::locked(&self.readings).insert(site, Reading { connected, at });
+        poison::locked(&self.readings).insert(site, Reading { connected, at });
     }
 }
 

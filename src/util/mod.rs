@@ -6,6 +6,6 @@
 pub(crate) mod detach;
 pub(crate) mod lifecycle;
 pub(crate) mod metrics;
-pub(crate) mod sync;
+pub(crate) mod poison;
 pub(crate) mod time;
 pub(crate) mod validate;

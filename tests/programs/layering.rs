@@ -15,7 +15,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("holds", 2),
     ("transport", 3),
     ("services", 4),
-    ("core", 5),
+    ("client_core", 5),
     ("locks", 6),
     ("groups", 7),
     ("sync", 7),

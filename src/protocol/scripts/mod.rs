@@ -61,7 +61,7 @@ macro_rules! fair_script {
     };
 }
 
-mod sync;
+mod synchronizers;
 
 mod acquire;
 mod unlock;
@@ -69,7 +69,7 @@ mod unlock;
 pub(crate) use acquire::{AcquireCall, AcquireItem, AcquireReply, PlaceTerms};
 pub(crate) use unlock::{UnlockCall, UnlockItem, UnlockOutcome};
 
-pub(crate) use sync::{
+pub(crate) use synchronizers::{
     change_permits, count_down, delete, drain, permit_acquire, permit_count, permit_left,
     permit_release, permit_update, read_count, semaphore_acquire, try_set_count, Change,
     PermitAcquire, PermitRelease, RequestLatch, PERMITS_RANGE,
@@ -114,7 +114,11 @@ pub(crate) async fn load_all(conn: &mut Conn) -> RedisResult<()> {
         &INSPECT,
         &STILL_HELD,
     ];
-    for script in all.into_iter().chain(sync::all()).chain(read_write::all()) {
+    for script in all
+        .into_iter()
+        .chain(synchronizers::all())
+        .chain(read_write::all())
+    {
         script.script().load_async(conn).await?;
     }
     Ok(())

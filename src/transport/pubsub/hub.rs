@@ -21,7 +21,7 @@ use crate::transport::pubsub::topology::Topology;
 use crate::transport::pubsub::{node, watcher};
 use crate::transport::reconnects::Reconnects;
 use crate::util::metrics;
-use crate::util::sync;
+use crate::util::poison;
 
 /// Timeouts and intervals of the pub/sub connections.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +131,7 @@ impl Hub {
     /// and sets what its messages wake (every waiter of one channel waits on one kind of
     /// object: the channels of different kinds have different prefixes).
     pub(super) fn register(self: &Arc<Self>, name: &Arc<str>, wake: Wake) -> Arc<Channel> {
-        let mut state = sync::locked(&self.state);
+        let mut state = poison::locked(&self.state);
         let state = &mut *state;
         let wanted = state
             .channels
@@ -162,7 +162,7 @@ impl Hub {
 
     /// Removes a waiter from `name`; the last one's leaving has its node unsubscribe.
     pub(super) fn deregister(self: &Arc<Self>, name: &Arc<str>, channel: &Channel) {
-        let mut state = sync::locked(&self.state);
+        let mut state = poison::locked(&self.state);
         if channel
             .waiters
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
@@ -232,7 +232,7 @@ impl Hub {
     /// The cluster watcher ends when no channel is wanted (under the lock, so that a
     /// channel registered meanwhile finds no watcher and starts one). True when it should.
     pub(super) fn retire_watcher_if_idle(&self) -> bool {
-        let mut state = sync::locked(&self.state);
+        let mut state = poison::locked(&self.state);
         if state.channels.is_empty() {
             state.watcher = None;
             return true;
@@ -242,7 +242,7 @@ impl Hub {
 
     /// Whether the watcher should look at the slot map again soon.
     pub(super) fn attention(&self) -> Attention {
-        let state = sync::locked(&self.state);
+        let state = poison::locked(&self.state);
         let unsettled = state
             .channels
             .values()
@@ -256,7 +256,7 @@ impl Hub {
 
     /// The last slot map read, if any.
     pub(super) fn slots(&self) -> Option<Arc<SlotMap>> {
-        sync::locked(&self.state).slots.clone()
+        poison::locked(&self.state).slots.clone()
     }
 
     /// Applies a fresh slot map: every wanted channel whose slot now lives on another
@@ -267,7 +267,7 @@ impl Hub {
     /// channels moved.
     pub(super) fn reroute(self: &Arc<Self>, map: SlotMap) -> usize {
         let map = Arc::new(map);
-        let mut state = sync::locked(&self.state);
+        let mut state = poison::locked(&self.state);
         let state = &mut *state;
         state.slots = Some(map.clone());
         let mut moved = 0;
@@ -316,7 +316,7 @@ impl Hub {
 
     /// The channels `node` should be subscribed to.
     pub(super) fn assigned_to(&self, node: &NodeId) -> Vec<Arc<str>> {
-        sync::locked(&self.state)
+        poison::locked(&self.state)
             .channels
             .iter()
             .filter(|(_, w)| w.node.as_ref() == Some(node))
@@ -326,7 +326,7 @@ impl Hub {
 
     /// `node`'s connection was lost: its channels are to be subscribed again.
     pub(super) fn unconfirm_all(&self, node: &NodeId) {
-        let state = sync::locked(&self.state);
+        let state = poison::locked(&self.state);
         for wanted in state.channels.values() {
             if wanted.node.as_ref() == Some(node) {
                 wanted.channel.unconfirm();
@@ -344,7 +344,7 @@ impl Hub {
         names: Option<&[Arc<str>]>,
         subscribed: &HashSet<Arc<str>>,
     ) -> Plan {
-        let state = sync::locked(&self.state);
+        let state = poison::locked(&self.state);
         let everything: Vec<Arc<str>>;
         let names = match names {
             Some(names) => names,
@@ -387,7 +387,7 @@ impl Hub {
     /// Runs `action` on the channel `name` if it is wanted and belongs on `node`, under the
     /// lock: a channel that moved on is not touched by its old node.
     pub(super) fn on_assigned(&self, name: &str, node: &NodeId, action: impl FnOnce(&Channel)) {
-        let state = sync::locked(&self.state);
+        let state = poison::locked(&self.state);
         if let Some(wanted) = state.channels.get(name) {
             if wanted.node.as_ref() == Some(node) {
                 action(&wanted.channel);
@@ -397,7 +397,7 @@ impl Hub {
 
     /// Whether `name` is wanted and belongs on `node`.
     pub(super) fn belongs_on(&self, name: &str, node: &NodeId) -> bool {
-        let state = sync::locked(&self.state);
+        let state = poison::locked(&self.state);
         state
             .channels
             .get(name)
@@ -406,7 +406,7 @@ impl Hub {
 
     pub(super) fn channel(&self, name: &[u8]) -> Option<Arc<Channel>> {
         let name = std::str::from_utf8(name).ok()?;
-        sync::locked(&self.state)
+        poison::locked(&self.state)
             .channels
             .get(name)
             .map(|w| w.channel.clone())
@@ -414,7 +414,7 @@ impl Hub {
 
     /// How many channels are confirmed subscribed.
     pub(super) fn confirmed_count(&self) -> usize {
-        sync::locked(&self.state)
+        poison::locked(&self.state)
             .channels
             .values()
             .filter(|w| w.channel.state() == Subscribed::Confirmed)

@@ -26,7 +26,7 @@ use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::transport::server_check;
 use crate::util::lifecycle::Lifecycle;
-use crate::util::sync;
+use crate::util::poison;
 
 /// Timed-out replies in a row, with none arriving in between, after which the shared
 /// connection is taken for half-open (its peer gone without a FIN) and replaced. One timeout
@@ -80,14 +80,14 @@ impl SentinelBackend {
     fn pool(&self) -> Result<(u64, Pool)> {
         let generation = self.watch.generation();
         {
-            let pool = sync::read(&self.pool);
+            let pool = poison::read(&self.pool);
             if pool.0 == generation {
                 return Ok(pool.clone());
             }
         }
         let master = self.watch.current();
         let pool = Connections::pool(&self.settings, &master.client, &master.url)?;
-        let mut current = sync::write(&self.pool);
+        let mut current = poison::write(&self.pool);
         if current.0 < master.generation {
             *current = (master.generation, pool);
         }
@@ -273,11 +273,11 @@ impl Connections {
     /// drivers end with them), and the tasks started with the connections end.
     pub(crate) fn close(&self) {
         self.lifecycle.close();
-        *sync::write(&self.shared) = None;
+        *poison::write(&self.shared) = None;
         match &self.backend {
             Backend::Single(pool) => pool.close(),
             Backend::Cluster(_) => {}
-            Backend::Sentinel(sentinel) => sync::read(&sentinel.pool).1.close(),
+            Backend::Sentinel(sentinel) => poison::read(&sentinel.pool).1.close(),
         }
         self.closing.cancel();
     }
@@ -341,7 +341,7 @@ impl Connections {
             master,
             conn,
         };
-        *sync::write(&self.shared) = Some(fresh.clone());
+        *poison::write(&self.shared) = Some(fresh.clone());
         if fresh.generation > 1 {
             self.reconnects.tell();
         }
@@ -416,7 +416,7 @@ impl Connections {
     }
 
     fn current(&self) -> Option<SharedConn> {
-        let current = sync::read(&self.shared).clone()?;
+        let current = poison::read(&self.shared).clone()?;
         // A connection to a master the sentinels no longer name is retired: the old master
         // takes writes for seconds after a failover, and a lock taken there is worthless.
         if let Backend::Sentinel(sentinel) = &self.backend {
@@ -459,7 +459,7 @@ impl Connections {
             return;
         }
         self.timeouts_in_a_row.store(0, Ordering::Relaxed);
-        let mut slot = sync::write(&self.shared);
+        let mut slot = poison::write(&self.shared);
         if slot.as_ref().map(|c| c.generation) == Some(used.generation) {
             *slot = None;
         }

@@ -21,7 +21,7 @@ use crate::services::heartbeat::Heartbeat;
 use crate::services::latches::LatchReaper;
 use crate::services::lease_check::LeaseCheck;
 use crate::services::watchdog::Watchdog;
-use crate::transport::connection::Connections;
+use crate::transport::connections::Connections;
 use crate::transport::permissions::CommandCheck;
 use crate::transport::pubsub::UnlockListener;
 use crate::transport::reconnects::Reconnects;
