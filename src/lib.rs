@@ -51,6 +51,7 @@ mod util;
 pub use redis;
 
 pub use client::{Client, ClientBuilder, NotReleased, PubSubMode, ShutdownReport, Status};
+pub use config::server_url::{redact_url, url_secrets};
 pub use error::{Error, LostReason, Result};
 pub use groups::guard::GroupGuard;
 pub use groups::{MultiLock, RedLock};

@@ -70,30 +70,15 @@ pub async fn call(
     call_waiting(thread, kind, op, name, args, Duration::ZERO).await
 }
 
-/// `redisson_sc:{name}`: where both semaphores announce permits given back.
-pub fn semaphore_channel(name: &str) -> String {
-    format!("redisson_sc:{{{name}}}")
-}
-
-/// `{name}:timeout`: an expirable semaphore's taken permits, id → expiry (3.52 layout).
-pub fn permits_key(name: &str) -> String {
-    format!("{{{name}}}:timeout")
-}
-
-/// `redisson_countdownlatch__channel__{name}`: where a latch announces a count of zero
-/// (`0`) or a new count (`1`).
-pub fn latch_channel(name: &str) -> String {
-    format!("redisson_countdownlatch__channel__{{{name}}}")
-}
-
-/// The taken permits of an expirable semaphore as raw commands see them: each member's 16
-/// bytes in lowercase hex, and its expiry in ms since the epoch.
+/// The taken permits of an expirable semaphore as raw commands see them (at `{name}:timeout`,
+/// the 3.52 layout): each member's 16 bytes in lowercase hex, and its expiry in ms since the
+/// epoch.
 pub async fn taken_permits(
     conn: &mut redis::aio::MultiplexedConnection,
     name: &str,
 ) -> Vec<(String, i64)> {
     let members: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
-        .arg(permits_key(name))
+        .arg(redis_rlock::protocol::layout::permit_timeouts(name))
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES")

@@ -1,18 +1,10 @@
-//! Redis as raw commands see it, named as Redisson names things (not as this crate's
-//! internals do, so the tests check the crate against Redisson's layout): the unlock
-//! channels and who listens on them.
+//! Redis as raw commands see it: the unlock channels and who listens on them, the hashes
+//! and keys of read-write locks. Names come from the crate's public [`layout`], which
+//! `tests/lock/layout.rs` pins to literal Redisson names; here Redisson itself checks them,
+//! since its clients subscribe to and write the same names.
 
 use redis::aio::MultiplexedConnection;
-
-/// `redisson_lock__channel:{name}`: where an `RLock` (or `RFencedLock`) unlock is announced.
-pub fn lock_channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
-}
-
-/// `redisson_rwlock:{name}`: where a read-write lock's unlocks are announced.
-pub fn rwlock_channel(name: &str) -> String {
-    format!("redisson_rwlock:{{{name}}}")
-}
+use redis_rlock::protocol::layout;
 
 /// A read-write lock's hash as raw Redis sees it: field -> value (`mode` is no count).
 pub async fn rwlock_hash(
@@ -29,17 +21,7 @@ pub async fn rwlock_hash(
 /// `{name}:<owner>:rwlock_timeout:<n>`: the key that carries read hold `n`'s lease of
 /// reader `owner` on the read-write lock `name`.
 pub fn rwlock_timeout(name: &str, owner: &str, n: u32) -> String {
-    format!("{{{name}}}:{owner}:rwlock_timeout:{n}")
-}
-
-/// `redisson_lock__channel:{name}:<owner>`: where a fair lock tells waiter `owner` its turn.
-pub fn fair_channel(name: &str, owner: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}:{owner}")
-}
-
-/// `redisson_lock_token:{name}`: a fenced lock's token counter.
-pub fn token_key(name: &str) -> String {
-    format!("redisson_lock_token:{{{name}}}")
+    format!("{}:{n}", layout::read_timeout_prefix(name, owner))
 }
 
 /// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`).
@@ -95,10 +77,6 @@ pub async fn subscribers_become(
 /// Whether `field` has the shape of an owner field, `<uuid>:<decimal id>`, as Redisson
 /// writes it (and parses it: the id must fit a Java `long`).
 pub fn is_owner_field(field: &str) -> bool {
-    let Some((uuid, id)) = field.rsplit_once(':') else {
-        return false;
-    };
-    uuid.len() == 36
-        && uuid.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
-        && id.parse::<i64>().is_ok_and(|id| id >= 0)
+    layout::parse_owner(field)
+        .is_some_and(|(uuid, id)| uuid.len() == 36 && id.parse::<i64>().is_ok())
 }

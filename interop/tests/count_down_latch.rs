@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use redis_rlock::protocol::layout;
 use redis_rlock_interop::check::{report_wake_ups, WAKE_BOUND};
-use redis_rlock_interop::synchronizers::{call, latch_channel, raw_count, start, SyncKind};
+use redis_rlock_interop::synchronizers::{call, raw_count, start, SyncKind};
 use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{now_us, Redisson};
 use testkit::RedisServer;
@@ -97,7 +98,8 @@ async fn a_java_count_down_opens_the_latch_for_rust_waiters_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("gate:java-to-rust", latch_channel("gate:java-to-rust"));
+    let name = "gate:java-to-rust";
+    let channel = layout::latch_channel(name);
 
     let mut latencies = Vec::new();
     for _ in 0..ROUNDS {
@@ -135,7 +137,8 @@ async fn a_rust_count_down_opens_the_latch_for_java_waiters_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let threads = [java.thread("t1"), java.thread("t2")];
-    let (name, channel) = ("gate:rust-to-java", latch_channel("gate:rust-to-java"));
+    let name = "gate:rust-to-java";
+    let channel = layout::latch_channel(name);
     let latch = rust.count_down_latch(name);
 
     let mut latencies = Vec::new();
@@ -174,7 +177,7 @@ async fn a_delete_while_both_sides_wait(java_deletes: bool) -> bool {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let (t1, t2) = (java.thread("t1"), java.thread("t2"));
-    let (name, channel) = ("gate:deleted", latch_channel("gate:deleted"));
+    let (name, channel) = ("gate:deleted", layout::latch_channel("gate:deleted"));
     let latch = rust.count_down_latch(name);
     assert!(latch.try_set_count(1).await.unwrap());
     let mut java_waiter = start(&t1, LATCH, "await", name, &[]).await;

@@ -8,10 +8,11 @@
 
 use std::time::Duration;
 
+use redis_rlock::protocol::layout::Derived;
 use redis_rlock::{Error, ExpirablePermit, LostReason};
 use redis_rlock_interop::check::{report_wake_ups, WAKE_BOUND};
 use redis_rlock_interop::synchronizers::{
-    call, call_waiting, raw_count, semaphore_channel, start, taken_permits, SyncKind,
+    call, call_waiting, raw_count, start, taken_permits, SyncKind,
 };
 use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{figure, now_us, Redisson};
@@ -108,7 +109,8 @@ async fn a_java_release_wakes_a_rust_waiter_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:java-to-rust", semaphore_channel("wake:java-to-rust"));
+    let name = "wake:java-to-rust";
+    let channel = Derived::SemaphoreChannel.of(name);
     assert!(call(&t1, PES, "trysetpermits", name, &["1"]).await.bool());
 
     let mut latencies = Vec::new();
@@ -139,7 +141,8 @@ async fn a_rust_release_wakes_a_java_waiter_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:rust-to-java", semaphore_channel("wake:rust-to-java"));
+    let name = "wake:rust-to-java";
+    let channel = Derived::SemaphoreChannel.of(name);
     let gpu = rust.permit_expirable_semaphore(name);
     assert!(gpu.try_set_permits(1).await.unwrap());
 

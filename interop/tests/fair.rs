@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+use redis_rlock::protocol::layout;
 use redis_rlock::Client;
-use redis_rlock_interop::view::{fair_channel, subscribers_become};
+use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 use testkit::fair::queue_up;
 use testkit::{fair_queue, settles_to, RedisServer};
@@ -73,7 +74,7 @@ async fn confirm_waiting(raw: &MultiplexedConnection, name: &str, owner: &str) {
     })
     .await;
     assert!(queued, "{owner} never joined the queue of `{name}`");
-    subscribers_become(raw, &fair_channel(name, owner), 1, GENEROUS).await;
+    subscribers_become(raw, &layout::fair_waiter_channel(name, owner), 1, GENEROUS).await;
 }
 
 /// A Java thread waiting for fair lock `name`, in the queue when this returns; it reports
@@ -325,7 +326,7 @@ async fn dead_java_waiter_passed_over(holder_is_java: bool) {
         java_waiter(&java, "t1", &raw, name, &tx).await
     };
     doomed.kill().await;
-    subscribers_become(&raw, &fair_channel(name, &dead), 0, GENEROUS).await;
+    subscribers_become(&raw, &layout::fair_waiter_channel(name, &dead), 0, GENEROUS).await;
     assert_eq!(
         fair_queue(&mut raw.clone(), name).await,
         vec![dead.clone(), live]

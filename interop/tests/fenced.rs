@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis_rlock_interop::view::token_key;
+use redis_rlock::protocol::layout::Derived;
 use redis_rlock_interop::{now_us, Kind, Redisson};
 use testkit::RedisServer;
 
 async fn counter(raw: &mut redis::aio::MultiplexedConnection, name: &str) -> Option<u64> {
     redis::cmd("GET")
-        .arg(token_key(name))
+        .arg(Derived::FencingToken.of(name))
         .query_async(raw)
         .await
         .expect("GET")

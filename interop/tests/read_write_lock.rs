@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use redis_rlock::protocol::layout::{self, Derived};
 use redis_rlock::{Lock, LockGuard, LockKind};
 use redis_rlock_interop::check::{report_wake_ups, within};
-use redis_rlock_interop::view::{rwlock_channel, rwlock_hash, rwlock_timeout, subscribers_become};
+use redis_rlock_interop::view::{rwlock_hash, rwlock_timeout, subscribers_become};
 use redis_rlock_interop::{now_us, Kind, Redisson};
 use testkit::{key_exists, pttl, RedisServer};
 
@@ -161,7 +162,7 @@ async fn a_java_writer_excludes_rust_readers_and_writers() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let writer = format!("{}:write", t1.owner().await);
+    let writer = layout::write_owner(&t1.owner().await);
     let name = "exclude:java-writes";
 
     t1.lock(Kind::Write, name).await;
@@ -243,7 +244,8 @@ async fn a_java_write_unlock_wakes_every_rust_reader_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:java-writer", rwlock_channel("wake:java-writer"));
+    let name = "wake:java-writer";
+    let channel = Derived::ReadWriteChannel.of(name);
     let read = rust.read_write_lock(name).read_lock();
 
     let mut latencies = Vec::new();
@@ -277,7 +279,8 @@ async fn a_rust_write_unlock_wakes_every_java_reader_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let (t1, t2) = (java.thread("t1"), java.thread("t2"));
-    let (name, channel) = ("wake:rust-writer", rwlock_channel("wake:rust-writer"));
+    let name = "wake:rust-writer";
+    let channel = Derived::ReadWriteChannel.of(name);
     let write = rust.read_write_lock(name).write_lock();
 
     let mut latencies = Vec::new();
@@ -313,7 +316,8 @@ async fn the_last_java_reader_wakes_a_rust_writer_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let (t1, t2) = (java.thread("t1"), java.thread("t2"));
-    let (name, channel) = ("wake:java-readers", rwlock_channel("wake:java-readers"));
+    let name = "wake:java-readers";
+    let channel = Derived::ReadWriteChannel.of(name);
     let write = rust.read_write_lock(name).write_lock();
 
     let mut latencies = Vec::new();
@@ -348,7 +352,8 @@ async fn the_last_rust_reader_wakes_a_java_writer_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:rust-readers", rwlock_channel("wake:rust-readers"));
+    let name = "wake:rust-readers";
+    let channel = Derived::ReadWriteChannel.of(name);
     let read = rust.read_write_lock(name).read_lock();
 
     let mut latencies = Vec::new();
@@ -383,7 +388,8 @@ async fn a_rust_downgrade_wakes_a_java_reader_within_500_ms() {
     let rust = testkit::client(&server).await;
     let (t1, t2) = (java.thread("t1"), java.thread("t2"));
     let java_owner = t1.owner().await;
-    let (name, channel) = ("downgrade:rust", rwlock_channel("downgrade:rust"));
+    let name = "downgrade:rust";
+    let channel = Derived::ReadWriteChannel.of(name);
     let rw = rust.read_write_lock(name);
 
     let mut latencies = Vec::new();
@@ -430,7 +436,7 @@ async fn a_java_downgrade_leaves_a_lock_rust_can_read() {
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
     let owner = t1.owner().await;
-    let writer = format!("{owner}:write");
+    let writer = layout::write_owner(&owner);
     let name = "downgrade:java";
     let rw = rust.read_write_lock(name);
 
@@ -464,10 +470,8 @@ async fn a_java_downgrade_wakes_a_rust_reader_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = (
-        "downgrade:java-wakes",
-        rwlock_channel("downgrade:java-wakes"),
-    );
+    let name = "downgrade:java-wakes";
+    let channel = Derived::ReadWriteChannel.of(name);
 
     t1.lock(Kind::Write, name).await;
     t1.lock(Kind::Read, name).await;

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
+use redis_rlock::protocol::layout::{self, Derived};
 use redis_rlock::{Lock, LockGuard, LockKind, LostReason};
 use redis_rlock_interop::check::{report_wake_ups, within};
-use redis_rlock_interop::view::{rwlock_channel, rwlock_hash, rwlock_timeout, subscribers_become};
+use redis_rlock_interop::view::{rwlock_hash, rwlock_timeout, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, pttl, RedisServer};
 
@@ -70,7 +71,7 @@ async fn java_reentry_counts_are_seen_raw_and_by_rust() {
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
     let owner = t1.owner().await;
-    let writer = format!("{owner}:write");
+    let writer = layout::write_owner(&owner);
     let name = "reentry:java";
     let rw = rust.read_write_lock(name);
 
@@ -290,8 +291,8 @@ async fn java_force_unlocks_free_rust_holds_and_wake_a_java_waiter() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client_with_watchdog(&server, SHORT_WATCHDOG).await;
     let (t1, t2) = (java.thread("t1"), java.thread("t2"));
-    let writer = format!("{}:write", t2.owner().await);
-    let (name, channel) = ("force:java", rwlock_channel("force:java"));
+    let writer = layout::write_owner(&t2.owner().await);
+    let (name, channel) = ("force:java", Derived::ReadWriteChannel.of("force:java"));
     let rw = rust.read_write_lock(name);
 
     // The read lock's force unlock: Rust readers' lock deleted, a Java writer woken.
@@ -335,7 +336,7 @@ async fn rust_force_unlocks_free_java_holds_and_wake_a_rust_waiter() {
         .await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("force:rust", rwlock_channel("force:rust"));
+    let (name, channel) = ("force:rust", Derived::ReadWriteChannel.of("force:rust"));
     let rw = rust.read_write_lock(name);
 
     t1.lock(Kind::Read, name).await;

@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use redis_rlock::protocol::layout::Derived;
 use redis_rlock::{LockGuard, LostReason};
 use redis_rlock_interop::check::{count_renewals, exclusive_rounds, report_wake_ups, within};
-use redis_rlock_interop::view::{is_owner_field, lock_channel, subscribers_become};
+use redis_rlock_interop::view::{is_owner_field, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, lock_hash, pttl, RedisServer};
 
@@ -57,7 +58,8 @@ async fn a_java_unlock_wakes_a_rust_waiter_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:java-to-rust", lock_channel("wake:java-to-rust"));
+    let name = "wake:java-to-rust";
+    let channel = Derived::UnlockChannel.of(name);
 
     let mut latencies = Vec::new();
     for _ in 0..ROUNDS {
@@ -87,7 +89,8 @@ async fn a_rust_unlock_wakes_a_java_waiter_within_500_ms() {
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
     let owner = t1.owner().await;
-    let (name, channel) = ("wake:rust-to-java", lock_channel("wake:rust-to-java"));
+    let name = "wake:rust-to-java";
+    let channel = Derived::UnlockChannel.of(name);
 
     let mut latencies = Vec::new();
     for _ in 0..ROUNDS {
@@ -263,7 +266,7 @@ async fn a_java_lease_running_out_lets_a_rust_waiter_in_without_a_message() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("lease:java", lock_channel("lease:java"));
+    let (name, channel) = ("lease:java", Derived::UnlockChannel.of("lease:java"));
 
     // A first call warms the JVM up, so that the lease's own call is quick: the figure is
     // taken from that call's start.
@@ -302,7 +305,7 @@ async fn a_rust_lease_running_out_lets_a_java_waiter_in_without_a_message() {
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
     let owner = t1.owner().await;
-    let (name, channel) = ("lease:rust", lock_channel("lease:rust"));
+    let (name, channel) = ("lease:rust", Derived::UnlockChannel.of("lease:rust"));
 
     rust_holds(&rust, "warm-up").await.unlock().await.unwrap();
     let lock = rust.lock(name);
@@ -390,7 +393,7 @@ async fn a_java_force_unlock_frees_a_rust_hold_and_wakes_a_java_waiter() {
     let rust = testkit::client_with_watchdog(&server, SHORT_WATCHDOG).await;
     let (t1, t2) = (java.thread("t1"), java.thread("t2"));
     let t2_owner = t2.owner().await;
-    let (name, channel) = ("force:java", lock_channel("force:java"));
+    let (name, channel) = ("force:java", Derived::UnlockChannel.of("force:java"));
 
     let guard = rust_holds(&rust, name).await;
     let waiting = t2.start_lock(Kind::Lock, name).await;
@@ -426,7 +429,7 @@ async fn a_rust_force_unlock_frees_a_java_hold_and_wakes_a_rust_waiter() {
         .await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("force:rust", lock_channel("force:rust"));
+    let (name, channel) = ("force:rust", Derived::UnlockChannel.of("force:rust"));
 
     t1.lock(Kind::Lock, name).await;
     let waiter = rust_waiter(&rust, name);

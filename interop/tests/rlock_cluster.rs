@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
+use redis_rlock::protocol::layout::Derived;
 use redis_rlock::{Client, LockGuard, LostReason, PubSubMode};
 use redis_rlock_interop::check::{count_renewals, exclusive_rounds, report_wake_ups, within};
-use redis_rlock_interop::view::{lock_channel, subscribers_become_in};
+use redis_rlock_interop::view::subscribers_become_in;
 use redis_rlock_interop::{now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, lock_hash, pttl, RedisCluster};
 
@@ -66,8 +67,8 @@ impl Shared {
     }
 
     async fn listeners_become(&self, name: &str, expected: i64) {
-        let raw = self.raw(name).await;
-        subscribers_become_in(&raw, &lock_channel(name), expected, GENEROUS, self.sharded).await;
+        let (raw, channel) = (self.raw(name).await, Derived::UnlockChannel.of(name));
+        subscribers_become_in(&raw, &channel, expected, GENEROUS, self.sharded).await;
     }
 
     fn series(&self, what: &str) -> String {

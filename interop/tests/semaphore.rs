@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use redis_rlock::protocol::layout::Derived;
 use redis_rlock::SemaphoreGuard;
-use redis_rlock_interop::synchronizers::{call, raw_count, semaphore_channel, start, SyncKind};
+use redis_rlock_interop::synchronizers::{call, raw_count, start, SyncKind};
 use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{figure, now_us, Redisson};
 use testkit::RedisServer;
@@ -119,7 +120,8 @@ async fn a_java_release_wakes_a_rust_waiter_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:java-to-rust", semaphore_channel("wake:java-to-rust"));
+    let name = "wake:java-to-rust";
+    let channel = Derived::SemaphoreChannel.of(name);
     assert!(call(&t1, SEM, "trysetpermits", name, &["2"]).await.bool());
 
     let mut latencies = Vec::new();
@@ -151,7 +153,8 @@ async fn a_rust_release_wakes_a_java_waiter_within_500_ms() {
     let java = Redisson::start_default(server.url()).await;
     let rust = testkit::client(&server).await;
     let t1 = java.thread("t1");
-    let (name, channel) = ("wake:rust-to-java", semaphore_channel("wake:rust-to-java"));
+    let name = "wake:rust-to-java";
+    let channel = Derived::SemaphoreChannel.of(name);
     let pool = rust.semaphore(name);
     assert!(pool.try_set_permits(1).await.unwrap());
 

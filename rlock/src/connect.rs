@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
+use redis_rlock::redact_url;
 
 use crate::args::{Connection, DEFAULT_URL};
 use crate::exit::Failure;
-use crate::redact::redact_url;
 
 /// Where Redis is and how to talk to it, from the command line.
 #[derive(Debug)]

@@ -8,10 +8,10 @@
 //! [`QUEUE_SHOWN`] waiters.
 
 use redis::{Cmd, Value};
+use redis_rlock::protocol::layout::{self, parse_owner, Derived};
 
 use crate::connect::{as_int, as_text, Nodes};
 use crate::exit::Failure;
-use crate::layout::{self, parse_owner};
 use crate::model::{
     ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, PermitView, SyncDetail,
     Waiter,
@@ -116,9 +116,9 @@ pub async fn read_locks(
     let mut batch = Batch::default();
     let mut plan = Vec::with_capacity(keys.len());
     for key in keys {
-        let queue = layout::derived(layout::QUEUE, key);
-        let timeouts = layout::derived(layout::TIMEOUTS, key);
-        let token = layout::derived(layout::TOKEN, key);
+        let queue = Derived::FairQueue.of(key);
+        let timeouts = Derived::FairTimeouts.of(key);
+        let token = Derived::FencingToken.of(key);
         let mut stale = redis::cmd("ZCOUNT");
         stale
             .arg(&timeouts)
@@ -245,7 +245,7 @@ fn holders(fields: &[(String, String)]) -> Option<(Option<String>, Vec<Holder>)>
             continue;
         }
         let count: i64 = value.parse().ok()?;
-        let (owner, lock_mode) = match (&mode, field.strip_suffix(":write")) {
+        let (owner, lock_mode) = match (&mode, field.strip_suffix(layout::WRITE_SUFFIX)) {
             (Some(_), Some(owner)) => (owner, Some("write")),
             (Some(_), None) => (field.as_str(), Some("read")),
             (None, _) => (field.as_str(), None),
@@ -290,8 +290,8 @@ pub async fn read_detail(
     let mut queue = Vec::new();
     let mut queue_truncated = false;
     if lock.kind == Kind::Fair {
-        let list = layout::derived(layout::QUEUE, &key);
-        let timeouts = layout::derived(layout::TIMEOUTS, &key);
+        let list = Derived::FairQueue.of(&key);
+        let timeouts = Derived::FairTimeouts.of(&key);
         let mut batch = Batch::default();
         let range = batch.push(
             nodes,
@@ -326,7 +326,7 @@ pub async fn read_detail(
                 .to_vec();
             let channels: Vec<String> = owners
                 .iter()
-                .map(|owner| format!("{}:{owner}", layout::derived(layout::CHANNEL, &key)))
+                .map(|owner| layout::fair_waiter_channel(&key, owner))
                 .collect();
             let counts = subscribers(nodes, &channels).await?;
             let deadline_now = now[nodes.of_key(&timeouts)];
@@ -343,9 +343,9 @@ pub async fn read_detail(
         }
     }
 
-    let mut channels = vec![layout::derived(layout::CHANNEL, &key)];
+    let mut channels = vec![Derived::UnlockChannel.of(&key)];
     if lock.kind == Kind::ReadWrite {
-        channels.push(layout::derived(layout::RW_CHANNEL, &key));
+        channels.push(Derived::ReadWriteChannel.of(&key));
     }
     let subscribers = subscribers(nodes, &channels).await?;
     let subscribers_note = if nodes.cluster {
@@ -413,8 +413,8 @@ pub async fn read_synchronizer(
     let node = nodes.of_key(&key);
     let now = nodes.server_times().await?[node];
     let channels = [
-        layout::derived("redisson_sc", &key),
-        format!("redisson_countdownlatch__channel__{{{key}}}"),
+        Derived::SemaphoreChannel.of(&key),
+        layout::latch_channel(&key),
     ];
     Ok(Some(SyncDetail {
         name: name.to_string(),

@@ -112,7 +112,8 @@
 //!
 //! [`args`] (the command line), [`connect`] (one server, cluster masters or the Sentinel
 //! master; the library client for `unlock`), [`scan`] (bounded `SCAN` per node),
-//! [`layout`] (Redisson's names, both ways), [`inspect`] (Redis → [`model`]), [`render`]
+//! [`glob`] (Redis' patterns), [`inspect`] (Redis → [`model`], with the library's
+//! [`layout`](redis_rlock::protocol::layout): Redisson's names, both ways), [`render`]
 //! (tables and JSON), [`commands`] (one module per command), [`redact`] (secrets out of
 //! every message), [`exit`] (exit codes).
 
@@ -123,8 +124,8 @@ mod args;
 mod commands;
 mod connect;
 mod exit;
+mod glob;
 mod inspect;
-mod layout;
 mod model;
 mod redact;
 mod render;

@@ -50,9 +50,10 @@ impl Holder {
     /// The owner field as the lock hash stores it: `<client id>:<task id>`, with `:write`
     /// after it for a read-write lock's writer.
     pub fn field(&self) -> String {
+        let owner = format!("{}:{}", self.client_id, self.task_id);
         match self.mode {
-            Some("write") => format!("{}:{}:write", self.client_id, self.task_id),
-            _ => format!("{}:{}", self.client_id, self.task_id),
+            Some("write") => redis_rlock::protocol::layout::write_owner(&owner),
+            _ => owner,
         }
     }
 }

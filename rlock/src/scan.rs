@@ -10,12 +10,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use redis_rlock::protocol::layout::{self, parse_derived, Derived};
 use serde::Serialize;
 
 use crate::args::ScanArgs;
 use crate::connect::{Node, Nodes};
 use crate::exit::Failure;
-use crate::layout::{glob_escape, glob_match, parse_derived, DerivedKind};
+use crate::glob::{glob_escape, glob_match};
 
 /// What the scan found, before anything is read.
 #[derive(Debug, Default)]
@@ -23,7 +24,7 @@ pub struct Found {
     /// Keys of hashes whose name matches: lock candidates.
     pub hashes: BTreeSet<String>,
     /// Lock keys that have derived keys, by the kinds of derived keys found.
-    pub derived: BTreeMap<String, BTreeSet<DerivedKind>>,
+    pub derived: BTreeMap<String, BTreeSet<Derived>>,
     /// Unlock latches: (latch key, lock key).
     pub latches: Vec<(String, String)>,
     /// Keys of expirable semaphores (found by their `{name}:timeout` sorted sets) and of
@@ -96,7 +97,7 @@ pub async fn find(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result<Fo
             if !glob_match(&args.pattern, name) {
                 continue;
             }
-            if kind == DerivedKind::Latch {
+            if kind == Derived::UnlockLatch {
                 found.latches.push((key, lock));
             } else {
                 found.derived.entry(lock).or_default().insert(kind);
@@ -115,7 +116,7 @@ pub async fn find(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result<Fo
         found.report.passes.push(pass);
         found.synchronizers.extend(
             keys.iter()
-                .filter_map(|key| synchronizer_of_timeouts(key))
+                .filter_map(|key| layout::parse_permit_timeouts(key))
                 .filter(|key| wanted(key)),
         );
     }
@@ -123,7 +124,7 @@ pub async fn find(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result<Fo
     // by their channels.
     for node in &nodes.nodes {
         for channel in channels(node, nodes.cluster).await? {
-            if let Some(key) = synchronizer_of_channel(&channel).filter(|key| wanted(key)) {
+            if let Some(key) = layout::parse_sync_channel(&channel).filter(|key| wanted(key)) {
                 found.synchronizers.insert(key);
             }
         }
@@ -136,7 +137,11 @@ pub async fn find(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result<Fo
 async fn channels(node: &Node, cluster: bool) -> Result<Vec<String>, Failure> {
     let mut conn = node.conn.clone();
     let mut found = Vec::new();
-    for pattern in ["redisson_sc:*", "redisson_countdownlatch__channel__*"] {
+    let patterns = [
+        format!("{}:*", Derived::SemaphoreChannel.prefix()),
+        format!("{}*", layout::LATCH_CHANNEL),
+    ];
+    for pattern in &patterns {
         let classic: Vec<String> = redis::cmd("PUBSUB")
             .arg("CHANNELS")
             .arg(pattern)
@@ -155,27 +160,6 @@ async fn channels(node: &Node, cluster: bool) -> Result<Vec<String>, Failure> {
         }
     }
     Ok(found)
-}
-
-/// The key of the expirable semaphore whose taken permits `key` holds, if it has that shape.
-fn synchronizer_of_timeouts(key: &str) -> Option<String> {
-    let base = key.strip_suffix(":timeout")?;
-    match base.strip_prefix('{').and_then(|b| b.strip_suffix('}')) {
-        Some(name) if !name.contains('{') => Some(name.to_string()),
-        _ if base.contains('{') => Some(base.to_string()),
-        _ => None,
-    }
-}
-
-/// The key of the semaphore or latch that `channel` belongs to, if it is one's.
-fn synchronizer_of_channel(channel: &str) -> Option<String> {
-    let tagged = channel
-        .strip_prefix("redisson_sc:")
-        .or_else(|| channel.strip_prefix("redisson_countdownlatch__channel__"))?;
-    match tagged.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
-        Some(name) => Some(name.to_string()),
-        None => Some(tagged.to_string()),
-    }
 }
 
 /// One bounded scan pass of one node.

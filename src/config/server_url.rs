@@ -2,8 +2,10 @@
 //!
 //! A Redis URL carries the password (`redis://:secret@host`, `redis://user:secret@host`, or
 //! `?pass=secret` on a Unix socket URL). Every place this crate prints a URL (`Debug` of the
-//! client and its builder, error messages, log lines) prints [`ServerUrl`]'s redacted form;
-//! the raw text is handed to redis-rs alone.
+//! client and its builder, error messages, log lines) prints [`ServerUrl`]'s redacted form,
+//! made by [`redact_url`]; the raw text is handed to redis-rs alone. [`redact_url`] and
+//! [`url_secrets`] are public, so that tools (the `rlock` inspector among them) print URLs
+//! as the crate does.
 
 use std::fmt;
 
@@ -24,7 +26,7 @@ pub(crate) struct ServerUrl {
 impl ServerUrl {
     pub(crate) fn new(raw: impl Into<String>) -> Self {
         let raw = raw.into();
-        let shown = redact(&raw);
+        let shown = redact_url(&raw);
         ServerUrl { raw, shown }
     }
 
@@ -37,7 +39,7 @@ impl ServerUrl {
     /// libraries that may quote the URL they were given.
     pub(crate) fn scrub(&self, text: &str) -> String {
         let mut scrubbed = text.replace(&self.raw, &self.shown);
-        for secret in secrets(&self.raw) {
+        for secret in url_secrets(&self.raw) {
             // A one-character password would turn every message into stars; such a secret is
             // worth nothing anyway.
             if secret.len() > 1 {
@@ -60,25 +62,42 @@ impl fmt::Debug for ServerUrl {
     }
 }
 
-/// The password of the URL's user part and of its password query parameters, as written.
-fn secrets(url: &str) -> Vec<&str> {
+/// The passwords a Redis URL carries, as written: that of its user part
+/// (`redis://user:<this>@host`) and those of its `pass` or `password` query parameters
+/// (`redis+unix:///run/redis.sock?pass=<this>`). For scrubbing text that may quote them
+/// without the URL around them, such as another library's error message. Works on malformed
+/// URLs as [`redact_url`] does.
+///
+/// ```
+/// assert_eq!(redis_rlock::url_secrets("redis://app:s3cret@db:6379"), ["s3cret"]);
+/// ```
+pub fn url_secrets(url: &str) -> Vec<&str> {
     let mut found = Vec::new();
     let parts = split(url);
     if let Some((_, Some(password))) = parts.userinfo.map(split_userinfo) {
         found.push(password);
     }
-    for (name, value) in parts.query.into_iter().flat_map(parameters) {
-        if is_secret_parameter(name) && !value.is_empty() {
-            found.push(value);
-        }
+    for (_, value) in parts.query.into_iter().flat_map(secret_parameters) {
+        found.push(value);
+        // A URL parser ends the value at a fragment, and redis-rs uses what comes before.
+        found.extend(value.split_once('#').map(|(password, _)| password));
     }
     found
 }
 
-/// `url` with the password of its user part and of its password query parameters replaced.
-/// Works on malformed URLs too: an error about a URL that did not parse must not quote its
-/// password either.
-fn redact(url: &str) -> String {
+/// A Redis URL as this crate prints it in logs, errors and `Debug`: the password of its user
+/// part and of its `pass` or `password` query parameters replaced by `***`; the user name,
+/// host and everything else as written. Works on malformed URLs too: an error about a URL
+/// that did not parse must not quote its password either.
+///
+/// ```
+/// use redis_rlock::redact_url;
+///
+/// assert_eq!(redact_url("rediss://app:s3cret@db:6380/0"), "rediss://app:***@db:6380/0");
+/// let socket = "redis+unix:///r.sock?pass=s3cret&db=1";
+/// assert_eq!(redact_url(socket), "redis+unix:///r.sock?pass=***&db=1");
+/// ```
+pub fn redact_url(url: &str) -> String {
     let parts = split(url);
     let mut shown = String::with_capacity(url.len());
     shown.push_str(parts.before_userinfo);
@@ -96,20 +115,14 @@ fn redact(url: &str) -> String {
     shown.push_str(parts.host_and_path);
     if let Some(query) = parts.query {
         shown.push('?');
-        let redacted: Vec<String> = parameters(query)
-            .map(
-                |(name, value)| match (is_secret_parameter(name), value.is_empty()) {
-                    (true, false) => format!("{name}={REDACTED}"),
-                    _ if query_has_value(query, name) => format!("{name}={value}"),
-                    _ => name.to_string(),
-                },
-            )
+        let redacted: Vec<String> = query
+            .split('&')
+            .map(|pair| match secret_parameters(pair).next() {
+                Some((name, _)) => format!("{name}={REDACTED}"),
+                None => pair.to_string(),
+            })
             .collect();
         shown.push_str(&redacted.join("&"));
-    }
-    if let Some(fragment) = parts.fragment {
-        shown.push('#');
-        shown.push_str(fragment);
     }
     shown
 }
@@ -120,35 +133,33 @@ struct Parts<'a> {
     before_userinfo: &'a str,
     /// What comes before the last `@` of the authority.
     userinfo: Option<&'a str>,
-    /// Host, port and path.
+    /// Host, port and path (and a fragment, when there is no query).
     host_and_path: &'a str,
+    /// After the first `?` that follows the user part, up to the end: a fragment after a
+    /// secret parameter is taken for part of the secret.
     query: Option<&'a str>,
-    fragment: Option<&'a str>,
 }
 
+/// The authority ends at the first `/` or `?`; the user part is up to its last `@`, since a
+/// password that is not percent-encoded may contain `@` (or `#`, which is why a fragment is
+/// not looked for before the user part is found).
 fn split(url: &str) -> Parts<'_> {
-    let (rest, fragment) = match url.split_once('#') {
-        Some((rest, fragment)) => (rest, Some(fragment)),
-        None => (url, None),
-    };
-    let (rest, query) = match rest.split_once('?') {
-        Some((rest, query)) => (rest, Some(query)),
-        None => (rest, None),
-    };
-    let authority_start = rest.find("://").map_or(0, |at| at + 3);
-    let (before_userinfo, after_scheme) = rest.split_at(authority_start);
-    let authority_end = after_scheme.find('/').unwrap_or(after_scheme.len());
-    // The last `@` of the authority: a password may contain `@` when not percent-encoded.
-    let (userinfo, host_and_path) = match after_scheme[..authority_end].rfind('@') {
+    let authority_start = url.find("://").map_or(0, |at| at + 3);
+    let (before_userinfo, after_scheme) = url.split_at(authority_start);
+    let authority_end = after_scheme.find(['/', '?']).unwrap_or(after_scheme.len());
+    let (userinfo, rest) = match after_scheme[..authority_end].rfind('@') {
         Some(at) => (Some(&after_scheme[..at]), &after_scheme[at + 1..]),
         None => (None, after_scheme),
+    };
+    let (host_and_path, query) = match rest.split_once('?') {
+        Some((host_and_path, query)) => (host_and_path, Some(query)),
+        None => (rest, None),
     };
     Parts {
         before_userinfo,
         userinfo,
         host_and_path,
         query,
-        fragment,
     }
 }
 
@@ -160,23 +171,16 @@ fn split_userinfo(userinfo: &str) -> (&str, Option<&str>) {
     }
 }
 
-fn parameters(query: &str) -> impl Iterator<Item = (&str, &str)> {
-    query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
-}
-
-fn query_has_value(query: &str, name: &str) -> bool {
-    query
-        .split('&')
-        .any(|pair| pair.split_once('=').is_some_and(|(n, _)| n == name))
-}
-
-fn is_secret_parameter(name: &str) -> bool {
-    SECRET_PARAMETERS
-        .iter()
-        .any(|secret| secret.eq_ignore_ascii_case(name))
+/// The `name=value` pairs of `query` that carry a password: a name of
+/// [`SECRET_PARAMETERS`] and a value.
+fn secret_parameters(query: &str) -> impl Iterator<Item = (&str, &str)> {
+    query.split('&').filter_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        let secret = SECRET_PARAMETERS
+            .iter()
+            .any(|secret| secret.eq_ignore_ascii_case(name));
+        (secret && !value.is_empty()).then_some((name, value))
+    })
 }
 
 #[cfg(test)]
@@ -214,6 +218,11 @@ mod tests {
                 "redis://:***@host?protocol=resp3",
             ),
             ("not a url:s3cret@host", "not a url:***@host"),
+            ("redis://:s3#cret@host", "redis://:***@host"),
+            (
+                "unix:///r.sock?pass=s3cret#x&db=1",
+                "unix:///r.sock?pass=***&db=1",
+            ),
             ("", ""),
         ];
         for (raw, shown) in cases {

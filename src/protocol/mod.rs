@@ -126,6 +126,7 @@ pub(crate) mod batch;
 pub(crate) mod channels;
 pub(crate) mod conn;
 pub(crate) mod evalsha;
+pub mod layout;
 pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod scripts;

@@ -2,12 +2,14 @@
 //! and what only a layout-aware tool can see: fair queues nobody will ever leave, and unlock
 //! latches that outlived every retry. Each with the command that fixes it.
 
+use redis_rlock::protocol::layout::Derived;
+
 use crate::args::ScanArgs;
 use crate::connect::{quote, Node, Nodes, Target};
 use crate::exit::{Exit, Failure, Outcome};
+use crate::inspect;
 use crate::model::{Leak, LeakReport, LockView};
 use crate::render;
-use crate::{inspect, layout};
 
 use super::list;
 
@@ -126,8 +128,8 @@ fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
     }
     if let (Some(length), Some(stale)) = (lock.queue_length, lock.stale_waiters) {
         if stale > 0 && stale >= length {
-            let queue = layout::derived(layout::QUEUE, &lock.key);
-            let timeouts = layout::derived(layout::TIMEOUTS, &lock.key);
+            let queue = Derived::FairQueue.of(&lock.key);
+            let timeouts = Derived::FairTimeouts.of(&lock.key);
             let (detail, fix) = if lock.held {
                 (
                     format!(

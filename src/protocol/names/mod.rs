@@ -1,42 +1,13 @@
-//! The Redis key and channel names of one lock, exactly as Redisson derives them.
+//! The Redis key and channel names of one lock, exactly as Redisson derives them: the rules
+//! of the public [`layout`](crate::protocol::layout), applied once per handle.
 
 use std::sync::Arc;
 
 use crate::protocol::channels::ChannelKind;
+use crate::protocol::layout::{self, Derived};
 use crate::protocol::slot::key_slot;
 
-/// Payload published on the unlock channel when a lock becomes free (Redisson's
-/// `LockPubSub.UNLOCK_MESSAGE`): wakes one waiter.
-pub(crate) const UNLOCK_MESSAGE: &str = "0";
-
-/// Payload a read-write lock's write unlock publishes (Redisson's
-/// `LockPubSub.READ_UNLOCK_MESSAGE`): wakes every waiter, so that all the readers waiting
-/// behind the writer come in together.
-pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
-
-/// The suffix of a write lock's owner field, `<client-uuid>:<task-id>:write` (Redisson's
-/// `RedissonWriteLock.getLockName`).
-const WRITE_SUFFIX: &str = ":write";
-
-/// Redisson's `RedissonObject.prefixName`: `prefix:{name}`, or `prefix:name` when the name
-/// already carries a hash tag, so every derived key stays in the lock key's cluster slot.
-fn prefixed(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
-/// Redisson's `RedissonObject.suffixName`: `{name}:suffix`, or `name:suffix` when the name
-/// already carries a hash tag.
-fn suffixed(name: &str, suffix: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:{suffix}")
-    } else {
-        format!("{{{name}}}:{suffix}")
-    }
-}
+pub(crate) use crate::protocol::layout::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
 /// The first of `names` that a Redis Cluster puts in another hash slot than `key`.
 fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<SplitName> {
@@ -49,16 +20,6 @@ fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<Spl
             slot,
         })
     })
-}
-
-/// Redisson's `RedissonObject.suffixName` without the suffix: `{name}`, or `name` when it
-/// already carries a brace, so that `<this>:<suffix>` stays in the key's cluster slot.
-fn tagged(name: &str) -> String {
-    if name.contains('{') {
-        name.to_string()
-    } else {
-        format!("{{{name}}}")
-    }
 }
 
 /// Every name one lock uses in Redis, computed once per lock handle.
@@ -139,15 +100,6 @@ pub(crate) struct ReadWriteNames {
     pub(crate) timeouts: Arc<str>,
 }
 
-impl ReadWriteNames {
-    /// The prefix of `owner`'s timeout keys, `<timeouts>:<owner>:rwlock_timeout`
-    /// (Redisson's `RedissonReadLock.getReadWriteTimeoutNamePrefix`); read hold `n` adds
-    /// `:<n>`.
-    fn hold_timeouts(timeouts: &str, owner: &str) -> String {
-        format!("{timeouts}:{owner}:rwlock_timeout")
-    }
-}
-
 impl KindNames {
     /// The kind as a metric label.
     pub(crate) fn label(&self) -> &'static str {
@@ -176,8 +128,8 @@ impl LockNames {
     pub(crate) fn new(key_prefix: &str, name: &str) -> Self {
         let key = format!("{key_prefix}{name}");
         LockNames {
-            channel: prefixed("redisson_lock__channel", &key).into(),
-            latch_prefix: prefixed("redisson_unlock_latch", &key),
+            channel: Derived::UnlockChannel.of(&key).into(),
+            latch_prefix: Derived::UnlockLatch.of(&key),
             kind: KindNames::Reentrant,
             key: key.into(),
             channel_kind: ChannelKind::Classic,
@@ -189,8 +141,8 @@ impl LockNames {
     pub(crate) fn fair(key_prefix: &str, name: &str) -> Self {
         let mut names = Self::new(key_prefix, name);
         names.kind = KindNames::Fair(QueueNames {
-            list: prefixed("redisson_lock_queue", &names.key).into(),
-            deadlines: prefixed("redisson_lock_timeout", &names.key).into(),
+            list: Derived::FairQueue.of(&names.key).into(),
+            deadlines: Derived::FairTimeouts.of(&names.key).into(),
         });
         names
     }
@@ -199,7 +151,7 @@ impl LockNames {
     pub(crate) fn fenced(key_prefix: &str, name: &str) -> Self {
         let mut names = Self::new(key_prefix, name);
         names.kind = KindNames::Fenced {
-            counter: prefixed("redisson_lock_token", &names.key).into(),
+            counter: Derived::FencingToken.of(&names.key).into(),
         };
         names
     }
@@ -208,9 +160,9 @@ impl LockNames {
     /// hash, the channel `redisson_rwlock:{key}`, and the timeout keys of read holds.
     pub(crate) fn read_or_write(key_prefix: &str, name: &str, side: Side) -> Self {
         let mut names = Self::new(key_prefix, name);
-        names.channel = prefixed("redisson_rwlock", &names.key).into();
+        names.channel = Derived::ReadWriteChannel.of(&names.key).into();
         let rw = ReadWriteNames {
-            timeouts: tagged(&names.key).into(),
+            timeouts: layout::hash_tagged(&names.key).into(),
         };
         names.kind = match side {
             Side::Read => KindNames::Read(rw),
@@ -255,8 +207,8 @@ impl LockNames {
                 names.push(queue.deadlines.to_string());
             }
             KindNames::Fenced { counter } => names.push(counter.to_string()),
-            KindNames::Read(rw) | KindNames::Write(rw) => {
-                names.push(ReadWriteNames::hold_timeouts(&rw.timeouts, "0:0") + ":1");
+            KindNames::Read(_) | KindNames::Write(_) => {
+                names.push(layout::read_timeout_prefix(&self.key, "0:0") + ":1");
             }
         }
         first_split(&self.key, names)
@@ -265,7 +217,7 @@ impl LockNames {
     /// The key that remembers the highest fencing token a fenced write to `key` accepted,
     /// in `key`'s cluster slot.
     pub(crate) fn fence_of(key: &str) -> String {
-        prefixed("redis_rlock_fence", key)
+        Derived::Fence.of(key)
     }
 
     /// The channel on which `owner` hears that it may take the lock: the lock's channel,
@@ -273,7 +225,7 @@ impl LockNames {
     /// the head of the queue alone.
     pub(crate) fn wait_channel(&self, owner: &str) -> Arc<str> {
         match self.kind {
-            KindNames::Fair(_) => format!("{}:{owner}", self.channel).into(),
+            KindNames::Fair(_) => layout::fair_waiter_channel(&self.key, owner).into(),
             _ => self.channel.clone(),
         }
     }
@@ -282,7 +234,7 @@ impl LockNames {
     /// field, or for a write lock the field followed by `:write`.
     pub(crate) fn owner_field(&self, task: &Arc<str>) -> Arc<str> {
         match self.kind {
-            KindNames::Write(_) => format!("{task}{WRITE_SUFFIX}").into(),
+            KindNames::Write(_) => layout::write_owner(task).into(),
             _ => task.clone(),
         }
     }
@@ -300,7 +252,7 @@ impl LockNames {
     /// `{<key>}:<owner>:rwlock_timeout`; `None` for other kinds.
     pub(crate) fn read_timeouts(&self, owner: &str) -> Option<Arc<str>> {
         match &self.kind {
-            KindNames::Read(rw) => Some(ReadWriteNames::hold_timeouts(&rw.timeouts, owner).into()),
+            KindNames::Read(_) => Some(layout::read_timeout_prefix(&self.key, owner).into()),
             _ => None,
         }
     }
@@ -398,18 +350,16 @@ impl SyncNames {
     pub(crate) fn new(kind: SyncKind, key_prefix: &str, name: &str) -> Self {
         let key = format!("{key_prefix}{name}");
         let (channel, timeouts) = match kind {
-            SyncKind::Semaphore => (prefixed("redisson_sc", &key), None),
+            SyncKind::Semaphore => (Derived::SemaphoreChannel.of(&key), None),
             SyncKind::ExpirableSemaphore => (
-                prefixed("redisson_sc", &key),
-                Some(suffixed(&key, "timeout").into()),
+                Derived::SemaphoreChannel.of(&key),
+                Some(layout::permit_timeouts(&key).into()),
             ),
-            SyncKind::Latch => (format!("redisson_countdownlatch__channel__{{{key}}}"), None),
+            SyncKind::Latch => (layout::latch_channel(&key), None),
         };
         let latch_prefix = match kind {
-            SyncKind::Latch => format!("redisson_unlock_latch:{{{key}}}"),
-            SyncKind::Semaphore | SyncKind::ExpirableSemaphore => {
-                prefixed("redisson_unlock_latch", &key)
-            }
+            SyncKind::Latch => format!("{}:{{{key}}}", Derived::UnlockLatch.prefix()),
+            SyncKind::Semaphore | SyncKind::ExpirableSemaphore => Derived::UnlockLatch.of(&key),
         };
         SyncNames {
             kind,
