@@ -1,7 +1,7 @@
 //! The Redis protocol of a lock, exactly as Redisson lays it out: the names of its keys and
-//! channels (`names`), the owner field (`owner`), the Lua scripts beside their Rust
-//! bindings (`scripts`), sent as EVALSHA (`evalsha`) and coalesced into multi-lock
-//! calls under load (`batch`).
+//! channels (`names`, and the public [`layout`]), the owner field (`owner`), the Lua
+//! scripts' Rust bindings (`scripts`), sent as EVALSHA on the one connection type (`conn`)
+//! and coalesced into multi-lock calls under load (`batch`).
 //!
 //! Nothing here knows about connections beyond the one it is handed.
 //!
@@ -125,7 +125,6 @@
 pub(crate) mod batch;
 pub(crate) mod channels;
 pub(crate) mod conn;
-pub(crate) mod evalsha;
 pub mod layout;
 pub(crate) mod names;
 pub(crate) mod owner;

@@ -9,7 +9,7 @@ use super::{fair_call, read_write, LONE, NOT_A_LOCK, NUMBER_BYTES};
 use super::{ACQUIRE, FAIR_ACQUIRE, FENCED_ACQUIRE};
 use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::conn::Conn;
-use crate::protocol::evalsha::EvalSha;
+use crate::protocol::conn::EvalSha;
 use crate::protocol::names::LockNames;
 
 /// How far ahead of the Redis server's clock a queued fair waiter's deadline is set.

@@ -15,7 +15,7 @@ use redis::{ErrorKind, RedisError, RedisResult};
 
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::Conn;
-use crate::protocol::evalsha::{EvalSha, LuaScript};
+use crate::protocol::conn::{EvalSha, LuaScript};
 use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
 
 pub(crate) use read_write::renew as renew_read_write;

@@ -10,7 +10,7 @@ use redis::RedisResult;
 
 use super::{assemble, AcquireReply, LockState, UnlockCall, UnlockOutcome, NUMBER_BYTES};
 use crate::protocol::conn::Conn;
-use crate::protocol::evalsha::{EvalSha, LuaScript};
+use crate::protocol::conn::{EvalSha, LuaScript};
 use crate::protocol::names::{
     LockNames, ReadWriteNames, Side, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
 };

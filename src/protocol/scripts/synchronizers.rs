@@ -9,7 +9,7 @@ use redis::{ErrorKind, RedisError, RedisResult};
 
 use super::assemble;
 use crate::protocol::conn::Conn;
-use crate::protocol::evalsha::{EvalSha, LuaScript};
+use crate::protocol::conn::{EvalSha, LuaScript};
 use crate::protocol::names::{SyncKind, SyncNames};
 
 /// A script of the synchronizers: `sync_common.lua` prepended.

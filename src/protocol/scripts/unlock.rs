@@ -12,7 +12,7 @@ use super::{FAIR_UNLOCK, UNLOCK};
 use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::Conn;
-use crate::protocol::evalsha::EvalSha;
+use crate::protocol::conn::EvalSha;
 use crate::protocol::names::{LockNames, UNLOCK_MESSAGE};
 
 /// What the unlock script found.
