@@ -1,0 +1,13 @@
+//! The interop scenarios, one module per primitive, in one test binary (one link, and
+//! one process for a filter such as `interop/redisson/run fair::`). Each test starts its own
+//! redis-server and JVMs; `interop/redisson/run` builds the Java driver first.
+
+mod count_down_latch;
+mod expirable_semaphore;
+mod fair;
+mod fenced;
+mod read_write_lock;
+mod read_write_lock_holds;
+mod rlock;
+mod rlock_cluster;
+mod semaphore;
