@@ -44,7 +44,7 @@ async fn java_threads_park() {
 
 /// A Rust task of its own takes `lock` and hands back the guard (the task ends, the guard
 /// lives, owned by that task's field).
-async fn rust_holds<K: LockKind>(lock: &Lock<K>) -> LockGuard {
+pub(super) async fn rust_holds<K: LockKind>(lock: &Lock<K>) -> LockGuard {
     let lock = lock.clone();
     within("a Rust lock() that should not wait", GENEROUS, async move {
         tokio::spawn(async move { lock.lock().await.expect("Rust lock()") })
@@ -56,7 +56,9 @@ async fn rust_holds<K: LockKind>(lock: &Lock<K>) -> LockGuard {
 
 /// A Rust task waiting in `lock()`; it returns the wall-clock time it got the lock, and
 /// the guard.
-fn rust_waiter<K: LockKind>(lock: &Lock<K>) -> tokio::task::JoinHandle<(i64, LockGuard)> {
+pub(super) fn rust_waiter<K: LockKind>(
+    lock: &Lock<K>,
+) -> tokio::task::JoinHandle<(i64, LockGuard)> {
     let lock = lock.clone();
     tokio::spawn(async move {
         let guard = lock.lock().await.expect("Rust lock()");
@@ -65,7 +67,7 @@ fn rust_waiter<K: LockKind>(lock: &Lock<K>) -> tokio::task::JoinHandle<(i64, Loc
 }
 
 /// `try_lock()` in a Rust task of its own: `None` while someone else holds the lock.
-async fn rust_tries<K: LockKind>(lock: &Lock<K>) -> Option<LockGuard> {
+pub(super) async fn rust_tries<K: LockKind>(lock: &Lock<K>) -> Option<LockGuard> {
     let lock = lock.clone();
     tokio::spawn(async move { lock.try_lock().await.unwrap() })
         .await

@@ -13,6 +13,8 @@ use redis_rlock::{Lock, LockGuard, LockKind, LostReason};
 use redis_rlock_interop::check::{report_wake_ups, within};
 use redis_rlock_interop::view::{rwlock_hash, rwlock_timeout, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
+
+use super::read_write_lock::{rust_holds, rust_tries, rust_waiter};
 use testkit::{key_exists, pttl, RedisServer};
 
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
@@ -31,36 +33,6 @@ fn hash_of(fields: &[(&str, &str)]) -> HashMap<String, String> {
         .iter()
         .map(|(f, v)| (f.to_string(), v.to_string()))
         .collect()
-}
-
-/// A Rust task of its own takes `lock` and hands back the guard (the task ends, the guard
-/// lives, owned by that task's field).
-async fn rust_holds<K: LockKind>(lock: &Lock<K>) -> LockGuard {
-    let lock = lock.clone();
-    within("a Rust lock() that should not wait", GENEROUS, async move {
-        tokio::spawn(async move { lock.lock().await.expect("Rust lock()") })
-            .await
-            .unwrap()
-    })
-    .await
-}
-
-/// A Rust task waiting in `lock()`; it returns the wall-clock time it got the lock, and
-/// the guard.
-fn rust_waiter<K: LockKind>(lock: &Lock<K>) -> tokio::task::JoinHandle<(i64, LockGuard)> {
-    let lock = lock.clone();
-    tokio::spawn(async move {
-        let guard = lock.lock().await.expect("Rust lock()");
-        (now_us(), guard)
-    })
-}
-
-/// `try_lock()` in a Rust task of its own: `None` while someone else holds the lock.
-async fn rust_tries<K: LockKind>(lock: &Lock<K>) -> Option<LockGuard> {
-    let lock = lock.clone();
-    tokio::spawn(async move { lock.try_lock().await.unwrap() })
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
