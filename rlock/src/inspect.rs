@@ -10,12 +10,13 @@
 use redis::{Cmd, Value};
 use redis_rlock::protocol::layout::{self, parse_owner, Derived};
 
-use crate::connect::{as_int, as_text, Nodes};
+use crate::connect::Nodes;
 use crate::exit::Failure;
 use crate::model::{
     ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, PermitView, SyncDetail,
     Waiter,
 };
+use crate::reply::{as_int, as_text};
 
 /// How many fields one read of a hash asks for.
 const HASH_FIELDS: u64 = 256;

@@ -129,6 +129,7 @@ mod inspect;
 mod model;
 mod redact;
 mod render;
+mod reply;
 mod scan;
 
 use std::process::ExitCode;
