@@ -45,17 +45,6 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The kind as a metric label and span field.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Kind::Reentrant => "reentrant",
-            Kind::Fair => "fair",
-            Kind::Fenced => "fenced",
-            Kind::Read => "read",
-            Kind::Write => "write",
-        }
-    }
-
     /// Every Redis name of the lock `name` of this kind.
     pub(crate) fn names(self, key_prefix: &str, name: &str) -> LockNames {
         match self {

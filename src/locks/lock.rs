@@ -515,7 +515,7 @@ impl<K: LockKind> DistributedLock for Lock<K> {
         &self.name
     }
 
-    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = K::KIND.label()))]
+    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = self.names.as_deref().map_or("", |names| names.kind.label())))]
     async fn acquire(
         &self,
         fixed_lease_ms: Option<u64>,
