@@ -12,13 +12,11 @@ use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{now_us, Redisson};
 use testkit::RedisServer;
 
+use super::ms;
+
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 5;
 const LATCH: SyncKind = SyncKind::Latch;
-
-fn ms(micros: i64) -> f64 {
-    micros as f64 / 1000.0
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_are_set_and_counted_down_across() {

@@ -18,15 +18,13 @@ use redis_rlock_interop::view::subscribers_become;
 use redis_rlock_interop::{figure, now_us, Redisson};
 use testkit::RedisServer;
 
+use super::ms;
+
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 5;
 const PES: SyncKind = SyncKind::Expirable;
 const LEASE: Duration = Duration::from_secs(30);
 const LEASE_MS: &str = "30000";
-
-fn ms(micros: i64) -> f64 {
-    micros as f64 / 1000.0
-}
 
 fn java_id(reply: redis_rlock_interop::Reply) -> String {
     let value = reply.ok().value;

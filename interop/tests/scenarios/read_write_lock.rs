@@ -16,17 +16,15 @@ use redis_rlock_interop::view::{rwlock_hash, rwlock_timeout, subscribers_become}
 use redis_rlock_interop::{now_us, Kind, Redisson};
 use testkit::{key_exists, pttl, RedisServer};
 
+use super::ms;
+
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 3;
 /// Both sides' default watchdog lease, in ms.
 const LEASE_MS: i64 = 30_000;
 
-fn ms(micros: i64) -> f64 {
-    micros as f64 / 1000.0
-}
-
-fn hash_of(fields: &[(&str, &str)]) -> HashMap<String, String> {
+pub(super) fn hash_of(fields: &[(&str, &str)]) -> HashMap<String, String> {
     fields
         .iter()
         .map(|(f, v)| (f.to_string(), v.to_string()))

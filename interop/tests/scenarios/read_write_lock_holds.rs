@@ -4,7 +4,6 @@
 //! force unlocks across, by mode, waking a waiter of the forcing side, the old holder told.
 //! Two differences are kept as ignored tests here, D4 and D5 (see TESTING.md).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
@@ -14,8 +13,10 @@ use redis_rlock_interop::check::{report_wake_ups, within};
 use redis_rlock_interop::view::{rwlock_hash, rwlock_timeout, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 
-use super::read_write_lock::{rust_holds, rust_tries, rust_waiter};
+use super::read_write_lock::{hash_of, rust_holds, rust_tries, rust_waiter};
 use testkit::{key_exists, pttl, RedisServer};
+
+use super::ms;
 
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
@@ -23,17 +24,6 @@ const GENEROUS: Duration = Duration::from_secs(10);
 const SHORT_WATCHDOG: Duration = Duration::from_millis(1500);
 /// Both sides' default watchdog lease, in ms.
 const LEASE_MS: i64 = 30_000;
-
-fn ms(micros: i64) -> f64 {
-    micros as f64 / 1000.0
-}
-
-fn hash_of(fields: &[(&str, &str)]) -> HashMap<String, String> {
-    fields
-        .iter()
-        .map(|(f, v)| (f.to_string(), v.to_string()))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_reentry_counts_are_seen_raw_and_by_rust() {

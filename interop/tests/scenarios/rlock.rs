@@ -15,6 +15,8 @@ use redis_rlock_interop::view::{is_owner_field, subscribers_become};
 use redis_rlock_interop::{figure, now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, lock_hash, pttl, RedisServer};
 
+use super::ms;
+
 /// For state that settles quickly (a subscription, a key), on a loaded machine.
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 5;
@@ -22,11 +24,7 @@ const ROUNDS: usize = 5;
 /// 500 ms on both sides.
 const SHORT_WATCHDOG: Duration = Duration::from_millis(1500);
 
-fn ms(micros: i64) -> f64 {
-    micros as f64 / 1000.0
-}
-
-fn hash_of(owner: &str, count: i64) -> HashMap<String, i64> {
+pub(super) fn hash_of(owner: &str, count: i64) -> HashMap<String, i64> {
     HashMap::from([(owner.to_owned(), count)])
 }
 
@@ -44,7 +42,7 @@ fn rust_waiter(
 }
 
 /// A Rust task that takes `name` and hands back its guard (the task ends, the guard lives).
-async fn rust_holds(client: &redis_rlock::Client, name: &str) -> LockGuard {
+pub(super) async fn rust_holds(client: &redis_rlock::Client, name: &str) -> LockGuard {
     let lock = client.lock(name);
     tokio::spawn(async move { lock.lock().await.expect("Rust lock()") })
         .await

@@ -6,16 +6,17 @@
 //! busy locks and re-entry counts as raw commands on the lock's master see them; watchdog
 //! renewals seen from the other side; force unlock across; mutual exclusion on a counter.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::protocol::layout::Derived;
-use redis_rlock::{Client, LockGuard, LostReason, PubSubMode};
+use redis_rlock::{Client, LostReason, PubSubMode};
 use redis_rlock_interop::check::{count_renewals, exclusive_rounds, report_wake_ups, within};
 use redis_rlock_interop::view::subscribers_become_in;
 use redis_rlock_interop::{now_us, Kind, Redisson, RedissonOptions};
 use testkit::{key_exists, lock_hash, pttl, RedisCluster};
+
+use super::rlock::{hash_of, rust_holds};
 
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 3;
@@ -75,17 +76,6 @@ impl Shared {
         let mode = if self.sharded { "sharded" } else { "classic" };
         format!("rlock.cluster_{mode}.{what}")
     }
-}
-
-fn hash_of(owner: &str, count: i64) -> HashMap<String, i64> {
-    HashMap::from([(owner.to_owned(), count)])
-}
-
-async fn rust_holds(client: &Client, name: &str) -> LockGuard {
-    let lock = client.lock(name);
-    tokio::spawn(async move { lock.lock().await.expect("Rust lock()") })
-        .await
-        .expect("the locking task")
 }
 
 async fn java_unlock_wakes_a_rust_waiter(sharded: bool) {

@@ -7,32 +7,17 @@ use std::time::Duration;
 
 use redis_rlock::protocol::layout::Derived;
 use redis_rlock::SemaphoreGuard;
+use redis_rlock_interop::check::report_wake_ups;
 use redis_rlock_interop::synchronizers::{call, raw_count, start, SyncKind};
 use redis_rlock_interop::view::subscribers_become;
-use redis_rlock_interop::{figure, now_us, Redisson};
+use redis_rlock_interop::{now_us, Redisson};
 use testkit::RedisServer;
 
-/// The contract: a waiter on one side holds its permits within this long after the
-/// other side began its release.
-const WAKE_BOUND: Duration = Duration::from_millis(500);
+use super::ms;
+
 const GENEROUS: Duration = Duration::from_secs(10);
 const ROUNDS: usize = 5;
 const SEM: SyncKind = SyncKind::Semaphore;
-
-fn ms(micros: i64) -> f64 {
-    micros as f64 / 1000.0
-}
-
-fn report_wake_ups(name: &str, latencies: &[f64]) {
-    for &latency in latencies {
-        figure(name, latency);
-    }
-    let worst = latencies.iter().copied().fold(0.0, f64::max);
-    assert!(
-        worst < WAKE_BOUND.as_secs_f64() * 1000.0,
-        "{name}: a wake-up took {worst:.1} ms (all: {latencies:?})"
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_are_shared_and_counted_across() {
