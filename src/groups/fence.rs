@@ -26,7 +26,7 @@ use futures_util::future::join_all;
 
 use crate::groups::group::Node;
 use crate::locks::guard::LockGuard;
-use crate::protocol::scripts;
+use crate::protocol::kinds::fenced;
 
 /// The group's token: the greatest that `held` drew, once at least `quorum` of the masters
 /// in `held` confirmed that they still hold the lock and their counters are at least it.
@@ -54,7 +54,7 @@ pub(crate) async fn agree(
 pub(crate) async fn raise(node: &Node, owner: &str, token: u64, node_timeout: Duration) -> bool {
     let raised = async {
         let shared = node.core.connections.shared().await.ok()?;
-        match scripts::fenced_raise(shared.conn.clone(), &node.names, owner, token).await {
+        match fenced::fenced_raise(shared.conn.clone(), &node.names, owner, token).await {
             Ok(raised) => Some(raised),
             Err(e) => {
                 node.core.connections.report(&shared, &e);

@@ -24,7 +24,6 @@ use crate::holds::{drift, Lease};
 use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
-use crate::locks::kind::Kind;
 use crate::locks::wait::{deadline_after, wait_for};
 use crate::locks::{Fenced, Lock, LockKind, RLock, Reentrant};
 use crate::protocol::names::LockNames;
@@ -467,7 +466,7 @@ impl<K: GroupKind> Group<K> {
         let subscriptions = nodes.iter().map(|_| None).collect();
         let mut contender = GroupContender {
             quorum: self.quorum.of(nodes.len()),
-            fenced: K::KIND == Kind::Fenced,
+            fenced: K::KIND.fenced,
             nodes,
             owner,
             node_timeout: self.node_timeout,

@@ -31,7 +31,7 @@ pub(crate) async fn acquire(
     request: Request,
     wait: Option<Duration>,
 ) -> Result<Option<LockGuard>> {
-    let mut timed = Timed::start(names.kind.label());
+    let mut timed = Timed::start(names.kind.label);
     let _admitted = timed.admit(core)?;
     let task = identity.field(&core.id_text);
     let owner = names.owner_field(&task);

@@ -9,10 +9,11 @@
 use std::sync::Arc;
 
 use crate::client_core::Core;
-use crate::locks::kind::{sealed, Kind, LockKind};
+use crate::locks::kind::{sealed, LockKind};
 use crate::locks::lock::Lock;
+use crate::protocol::kinds::fair::{self, FAIR};
+use crate::protocol::kinds::Kind;
 use crate::protocol::names::LockNames;
-use crate::protocol::scripts;
 use crate::util::detach::FinishOnDrop;
 
 /// A reentrant distributed lock that its waiters get in arrival order, each woken alone.
@@ -57,7 +58,7 @@ impl LockKind for Fair {}
 
 impl sealed::Sealed for Fair {
     const TYPE_NAME: &'static str = "FairLock";
-    const KIND: Kind = Kind::Fair;
+    const KIND: &'static Kind = &FAIR;
 }
 
 /// A waiter's claim on a place in a fair lock's queue, from just before its first queueing
@@ -98,7 +99,7 @@ impl QueuePlace {
         let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
         let leaving = async move {
             let once = match core.connections.shared().await {
-                Ok(shared) => scripts::leave_queue(shared.conn, &names, &owner)
+                Ok(shared) => fair::leave_queue(shared.conn, &names, &owner)
                     .await
                     .map_err(Into::into),
                 Err(e) => Err(e),
@@ -141,7 +142,7 @@ async fn leave(core: Arc<Core>, names: Arc<LockNames>, owner: Arc<str>) {
     }
     let left = core
         .connections
-        .with_retries(|conn| scripts::leave_queue(conn, &names, &owner))
+        .with_retries(|conn| fair::leave_queue(conn, &names, &owner))
         .await;
     if let Err(e) = left {
         tracing::warn!(
@@ -152,7 +153,7 @@ async fn leave(core: Arc<Core>, names: Arc<LockNames>, owner: Arc<str>) {
 }
 
 /// After a release that found the head of the fair lock's queue unheard (it keeps its turn
-/// for [`UNHEARD_GRACE`](scripts::UNHEARD_GRACE), in case it is subscribing yet), looks
+/// for [`UNHEARD_GRACE`](fair::UNHEARD_GRACE), in case it is subscribing yet), looks
 /// again once that grace has passed, in the background on the client's runtime: the head
 /// has taken the lock by then, or it is passed over and the next waiter that hears is
 /// told. Without this, a queue of Redisson waiters behind a dead head would wait for a
@@ -160,14 +161,14 @@ async fn leave(core: Arc<Core>, names: Arc<LockNames>, owner: Arc<str>) {
 pub(crate) fn look_again_after_grace(core: &Arc<Core>, names: &Arc<LockNames>) {
     const ROUNDS: usize = 3;
     // Past the grace as Redis measures it, however the two clocks run.
-    let after = scripts::UNHEARD_GRACE + std::time::Duration::from_millis(20);
+    let after = fair::UNHEARD_GRACE + std::time::Duration::from_millis(20);
     let (task_core, names) = (core.clone(), names.clone());
     core.spawn(async move {
         for _ in 0..ROUNDS {
             tokio::time::sleep(after).await;
             let looked = task_core
                 .connections
-                .with_retries(|conn| scripts::notify_queue(conn, &names))
+                .with_retries(|conn| fair::notify_queue(conn, &names))
                 .await;
             match looked {
                 Ok(true) => continue,

@@ -4,10 +4,11 @@
 
 use crate::client_core::Core;
 use crate::error::{Error, Result};
-use crate::locks::kind::{sealed, Kind, LockKind};
+use crate::locks::kind::{sealed, LockKind};
 use crate::locks::lock::Lock;
+use crate::protocol::kinds::fenced::{self, FENCED};
+use crate::protocol::kinds::Kind;
 use crate::protocol::names::LockNames;
-use crate::protocol::scripts;
 use crate::protocol::slot::key_slot;
 use crate::transport::explain;
 use crate::util::validate;
@@ -51,7 +52,7 @@ impl LockKind for Fenced {}
 
 impl sealed::Sealed for Fenced {
     const TYPE_NAME: &'static str = "FencedLock";
-    const KIND: Kind = Kind::Fenced;
+    const KIND: &'static Kind = &FENCED;
 }
 
 /// The body of [`Client::fenced_set`](crate::Client::fenced_set).
@@ -74,7 +75,7 @@ pub(crate) async fn fenced_set(core: &Core, key: &str, token: u64, value: &[u8])
         }
     }
     let written = connections
-        .with_retries(|conn| scripts::fenced_set(conn, key, &fence, token, value))
+        .with_retries(|conn| fenced::fenced_set(conn, key, &fence, token, value))
         .await;
     match written {
         Ok(written) => Ok(written),

@@ -176,7 +176,8 @@ impl LockGuard {
     pub async fn unlock(mut self) -> Result<()> {
         let state = self.state.take().expect("a guard is released once");
         let runtime = state.core.background().clone();
-        let span = tracing::debug_span!("unlock", lock = %state.names.key, kind = state.names.kind.label());
+        let span =
+            tracing::debug_span!("unlock", lock = %state.names.key, kind = state.names.kind.label);
         FinishOnDrop::new(release(state).instrument(span), |_| {})
             .on(&runtime)
             .await
@@ -228,7 +229,7 @@ pub(crate) fn release_one(
     let releasing = core.holds.release_started(&hold.id());
     let tracked = core.track();
     let last = core.holds.release(&hold);
-    let kind = names.kind.label();
+    let kind = names.kind.label;
     if last {
         metrics::hold_ended(kind, || hold.held_for());
     }

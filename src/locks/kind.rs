@@ -3,15 +3,18 @@
 //! kind changes: its Redis names, how its holds are renewed, and how its waiters wait
 //! ([`Turn`]).
 //!
-//! A kind is chosen by type (`Lock<Fair>`), turned into its names once per handle, and from
-//! then on the engine asks the kind's strategy, never which names are set.
+//! A kind is chosen by type (`Lock<Fair>`), and each type names its description in the
+//! protocol ([`protocol::kinds`](crate::protocol::kinds)): its names, scripts and the shape
+//! of their calls. From then on the engine reads that description, never which kind it is.
 
 use std::sync::Arc;
 
 use crate::client_core::Core;
 use crate::holds::Renewal;
 use crate::locks::fair::QueuePlace;
-use crate::protocol::names::{KindNames, LockNames, Side};
+use crate::protocol::kinds::reentrant::REENTRANT;
+use crate::protocol::kinds::Kind;
+use crate::protocol::names::LockNames;
 
 /// The kind of a [`Lock`](crate::Lock): [`Reentrant`], [`Fair`](crate::Fair),
 /// [`Fenced`](crate::Fenced), or a read-write lock's [`Read`](crate::Read) or
@@ -24,42 +27,14 @@ pub(crate) mod sealed {
     pub trait Sealed {
         /// The type name shown by `Debug`.
         const TYPE_NAME: &'static str;
-        /// The kind, as the engine dispatches on it.
-        const KIND: super::Kind;
-    }
-}
-
-/// The kinds, as values: what [`LockKind`] types turn into.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Redisson's `RLock`.
-    Reentrant,
-    /// Redisson's `RFairLock`.
-    Fair,
-    /// Redisson's `RFencedLock`.
-    Fenced,
-    /// The read lock of Redisson's `RReadWriteLock`.
-    Read,
-    /// The write lock of Redisson's `RReadWriteLock`.
-    Write,
-}
-
-impl Kind {
-    /// Every Redis name of the lock `name` of this kind.
-    pub(crate) fn names(self, key_prefix: &str, name: &str) -> LockNames {
-        match self {
-            Kind::Reentrant => LockNames::new(key_prefix, name),
-            Kind::Fair => LockNames::fair(key_prefix, name),
-            Kind::Fenced => LockNames::fenced(key_prefix, name),
-            Kind::Read => LockNames::read_or_write(key_prefix, name, Side::Read),
-            Kind::Write => LockNames::read_or_write(key_prefix, name, Side::Write),
-        }
+        /// What the kind is in Redis.
+        const KIND: &'static crate::protocol::kinds::Kind;
     }
 }
 
 /// How the watchdog renews `owner`'s hold on the lock of `names`.
 pub(crate) fn renewal(names: &LockNames, owner: &str) -> Renewal {
-    match names.read_write() {
+    match names.kind.side {
         None => Renewal::Key,
         Some(_) => Renewal::ReadWrite {
             read_timeouts: names.read_timeouts(owner),
@@ -76,7 +51,7 @@ impl LockKind for Reentrant {}
 
 impl sealed::Sealed for Reentrant {
     const TYPE_NAME: &'static str = "RLock";
-    const KIND: Kind = Kind::Reentrant;
+    const KIND: &'static Kind = &REENTRANT;
 }
 
 /// What a waiting call keeps from the moment it listens for unlocks until it ends, by the
@@ -92,12 +67,10 @@ pub(crate) enum Turn {
 impl Turn {
     /// Starts waiting for the lock of `names` as `owner`, once its unlocks are heard.
     pub(crate) fn start(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) -> Turn {
-        match names.kind {
-            KindNames::Fair(_) => Turn::Queued(QueuePlace::claim(core, names, owner)),
-            KindNames::Reentrant
-            | KindNames::Fenced { .. }
-            | KindNames::Read(_)
-            | KindNames::Write(_) => Turn::Race,
+        if names.kind.queued {
+            Turn::Queued(QueuePlace::claim(core, names, owner))
+        } else {
+            Turn::Race
         }
     }
 
@@ -124,7 +97,7 @@ impl Turn {
     /// An attempt that joined the queue of `names` was abandoned by its caller after it
     /// may have run: leave the place it may have taken, in the background.
     pub(crate) fn abandoned(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) {
-        if let KindNames::Fair(_) = names.kind {
+        if names.kind.queued {
             crate::locks::fair::leave_in_background(core.clone(), names.clone(), owner.clone());
         }
     }

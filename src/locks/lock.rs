@@ -120,7 +120,7 @@ impl<K: LockKind> Lock<K> {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> Self {
         let names = validate::lock_name(name).ok().map(|()| {
             let prefix = &core.settings.key_prefix;
-            let names = K::KIND.names(prefix, name);
+            let names = LockNames::new(K::KIND, prefix, name);
             Arc::new(if core.connections.is_cluster() {
                 names.on_cluster(core.channel_kind)
             } else {
@@ -515,7 +515,7 @@ impl<K: LockKind> DistributedLock for Lock<K> {
         &self.name
     }
 
-    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = self.names.as_deref().map_or("", |names| names.kind.label())))]
+    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = self.names.as_deref().map_or("", |names| names.kind.label)))]
     async fn acquire(
         &self,
         fixed_lease_ms: Option<u64>,

@@ -123,9 +123,11 @@ use std::sync::Arc;
 use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::holds::Renewal;
-use crate::locks::kind::{sealed, Kind, LockKind};
+use crate::locks::kind::{sealed, LockKind};
 use crate::locks::lock::Lock;
-use crate::protocol::names::{LockNames, Side};
+use crate::protocol::kinds::read_write::{READ, WRITE};
+use crate::protocol::kinds::{Kind, Side};
+use crate::protocol::names::LockNames;
 
 /// The read side of a [`ReadWriteLock`]: shared by any number of tasks while nobody
 /// writes, with every method of [`Lock`] and the same [`LockGuard`](crate::LockGuard)
@@ -165,7 +167,7 @@ impl LockKind for Read {}
 
 impl sealed::Sealed for Read {
     const TYPE_NAME: &'static str = "ReadLock";
-    const KIND: Kind = Kind::Read;
+    const KIND: &'static Kind = &READ;
 }
 
 /// The kind of a [`WriteLock`].
@@ -176,7 +178,7 @@ impl LockKind for Write {}
 
 impl sealed::Sealed for Write {
     const TYPE_NAME: &'static str = "WriteLock";
-    const KIND: Kind = Kind::Write;
+    const KIND: &'static Kind = &WRITE;
 }
 
 /// A read-write lock: many readers at once, or one writer (Redisson's `RReadWriteLock`,
@@ -251,7 +253,7 @@ pub(crate) fn refuse_upgrade(
     task: &Arc<str>,
     owner: &Arc<str>,
 ) -> Result<()> {
-    if !matches!(names.read_write(), Some((Side::Write, _))) {
+    if names.kind.side != Some(Side::Write) {
         return Ok(());
     }
     let holds = &core.holds;

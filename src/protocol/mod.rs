@@ -1,7 +1,8 @@
 //! The Redis protocol of a lock, exactly as Redisson lays it out: the names of its keys and
-//! channels (`names`, and the public [`layout`]), the owner field (`owner`), the Lua
-//! scripts' Rust bindings (`scripts`), sent as EVALSHA on the one connection type (`conn`)
-//! and coalesced into multi-lock calls under load (`batch`).
+//! channels (`names`, and the public [`layout`]), the owner field (`owner`), what each lock
+//! kind is in Redis (`kinds`: its kept keys, its scripts and the shape of their calls), the
+//! Lua scripts' Rust bindings (`scripts`), sent as EVALSHA on the one connection type
+//! (`conn`) and coalesced into multi-lock calls under load (`batch`).
 //!
 //! Nothing here knows about connections beyond the one it is handed.
 //!
@@ -125,6 +126,7 @@
 pub(crate) mod batch;
 pub(crate) mod channels;
 pub(crate) mod conn;
+pub(crate) mod kinds;
 pub mod layout;
 pub(crate) mod names;
 pub(crate) mod owner;

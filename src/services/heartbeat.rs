@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 
+use crate::protocol::kinds::fair::{self, Place, PlaceTerms};
 use crate::protocol::names::LockNames;
-use crate::protocol::scripts::{self, Place, PlaceTerms};
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connections::Connections;
@@ -157,10 +157,8 @@ impl Refreshes {
             .flat_map(|group| group.chunks(self.batch_size))
         {
             let mut conn = shared.conn.clone();
-            let entries = batch.iter().filter_map(|(names, owner)| {
-                names.queue().map(|queue| (&**names, queue, &**owner))
-            });
-            match scripts::refresh_places(&mut conn, self.place, entries).await {
+            let entries = batch.iter().map(|(names, owner)| (&**names, &**owner));
+            match fair::refresh_places(&mut conn, self.place, entries).await {
                 Ok(found) => {
                     self.connections.report_success();
                     for ((names, owner), place) in batch.iter().zip(found) {

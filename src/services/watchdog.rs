@@ -18,6 +18,7 @@ use tracing::Instrument;
 use crate::holds::{Applied, Hold, Holds, Renewal};
 use crate::protocol::conn::Conn;
 use crate::protocol::key_slot;
+use crate::protocol::kinds::read_write;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
 use crate::services::periodic::{Periodic, Rounds};
@@ -397,7 +398,7 @@ async fn renew_batch(
             };
             (&*hold.key, &*hold.owner, timeouts, applied.ms)
         });
-        scripts::renew_read_write(&mut conn, keys).await
+        read_write::renew(&mut conn, keys).await
     };
     match found {
         Ok(found) => {

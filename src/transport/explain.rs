@@ -47,32 +47,14 @@ pub(crate) fn lock_checks(names: &LockNames) -> Vec<Check> {
         ),
         Check::key(&["set", &latch, "1"], &latch, "`~redisson_unlock_latch:*`"),
     ];
-    if let Some(queue) = names.queue() {
-        checks.push(Check::key(
-            &["rpush", &queue.list, "x"],
-            &queue.list,
-            "`~redisson_lock_queue:*`",
-        ));
-        checks.push(Check::key(
-            &["zadd", &queue.deadlines, "1", "x"],
-            &queue.deadlines,
-            "`~redisson_lock_timeout:*`",
-        ));
-    }
-    if let Some(token) = names.token_counter() {
-        checks.push(Check::key(
-            &["incr", token],
-            token,
-            "`~redisson_lock_token:*`",
-        ));
-    }
-    if let Some((_, rw)) = names.read_write() {
-        let timeout = format!("{}:<owner>:rwlock_timeout:1", rw.timeouts);
-        checks.push(Check::key(
-            &["set", &timeout, "1"],
-            &timeout,
-            "a `~` pattern that matches `{<lock name>}:*`, the read holds' timeout keys",
-        ));
+    for (kept, name) in names.kind.kept.iter().zip(&*names.kept) {
+        let key = (kept.checked_as)(name);
+        let command: Vec<&str> = kept
+            .written_by
+            .iter()
+            .map(|word| if *word == "$" { key.as_str() } else { word })
+            .collect();
+        checks.push(Check::key(&command, &key, kept.grant));
     }
     // A fair lock publishes to its waiters' own channels, `<channel>:<owner>`.
     let channel = names.wait_channel("<owner>");

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::protocol::channels::ChannelKind;
+use crate::protocol::kinds::{self, Kind};
 use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
 use crate::transport::connections::Connections;
@@ -25,20 +26,30 @@ use crate::transport::connections::Connections;
 enum Group {
     /// What every lock kind runs.
     Every,
-    Fair,
-    Fenced,
     /// What the semaphores and the latch run on their count.
     Count,
     /// What an expirable semaphore runs on its permits besides.
     Permits,
-    /// What a read-write lock runs besides the plain lock's commands.
-    ReadWrite,
+    /// What one lock kind runs besides every kind's commands.
+    Kind(&'static Kind),
+}
+
+impl Group {
+    /// Where the group's check is kept.
+    fn index(self) -> usize {
+        match self {
+            Group::Every => 0,
+            Group::Count => 1,
+            Group::Permits => 2,
+            Group::Kind(kind) => 3 + kind.index(),
+        }
+    }
 }
 
 /// Whether each group of commands was found allowed.
 #[derive(Debug, Default)]
 pub(crate) struct CommandCheck {
-    checked: [AtomicBool; 6],
+    checked: [AtomicBool; 3 + kinds::COUNT],
     /// One check at a time: the many calls of a client's first moments wait for one
     /// check rather than each sending its own.
     checking: tokio::sync::Mutex<()>,
@@ -76,7 +87,7 @@ impl CommandCheck {
         groups_of(names)
             .into_iter()
             .flatten()
-            .all(|group| self.checked[group as usize].load(Ordering::Acquire))
+            .all(|group| self.checked[group.index()].load(Ordering::Acquire))
     }
 
     async fn check(&self, connections: &Connections, names: &LockNames) -> Result<()> {
@@ -113,7 +124,7 @@ impl CommandCheck {
             groups
                 .iter()
                 .flatten()
-                .all(|group| self.checked[*group as usize].load(Ordering::Acquire))
+                .all(|group| self.checked[group.index()].load(Ordering::Acquire))
         };
         if checked(&groups) {
             return Ok(());
@@ -194,7 +205,7 @@ impl CommandCheck {
             .map_err(|e| refused_probe(target, e))?;
         if refused.is_empty() {
             for group in groups.iter().flatten() {
-                self.checked[*group as usize].store(true, Ordering::Release);
+                self.checked[group.index()].store(true, Ordering::Release);
             }
             return Ok(());
         }
@@ -233,56 +244,14 @@ impl CommandCheck {
                 vec!["get", key],
                 vec!["set", key, "1", "px", "1"],
             ],
-            Group::Fair => {
-                let Some(queue) = names.queue() else {
-                    return Vec::new();
-                };
-                let (list, deadlines) = (&*queue.list, &*queue.deadlines);
-                vec![
-                    vec!["hset", key, "f", "1"],
-                    vec!["lindex", list, "0"],
-                    vec!["lpop", list],
-                    vec!["rpush", list, "f"],
-                    vec!["linsert", list, "after", "f", "g"],
-                    vec!["lrange", list, "0", "1"],
-                    vec!["lrem", list, "0", "f"],
-                    vec!["exists", list],
-                    vec!["zadd", deadlines, "1", "f"],
-                    vec!["zrem", deadlines, "f"],
-                    vec!["zscore", deadlines, "f"],
-                    vec!["zrangebyscore", deadlines, "-inf", "0", "LIMIT", "0", "1"],
-                    vec!["del", deadlines],
-                    vec!["pubsub", count, channel],
-                    vec!["time"],
-                ]
+            Group::Kind(kind) => {
+                return kind
+                    .commands
+                    .iter()
+                    .map(|words| words.iter().map(|w| kind.word(w, names, count)).collect())
+                    .collect();
             }
-            Group::Fenced => match names.token_counter() {
-                Some(token) => vec![vec!["incr", token]],
-                None => Vec::new(),
-            },
             Group::Count | Group::Permits => Vec::new(),
-            Group::ReadWrite => {
-                // A read hold's timeout key, as the scripts name one (any owner: the rule
-                // that grants it matches them all).
-                let Some((_, rw)) = names.read_write() else {
-                    return Vec::new();
-                };
-                let timeout = format!("{}:<owner>:rwlock_timeout:1", rw.timeouts);
-                let words: Vec<Vec<String>> = [
-                    vec!["hset", key, "f", "1"],
-                    vec!["hdel", key, "f"],
-                    vec!["hgetall", key],
-                    vec!["hlen", key],
-                    vec!["set", &timeout, "1", "px", "1"],
-                    vec!["pexpire", &timeout, "1"],
-                    vec!["pttl", &timeout],
-                    vec!["del", &timeout],
-                ]
-                .into_iter()
-                .map(|words| words.into_iter().map(str::to_string).collect())
-                .collect();
-                return words;
-            }
         };
         // The publish command every release runs, asked about with the lock's channel
         // (Redis checks the channel's permission along with the command's): a user without
@@ -329,13 +298,8 @@ fn refused_probe(target: &str, error: Error) -> Error {
 }
 
 /// The groups of commands a lock of `names`' kind runs.
-fn groups_of(names: &LockNames) -> [Option<Group>; 4] {
-    [
-        Some(Group::Every),
-        names.queue().map(|_| Group::Fair),
-        names.token_counter().map(|_| Group::Fenced),
-        names.read_write().map(|_| Group::ReadWrite),
-    ]
+fn groups_of(names: &LockNames) -> [Option<Group>; 2] {
+    [Some(Group::Every), Some(Group::Kind(names.kind))]
 }
 
 /// A refused command, as the user would grant it: `` `+hrandfield` on key `app:1` ``.

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use crate::protocol::channels::ChannelKind;
+use crate::protocol::kinds::{Kind, Side};
 use crate::protocol::layout::{self, Derived};
 use crate::protocol::slot::key_slot;
 
-pub(crate) use crate::protocol::layout::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+pub(crate) use crate::protocol::layout::UNLOCK_MESSAGE;
 
 /// The first of `names` that a Redis Cluster puts in another hash slot than `key`.
 fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<SplitName> {
@@ -25,16 +26,18 @@ fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<Spl
 /// Every name one lock uses in Redis, computed once per lock handle.
 #[derive(Debug)]
 pub(crate) struct LockNames {
+    /// What the lock is: its scripts, and the rules of the names below.
+    pub(crate) kind: &'static Kind,
     /// The lock hash: the configured key prefix followed by the lock name.
     pub(crate) key: Arc<str>,
-    /// `redisson_lock__channel:{key}`: where unlocks are announced. A fair lock announces
-    /// on one channel per waiter instead, this followed by `:<owner>`; a read-write lock
-    /// on `redisson_rwlock:{key}`.
+    /// Where unlocks are announced (the kind's channel rule): `redisson_lock__channel:{key}`,
+    /// or a read-write lock's `redisson_rwlock:{key}`. A fair lock announces on one
+    /// channel per waiter instead, this followed by `:<owner>`.
     pub(crate) channel: Arc<str>,
+    /// The keys the kind keeps beside the hash, in the order of its `kept` rules.
+    pub(crate) kept: Box<[Arc<str>]>,
     /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per unlock request.
     latch_prefix: String,
-    /// The names only this kind of lock has.
-    pub(crate) kind: KindNames,
     /// How unlock messages on `channel` travel: the publish command the scripts get.
     channel_kind: ChannelKind,
     /// On a cluster: a derived name outside the key's slot (see
@@ -53,122 +56,23 @@ pub(crate) struct SplitName {
     pub(crate) slot: u16,
 }
 
-/// The names that one kind of lock adds to the reentrant lock's: the kind, as the protocol
-/// sees it (which scripts a call runs, which keys they touch).
-#[derive(Debug)]
-pub(crate) enum KindNames {
-    /// Redisson's `RLock`: the hash and its channel only.
-    Reentrant,
-    /// Redisson's `RFairLock`: a waiting queue besides.
-    Fair(QueueNames),
-    /// Redisson's `RFencedLock`: `redisson_lock_token:{key}`, the fencing token counter.
-    Fenced {
-        /// The counter every acquire increments.
-        counter: Arc<str>,
-    },
-    /// The read lock of Redisson's `RReadWriteLock`: the hash has a `mode`, and each read
-    /// hold a timeout key of its own.
-    Read(ReadWriteNames),
-    /// The write lock of Redisson's `RReadWriteLock`: owner fields end in `:write`.
-    Write(ReadWriteNames),
-}
-
-/// The side of a read-write lock a handle takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
-    /// The read lock: shared.
-    Read,
-    /// The write lock: exclusive.
-    Write,
-}
-
-impl Side {
-    /// The `mode` field of a hash held on this side.
-    pub(crate) fn mode(self) -> &'static str {
-        match self {
-            Side::Read => "read",
-            Side::Write => "write",
-        }
-    }
-}
-
-/// The names a read-write lock adds to the hash (Redisson's `RReadWriteLock`).
-#[derive(Debug)]
-pub(crate) struct ReadWriteNames {
-    /// `{<key>}` (the key as it is when it has a brace already): read hold `n` of owner
-    /// `o` has the timeout key `<this>:<o>:rwlock_timeout:<n>`.
-    pub(crate) timeouts: Arc<str>,
-}
-
-impl KindNames {
-    /// The kind as a metric label.
-    pub(crate) fn label(&self) -> &'static str {
-        match self {
-            KindNames::Reentrant => "reentrant",
-            KindNames::Fair(_) => "fair",
-            KindNames::Fenced { .. } => "fenced",
-            KindNames::Read(_) => "read",
-            KindNames::Write(_) => "write",
-        }
-    }
-}
-
-/// The keys of a fair lock's waiting queue (Redisson's `RFairLock`).
-#[derive(Debug)]
-pub(crate) struct QueueNames {
-    /// `redisson_lock_queue:{key}`: owner fields in arrival order, head first.
-    pub(crate) list: Arc<str>,
-    /// `redisson_lock_timeout:{key}`: owner field → deadline (ms, Redis server clock) by
-    /// which the waiter must refresh its place or be dropped.
-    pub(crate) deadlines: Arc<str>,
-}
-
 impl LockNames {
-    /// The names of the reentrant lock `name`.
-    pub(crate) fn new(key_prefix: &str, name: &str) -> Self {
+    /// The names of the lock `name` of `kind`.
+    pub(crate) fn new(kind: &'static Kind, key_prefix: &str, name: &str) -> Self {
         let key = format!("{key_prefix}{name}");
         LockNames {
-            channel: Derived::UnlockChannel.of(&key).into(),
+            kind,
+            channel: kind.channel.of(&key).into(),
+            kept: kind
+                .kept
+                .iter()
+                .map(|kept| (kept.name)(&key).into())
+                .collect(),
             latch_prefix: Derived::UnlockLatch.of(&key),
-            kind: KindNames::Reentrant,
             key: key.into(),
             channel_kind: ChannelKind::Classic,
             split: None,
         }
-    }
-
-    /// The names of the fair lock `name`: the reentrant lock's, plus its queue.
-    pub(crate) fn fair(key_prefix: &str, name: &str) -> Self {
-        let mut names = Self::new(key_prefix, name);
-        names.kind = KindNames::Fair(QueueNames {
-            list: Derived::FairQueue.of(&names.key).into(),
-            deadlines: Derived::FairTimeouts.of(&names.key).into(),
-        });
-        names
-    }
-
-    /// The names of the fenced lock `name`: the reentrant lock's, plus its token counter.
-    pub(crate) fn fenced(key_prefix: &str, name: &str) -> Self {
-        let mut names = Self::new(key_prefix, name);
-        names.kind = KindNames::Fenced {
-            counter: Derived::FencingToken.of(&names.key).into(),
-        };
-        names
-    }
-
-    /// The names of the read or write lock (`side`) of the read-write lock `name`: the
-    /// hash, the channel `redisson_rwlock:{key}`, and the timeout keys of read holds.
-    pub(crate) fn read_or_write(key_prefix: &str, name: &str, side: Side) -> Self {
-        let mut names = Self::new(key_prefix, name);
-        names.channel = Derived::ReadWriteChannel.of(&names.key).into();
-        let rw = ReadWriteNames {
-            timeouts: layout::hash_tagged(&names.key).into(),
-        };
-        names.kind = match side {
-            Side::Read => KindNames::Read(rw),
-            Side::Write => KindNames::Write(rw),
-        };
-        names
     }
 
     /// These names, for a client of a Redis Cluster whose unlock messages travel as
@@ -190,26 +94,18 @@ impl LockNames {
     }
 
     /// On a Redis Cluster every key of one script call must be in one hash slot: the first
-    /// derived name (channel, latch, queue, deadlines, token counter) that is not in the
-    /// lock key's slot, with the slot it is in. Only names with braces can split: a `{`
-    /// but no valid hash tag (such as `a{b` or `{}x`), or a `}` with no `{` before it;
-    /// Redisson derives the same names (redisson#5853).
+    /// derived name (channel, latch, the kind's kept keys) that is not in the lock key's
+    /// slot, with the slot it is in. Only names with braces can split: a `{` but no valid
+    /// hash tag (such as `a{b` or `{}x`), or a `}` with no `{` before it; Redisson derives
+    /// the same names (redisson#5853).
     /// Computed for cluster clients only: a standalone client never needs a slot.
     fn split_name(&self) -> Option<SplitName> {
         let mut names: Vec<String> = vec![self.channel.to_string(), self.latch_prefix.clone()];
         // A latch is the prefix and `:<id>`: with no valid tag in the prefix, its slot
         // depends on the id, so a sample stands for all.
         names.push(self.unlock_latch(0).to_string());
-        match &self.kind {
-            KindNames::Reentrant => {}
-            KindNames::Fair(queue) => {
-                names.push(queue.list.to_string());
-                names.push(queue.deadlines.to_string());
-            }
-            KindNames::Fenced { counter } => names.push(counter.to_string()),
-            KindNames::Read(_) | KindNames::Write(_) => {
-                names.push(layout::read_timeout_prefix(&self.key, "0:0") + ":1");
-            }
+        for (rule, name) in self.kind.kept.iter().zip(&*self.kept) {
+            names.push((rule.checked_as)(name));
         }
         first_split(&self.key, names)
     }
@@ -221,56 +117,30 @@ impl LockNames {
     }
 
     /// The channel on which `owner` hears that it may take the lock: the lock's channel,
-    /// shared by all waiters, or for a fair lock the waiter's own, so that an unlock wakes
-    /// the head of the queue alone.
+    /// shared by all waiters, or for a queued kind the waiter's own, so that an unlock
+    /// wakes the head of the queue alone.
     pub(crate) fn wait_channel(&self, owner: &str) -> Arc<str> {
-        match self.kind {
-            KindNames::Fair(_) => layout::fair_waiter_channel(&self.key, owner).into(),
-            _ => self.channel.clone(),
+        if self.kind.queued {
+            layout::fair_waiter_channel(&self.key, owner).into()
+        } else {
+            self.channel.clone()
         }
     }
 
     /// The hash field of the task whose field is `task` (`<client-uuid>:<task-id>`): that
-    /// field, or for a write lock the field followed by `:write`.
+    /// field, followed by the kind's suffix (a write lock's `:write`).
     pub(crate) fn owner_field(&self, task: &Arc<str>) -> Arc<str> {
-        match self.kind {
-            KindNames::Write(_) => layout::write_owner(task).into(),
-            _ => task.clone(),
-        }
-    }
-
-    /// A read-write lock's side and names; `None` for other kinds.
-    pub(crate) fn read_write(&self) -> Option<(Side, &ReadWriteNames)> {
-        match &self.kind {
-            KindNames::Read(rw) => Some((Side::Read, rw)),
-            KindNames::Write(rw) => Some((Side::Write, rw)),
-            _ => None,
+        match self.kind.owner_suffix {
+            "" => task.clone(),
+            suffix => format!("{task}{suffix}").into(),
         }
     }
 
     /// For a read lock, the prefix of `owner`'s timeout keys,
     /// `{<key>}:<owner>:rwlock_timeout`; `None` for other kinds.
     pub(crate) fn read_timeouts(&self, owner: &str) -> Option<Arc<str>> {
-        match &self.kind {
-            KindNames::Read(_) => Some(layout::read_timeout_prefix(&self.key, owner).into()),
-            _ => None,
-        }
-    }
-
-    /// The fair lock's queue; `None` for other kinds.
-    pub(crate) fn queue(&self) -> Option<&QueueNames> {
-        match &self.kind {
-            KindNames::Fair(queue) => Some(queue),
-            _ => None,
-        }
-    }
-
-    /// The fenced lock's token counter; `None` for other kinds.
-    pub(crate) fn token_counter(&self) -> Option<&Arc<str>> {
-        match &self.kind {
-            KindNames::Fenced { counter } => Some(counter),
-            _ => None,
-        }
+        (self.kind.side == Some(Side::Read))
+            .then(|| layout::read_timeout_prefix(&self.key, owner).into())
     }
 
     /// The latch key of one unlock request, `<prefix>:<request id in 32 hex digits>`;

@@ -1,10 +1,14 @@
 //! The layout's names, checked against Redisson's.
 
 use super::*;
+use crate::protocol::kinds::fair::FAIR;
+use crate::protocol::kinds::fenced::FENCED;
+use crate::protocol::kinds::read_write::{READ, WRITE};
+use crate::protocol::kinds::reentrant::REENTRANT;
 
 #[test]
 fn names_follow_redisson() {
-    let names = LockNames::new("", "order:1001");
+    let names = LockNames::new(&REENTRANT, "", "order:1001");
     assert_eq!(&*names.key, "order:1001");
     assert_eq!(&*names.channel, "redisson_lock__channel:{order:1001}");
     assert_eq!(
@@ -20,23 +24,25 @@ fn names_follow_redisson() {
 
 #[test]
 fn fair_names_follow_redisson() {
-    let names = LockNames::fair("", "jobs");
-    let queue = names.queue().unwrap();
-    assert_eq!(&*queue.list, "redisson_lock_queue:{jobs}");
-    assert_eq!(&*queue.deadlines, "redisson_lock_timeout:{jobs}");
+    let names = LockNames::new(&FAIR, "", "jobs");
+    let [queue, deadlines] = &*names.kept else {
+        panic!("a queue and its deadlines");
+    };
+    assert_eq!(&**queue, "redisson_lock_queue:{jobs}");
+    assert_eq!(&**deadlines, "redisson_lock_timeout:{jobs}");
     assert_eq!(
         &*names.wait_channel("u:7"),
         "redisson_lock__channel:{jobs}:u:7"
     );
     assert_eq!(
-        &*LockNames::new("", "jobs").wait_channel("u:7"),
+        &*LockNames::new(&REENTRANT, "", "jobs").wait_channel("u:7"),
         "redisson_lock__channel:{jobs}"
     );
 }
 
 #[test]
 fn read_write_names_follow_redisson() {
-    let read = LockNames::read_or_write("", "doc:7", Side::Read);
+    let read = LockNames::new(&READ, "", "doc:7");
     assert_eq!(&*read.key, "doc:7");
     assert_eq!(&*read.channel, "redisson_rwlock:{doc:7}");
     assert_eq!(
@@ -44,12 +50,12 @@ fn read_write_names_follow_redisson() {
         Some("{doc:7}:u:7:rwlock_timeout")
     );
     assert_eq!(&*read.owner_field(&"u:7".into()), "u:7");
-    let write = LockNames::read_or_write("app:", "{doc}:7", Side::Write);
+    let write = LockNames::new(&WRITE, "app:", "{doc}:7");
     assert_eq!(&*write.channel, "redisson_rwlock:app:{doc}:7");
     assert_eq!(&*write.owner_field(&"u:7".into()), "u:7:write");
     assert_eq!(write.read_timeouts("u:7"), None);
-    let (side, rw) = write.read_write().unwrap();
-    assert_eq!((side, &*rw.timeouts), (Side::Write, "app:{doc}:7"));
+    assert_eq!(write.kind.side, Some(Side::Write));
+    assert_eq!(&*write.kept[0], "app:{doc}:7");
     assert_eq!(
         &*write.unlock_latch(1),
         "redisson_unlock_latch:app:{doc}:7:00000000000000000000000000000001"
@@ -60,18 +66,21 @@ fn read_write_names_follow_redisson() {
 fn derived_names_share_the_key_slot_unless_braces_split_them() {
     for name in ["order:1001", "{user42}:cart", "x{y}z"] {
         for names in [
-            LockNames::new("", name),
-            LockNames::fair("app:", name),
-            LockNames::fenced("", name),
-            LockNames::read_or_write("", name, Side::Read),
-            LockNames::read_or_write("app:", name, Side::Write),
+            LockNames::new(&REENTRANT, "", name),
+            LockNames::new(&FAIR, "app:", name),
+            LockNames::new(&FENCED, "", name),
+            LockNames::new(&READ, "", name),
+            LockNames::new(&WRITE, "app:", name),
         ] {
             assert_eq!(names.split_name(), None, "{name}");
         }
     }
     for name in ["a{b", "{}x", "}{", "a}b"] {
-        assert!(LockNames::new("", name).split_name().is_some(), "{name}");
-        let read = LockNames::read_or_write("", name, Side::Read);
+        assert!(
+            LockNames::new(&REENTRANT, "", name).split_name().is_some(),
+            "{name}"
+        );
+        let read = LockNames::new(&READ, "", name);
         assert!(read.split_name().is_some(), "{name}");
     }
 }
@@ -158,7 +167,7 @@ fn synchronizer_names_share_the_key_slot_unless_braces_split_them() {
 
 #[test]
 fn hash_tagged_names_keep_their_tag() {
-    let names = LockNames::new("app:", "{user42}:cart");
+    let names = LockNames::new(&REENTRANT, "app:", "{user42}:cart");
     assert_eq!(&*names.key, "app:{user42}:cart");
     assert_eq!(&*names.channel, "redisson_lock__channel:app:{user42}:cart");
 }

@@ -1,27 +1,18 @@
-//! The acquire call: one lock's acquire script (plain, fenced, fair; read and write in
-//! [`read_write`](super::read_write)), alone or in a batch of many, and what it answered.
+//! The acquire call: one lock's acquire script (its kind's), a plain lock's alone or in a
+//! batch of many, and what it answered.
 
 use std::sync::Arc;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use super::{fair_call, read_write, LONE, NOT_A_LOCK, NUMBER_BYTES};
-use super::{ACQUIRE, FAIR_ACQUIRE, FENCED_ACQUIRE};
+use super::{NOT_A_LOCK, NUMBER_BYTES};
 use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::conn::Conn;
 use crate::protocol::conn::EvalSha;
+use crate::protocol::kinds::fair::PlaceTerms;
+use crate::protocol::kinds::reentrant::ACQUIRE;
+use crate::protocol::kinds::Values;
 use crate::protocol::names::LockNames;
-
-/// How far ahead of the Redis server's clock a queued fair waiter's deadline is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PlaceTerms {
-    /// For the waiter itself: how long it keeps its place without refreshing it.
-    pub(crate) keep_ms: u64,
-    /// For each waiter ahead of it in the queue: the `fairLockWaitTimeout` of the Redisson
-    /// clients sharing the queue, which each of them subtracts from the deadlines behind
-    /// it when it takes the lock or gives up (0: none do).
-    pub(crate) per_waiter_ahead_ms: u64,
-}
 
 /// One acquire attempt.
 pub(crate) struct AcquireCall<'a> {
@@ -32,7 +23,8 @@ pub(crate) struct AcquireCall<'a> {
     pub(crate) join_queue: bool,
     /// Fair locks: how long a queued waiter keeps its place without refreshing it.
     pub(crate) place: PlaceTerms,
-    /// Where a plain lock's acquire may be batched with others; `None`: sent alone.
+    /// Where a plain lock's acquire (`acquire.lua`) may be batched with others; `None`:
+    /// sent alone.
     pub(crate) batcher: Option<&'a Arc<Batcher<AcquireItem>>>,
 }
 
@@ -86,27 +78,21 @@ pub(crate) struct AcquireItem {
 }
 
 impl AcquireItem {
-    /// `acquire.lua` over `items`; `lone`: one item, answered bare.
-    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
+    /// `acquire.lua` over `items`, answered as an array (an item sent alone is called with
+    /// its kind's shape, answered bare).
+    fn call(items: &[Self]) -> EvalSha<'static> {
         let bytes = items
             .iter()
             .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
             .sum();
-        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len() + 1, bytes);
+        let mut call = EvalSha::new(&ACQUIRE, items.len(), 2 * items.len(), bytes);
         for item in items {
             call.arg(&*item.names.key);
         }
         for item in items {
             call.arg(item.lease_ms).arg(&*item.owner);
         }
-        if lone {
-            call.arg(LONE);
-        }
         call
-    }
-
-    fn reply(reply: i64) -> AcquireReply {
-        AcquireReply::from_code(reply)
     }
 }
 
@@ -118,70 +104,73 @@ impl Batched for AcquireItem {
     }
 
     async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
-        let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
-        Ok(replies.into_iter().map(Self::reply).collect())
+        let replies: Vec<i64> = Self::call(items).query(conn).await?;
+        Ok(replies.into_iter().map(AcquireReply::from_code).collect())
     }
 
     async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<AcquireReply> {
-        let reply: i64 = Self::call(std::slice::from_ref(item), true)
-            .query(conn)
-            .await?;
-        Ok(Self::reply(reply))
+        let values = Values {
+            owner: &item.owner,
+            lease_ms: item.lease_ms,
+            ..Values::default()
+        };
+        let call = item.names.kind.acquire.build(&item.names, &values, 0);
+        let reply: i64 = call.query(conn).await?;
+        Ok(AcquireReply::from_code(reply))
     }
 }
 
 impl AcquireCall<'_> {
-    /// `acquire.lua`, `fenced_acquire.lua`, `fair_acquire.lua`, or a read-write lock's
-    /// `read_acquire.lua` or `write_acquire.lua`.
+    /// The kind's acquire script: `acquire.lua` (batched where a batcher is given),
+    /// `fenced_acquire.lua`, `fair_acquire.lua`, `read_acquire.lua` or `write_acquire.lua`.
     pub(crate) async fn run(&self, mut conn: Conn) -> RedisResult<AcquireReply> {
-        if let Some((side, _)) = self.names.read_write() {
-            return read_write::acquire(&mut conn, self.names, side, self.lease_ms, self.owner)
-                .await;
-        }
-        if let Some(token) = self.names.token_counter() {
-            let bytes = self.names.key.len() + token.len() + NUMBER_BYTES + self.owner.len();
-            let mut call = EvalSha::new(&FENCED_ACQUIRE, 2, 4, bytes);
-            call.arg(&*self.names.key)
-                .arg(&**token)
-                .arg(self.lease_ms)
-                .arg(&**self.owner);
-            // The token arrives as a decimal string: exact over the counter's whole range.
-            let (acquired, value): (i64, String) = call.query(&mut conn).await?;
-            let parsed = |what: &str| {
-                value.parse::<i64>().map_err(|_| {
-                    RedisError::from((
-                        ErrorKind::UnexpectedReturnType,
-                        "the fenced acquire answered a malformed number",
-                        format!("{what} `{value}`"),
-                    ))
-                })
-            };
-            return Ok(match acquired {
-                1 | 2 => AcquireReply::Acquired {
-                    token: Some(parsed("token")?.unsigned_abs()),
-                    new_hold: acquired == 1,
-                },
-                _ => AcquireReply::RetryWithin(parsed("pttl")?),
-            });
-        }
-        let Some(queue) = self.names.queue() else {
-            let item = AcquireItem {
-                names: self.names.clone(),
-                lease_ms: self.lease_ms,
-                owner: self.owner.clone(),
-            };
-            return match self.batcher {
-                Some(batcher) => batcher.call(conn, item).await,
-                None => Batched::send_one(&mut conn, &item).await,
-            };
+        let item = || AcquireItem {
+            names: self.names.clone(),
+            lease_ms: self.lease_ms,
+            owner: self.owner.clone(),
         };
-        let mut call = fair_call(&FAIR_ACQUIRE, self.names, queue, &[], 4);
-        call.arg(self.lease_ms)
-            .arg(&**self.owner)
-            .arg(self.place.keep_ms)
-            .arg(if self.join_queue { "queue" } else { "try" })
-            .arg(self.place.per_waiter_ahead_ms);
-        let reply: i64 = call.query(&mut conn).await?;
-        Ok(AcquireReply::from_code(reply))
+        let kind = self.names.kind;
+        if std::ptr::eq(&**kind.acquire.script, &*ACQUIRE) {
+            return match self.batcher {
+                Some(batcher) => batcher.call(conn, item()).await,
+                None => Batched::send_one(&mut conn, &item()).await,
+            };
+        }
+        let values = Values {
+            owner: self.owner,
+            lease_ms: self.lease_ms,
+            join: self.join_queue,
+            keep_place_ms: self.place.keep_ms,
+            ahead_ms: self.place.per_waiter_ahead_ms,
+            ..Values::default()
+        };
+        let call = kind.acquire.build(self.names, &values, 0);
+        let reply: redis::Value = call.query(&mut conn).await?;
+        acquired(reply)
     }
+}
+
+/// What an acquire script answered: a code, or a fenced acquire's `{code, number}` (the
+/// token, or the PTTL), the number a decimal string, exact over the counter's whole range.
+fn acquired(reply: redis::Value) -> RedisResult<AcquireReply> {
+    let (code, value): (i64, String) = match reply {
+        redis::Value::Int(code) => return Ok(AcquireReply::from_code(code)),
+        reply => redis::from_redis_value(reply)?,
+    };
+    let parsed = |what: &str| {
+        value.parse::<i64>().map_err(|_| {
+            RedisError::from((
+                ErrorKind::UnexpectedReturnType,
+                "the fenced acquire answered a malformed number",
+                format!("{what} `{value}`"),
+            ))
+        })
+    };
+    Ok(match code {
+        1 | 2 => AcquireReply::Acquired {
+            token: Some(parsed("token")?.unsigned_abs()),
+            new_hold: code == 1,
+        },
+        _ => AcquireReply::RetryWithin(parsed("pttl")?),
+    })
 }

@@ -4,25 +4,24 @@
 //! Redis answers NOSCRIPT (after a restart or `SCRIPT FLUSH`). The scripts are also loaded
 //! when a client connects, so the first lock call does not pay that extra round trip.
 //!
-//! A plain lock and a fair lock share the hash, the lease and the renewal script; a fair
-//! lock's acquire, unlock and force-unlock scripts also keep its waiting queue, and share
-//! the helpers of `fair_common.lua`, prepended at build time. A read-write lock has scripts
-//! of its own (`read_write`).
+//! Which script a lock's call runs, and with which keys and arguments, its kind says
+//! ([`kinds`](crate::protocol::kinds)); the calls here run any kind's: acquire (a plain
+//! lock's batched with others, `acquire`), unlock (`unlock`), force unlock and inspect.
+//! The watchdog's renewal, the ACL probe, the fixed-lease check and the synchronizers'
+//! scripts are here too.
 
 use std::sync::LazyLock;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::Conn;
 use crate::protocol::conn::{EvalSha, LuaScript};
-use crate::protocol::names::{LockNames, QueueNames, UNLOCK_MESSAGE};
-
-pub(crate) use read_write::renew as renew_read_write;
+use crate::protocol::kinds::{Kind, Values};
+use crate::protocol::names::LockNames;
 
 /// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
 /// then the helpers it shares with other scripts, then its body.
-fn assemble(shared: &[&str], body: &str) -> String {
+pub(crate) fn assemble(shared: &[&str], body: &str) -> String {
     let (flags, body) = match body.strip_prefix("#!") {
         Some(_) => body.split_once('\n').unwrap_or((body, "")),
         None => ("", body),
@@ -39,34 +38,25 @@ fn assemble(shared: &[&str], body: &str) -> String {
     source
 }
 
-/// A script of this folder, with the shared helper files listed after it prepended.
+/// A script of the top-level `lua/`, with the shared helper files listed after it
+/// prepended.
 macro_rules! script {
     ($file:literal $(, $shared:literal)*) => {
-        LazyLock::new(|| {
-            LuaScript::new(assemble(
+        std::sync::LazyLock::new(|| {
+            $crate::protocol::conn::LuaScript::new($crate::protocol::scripts::assemble(
                 &[$(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $shared))),*],
                 include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $file)),
             ))
         })
     };
 }
-
-// After the macros, which it uses.
-mod read_write;
-
-/// A fair-lock script: the lock helpers and `fair_common.lua` prepended.
-macro_rules! fair_script {
-    ($file:literal) => {
-        script!($file, "lock_common.lua", "fair_common.lua")
-    };
-}
-
-mod synchronizers;
+pub(crate) use script;
 
 mod acquire;
+mod synchronizers;
 mod unlock;
 
-pub(crate) use acquire::{AcquireCall, AcquireItem, AcquireReply, PlaceTerms};
+pub(crate) use acquire::{AcquireCall, AcquireItem, AcquireReply};
 pub(crate) use unlock::{UnlockCall, UnlockItem, UnlockOutcome};
 
 pub(crate) use synchronizers::{
@@ -75,49 +65,16 @@ pub(crate) use synchronizers::{
     PermitAcquire, PermitRelease, RequestLatch, PERMITS_RANGE,
 };
 
-static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");
-static UNLOCK: LazyLock<LuaScript> = script!("unlock.lua");
-static FORCE_UNLOCK: LazyLock<LuaScript> = script!("force_unlock.lua", "lock_common.lua");
 static RENEW: LazyLock<LuaScript> = script!("renew.lua");
-static FENCED_ACQUIRE: LazyLock<LuaScript> = script!("fenced_acquire.lua", "lock_common.lua");
-static FENCED_SET: LazyLock<LuaScript> =
-    script!("fenced_set.lua", "lock_common.lua", "fence_common.lua");
-static FENCED_RAISE: LazyLock<LuaScript> =
-    script!("fenced_raise.lua", "lock_common.lua", "fence_common.lua");
-static FAIR_ACQUIRE: LazyLock<LuaScript> = fair_script!("fair_acquire.lua");
-static FAIR_UNLOCK: LazyLock<LuaScript> = fair_script!("fair_unlock.lua");
-static FAIR_FORCE_UNLOCK: LazyLock<LuaScript> = fair_script!("fair_force_unlock.lua");
-static FAIR_LEAVE: LazyLock<LuaScript> = fair_script!("fair_leave.lua");
-static FAIR_HEARTBEAT: LazyLock<LuaScript> = fair_script!("fair_heartbeat.lua");
-static FAIR_NOTIFY: LazyLock<LuaScript> = fair_script!("fair_notify.lua");
 static ACL_PROBE: LazyLock<LuaScript> = script!("acl_probe.lua");
-static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
 static STILL_HELD: LazyLock<LuaScript> = script!("still_held.lua");
 
 /// Loads every script, so that later calls find them by hash.
 pub(crate) async fn load_all(conn: &mut Conn) -> RedisResult<()> {
-    let all = [
-        &ACQUIRE,
-        &UNLOCK,
-        &FORCE_UNLOCK,
-        &RENEW,
-        &FENCED_ACQUIRE,
-        &FENCED_SET,
-        &FENCED_RAISE,
-        &FAIR_ACQUIRE,
-        &FAIR_UNLOCK,
-        &FAIR_FORCE_UNLOCK,
-        &FAIR_LEAVE,
-        &FAIR_HEARTBEAT,
-        &FAIR_NOTIFY,
-        &ACL_PROBE,
-        &INSPECT,
-        &STILL_HELD,
-    ];
-    for script in all
+    for script in [&RENEW, &ACL_PROBE, &STILL_HELD]
         .into_iter()
+        .chain(Kind::scripts())
         .chain(synchronizers::all())
-        .chain(read_write::all())
     {
         script.script().load_async(conn).await?;
     }
@@ -132,49 +89,6 @@ const NOT_A_LOCK: i64 = -4;
 
 /// `unlock.lua`'s answer when the user may not publish the unlock message.
 const PUBLISH_REFUSED: i64 = -5;
-
-/// The last argument of a batched script called for one item alone: the reply comes bare.
-const LONE: &str = "1";
-
-/// Adds the keys every fair-lock script takes for one lock: lock, queue, deadlines.
-fn fair_keys(call: &mut EvalSha<'_>, names: &LockNames, queue: &QueueNames) {
-    call.arg(&*names.key)
-        .arg(&*queue.list)
-        .arg(&*queue.deadlines);
-}
-
-/// A call of a fair-lock script on one lock: its three keys, then `more_keys` keys (to be
-/// added), then the channel, the unlock message and the publish command, then `args`
-/// arguments (to be added).
-/// The channel is an argument, not a key: it needs no key permission (see the README's
-/// ACL rules), and the lock key routes the call.
-fn fair_call<'s>(
-    script: &'s LuaScript,
-    names: &LockNames,
-    queue: &QueueNames,
-    more_keys: &[&str],
-    args: usize,
-) -> EvalSha<'s> {
-    let bytes = names.key.len() * 4 + 128 + args * NUMBER_BYTES;
-    let mut call = EvalSha::new(
-        script,
-        3 + more_keys.len(),
-        6 + more_keys.len() + args,
-        bytes,
-    );
-    fair_keys(&mut call, names, queue);
-    for key in more_keys {
-        call.arg(*key);
-    }
-    call.arg(&*names.channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(names.publish_command());
-    call
-}
-
-/// How long the head of a free fair lock's queue that nobody hears keeps its turn:
-/// `UNHEARD_GRACE_MS` in `fair_common.lua`, where the reason is.
-pub(crate) const UNHEARD_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What the fair scripts answer for "freed, and the queue's head did not hear it".
 const FREED_HEAD_UNHEARD: i64 = 2;
@@ -198,36 +112,20 @@ pub(crate) enum ForceUnlocked {
     },
 }
 
-/// `force_unlock.lua`, `fair_force_unlock.lua` or `rw_force_unlock.lua`; with `seen`, only
-/// if the lock is held by exactly those owner fields (whatever their counts; a read-write
-/// lock in the side's mode, its writer's field with `:write`).
+/// The kind's force unlock (`force_unlock.lua`, `fair_force_unlock.lua` or
+/// `rw_force_unlock.lua`); with `seen`, only if the lock is held by exactly those owner
+/// fields (whatever their counts; a read-write lock in the side's mode, its writer's field
+/// with `:write`).
 pub(crate) async fn force_unlock(
     mut conn: Conn,
     names: &LockNames,
     seen: Option<&[String]>,
 ) -> RedisResult<ForceUnlocked> {
     let seen_args = seen.map_or(0, |seen| seen.len() + 1);
-    let seen_bytes = seen.map_or(0, |seen| seen.iter().map(|s| s.len() + 8).sum());
-    let mut call = if let Some((side, rw)) = names.read_write() {
-        read_write::force_unlock_call(names, side, rw, seen_args, seen_bytes)
-    } else {
-        match names.queue() {
-            None => {
-                let mut call = EvalSha::new(
-                    &FORCE_UNLOCK,
-                    1,
-                    4 + seen_args,
-                    2 * names.key.len() + 64 + seen_bytes,
-                );
-                call.arg(&*names.key)
-                    .arg(&*names.channel)
-                    .arg(UNLOCK_MESSAGE)
-                    .arg(names.publish_command());
-                call
-            }
-            Some(queue) => fair_call(&FAIR_FORCE_UNLOCK, names, queue, &[], seen_args),
-        }
-    };
+    let mut call = names
+        .kind
+        .force_unlock
+        .build(names, &Values::default(), seen_args);
     if let Some(seen) = seen {
         call.arg(seen.len());
         for field in seen {
@@ -265,43 +163,6 @@ fn force_unlocked(reply: redis::Value) -> RedisResult<ForceUnlocked> {
     }
 }
 
-/// `fair_notify.lua`: looks again at the queue of the fair lock `names` once the grace of
-/// an unheard head has passed: drops stale waiters and, if the lock is free, tells the
-/// head, or passes it over for the first waiter that hears. True when a head (a new one)
-/// still keeps its turn unheard. A plain lock has no queue: nothing to do.
-pub(crate) async fn notify_queue(mut conn: Conn, names: &LockNames) -> RedisResult<bool> {
-    let Some(queue) = names.queue() else {
-        return Ok(false);
-    };
-    let kept: i64 = fair_call(&FAIR_NOTIFY, names, queue, &[], 0)
-        .query(&mut conn)
-        .await?;
-    Ok(kept == 1)
-}
-
-/// `fair_leave.lua`: `owner` leaves the fair lock's queue, and a new head is told if
-/// the lock is free. A plain lock has no queue: nothing to do.
-pub(crate) async fn leave_queue(mut conn: Conn, names: &LockNames, owner: &str) -> RedisResult<()> {
-    let Some(queue) = names.queue() else {
-        return Ok(());
-    };
-    let mut call = fair_call(&FAIR_LEAVE, names, queue, &[], 1);
-    call.arg(owner);
-    let _was_queued: i64 = call.query(&mut conn).await?;
-    Ok(())
-}
-
-/// What the heartbeat found of one queued waiter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// Still queued; its deadline was pushed forward.
-    Kept,
-    /// It heads the queue of a free lock: it should take the lock now.
-    TurnCame,
-    /// No longer queued: it took the lock, left, or was dropped as stale.
-    Gone,
-}
-
 /// `renew.lua` over one batch of `(key, owner, lease)`: for each, whether the owner
 /// still held it (and its lease was reset). Leases that differ from `lease_ms` (near a
 /// maximum hold time) are sent one per key.
@@ -332,75 +193,6 @@ pub(crate) async fn renew<'a>(
     }
     let renewed: Vec<i64> = call.query(conn).await?;
     Ok(renewed.into_iter().map(|r| r == 1).collect())
-}
-
-/// `fair_heartbeat.lua` over one batch of fair waiters: for each `(lock, queue,
-/// owner)` what became of its place (a kept place's deadline is pushed ahead by `place`).
-pub(crate) async fn refresh_places<'a>(
-    conn: &mut Conn,
-    place: PlaceTerms,
-    batch: impl Iterator<Item = (&'a LockNames, &'a QueueNames, &'a str)> + Clone,
-) -> RedisResult<Vec<Place>> {
-    let (waiters, bytes) = batch.clone().fold((0, 0), |(n, bytes), (names, _, owner)| {
-        (n + 1, bytes + 4 * names.key.len() + 128 + owner.len())
-    });
-    // Every lock of one client publishes with the same command.
-    let publish = batch
-        .clone()
-        .next()
-        .map_or(ChannelKind::Classic.publish(), |(names, _, _)| {
-            names.publish_command()
-        });
-    let mut call = EvalSha::new(&FAIR_HEARTBEAT, 3 * waiters, 5 * waiters + 4, bytes);
-    for (names, queue, _) in batch.clone() {
-        fair_keys(&mut call, names, queue);
-    }
-    call.arg(place.keep_ms)
-        .arg(UNLOCK_MESSAGE)
-        .arg(publish)
-        .arg(place.per_waiter_ahead_ms);
-    for (names, _, owner) in batch {
-        call.arg(&*names.channel).arg(owner);
-    }
-    let places: Vec<i64> = call.query(conn).await?;
-    Ok(places
-        .into_iter()
-        .map(|place| match place {
-            1 => Place::Kept,
-            2 => Place::TurnCame,
-            _ => Place::Gone,
-        })
-        .collect())
-}
-
-/// `fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token
-/// than `token` was accepted before. True when written.
-pub(crate) async fn fenced_set(
-    mut conn: Conn,
-    key: &str,
-    fence: &str,
-    token: u64,
-    value: &[u8],
-) -> RedisResult<bool> {
-    let mut call = EvalSha::new(&FENCED_SET, 2, 4, key.len() + fence.len() + value.len());
-    call.arg(key).arg(fence).arg(token).arg(value);
-    call.query(&mut conn).await
-}
-
-/// `fenced_raise.lua`: raises the token counter of a fenced lock that `owner` holds to
-/// at least `token`. False when `owner` no longer holds the lock (nothing written).
-pub(crate) async fn fenced_raise(
-    mut conn: Conn,
-    names: &LockNames,
-    owner: &str,
-    token: u64,
-) -> RedisResult<bool> {
-    let Some(counter) = names.token_counter() else {
-        return Ok(false);
-    };
-    let mut call = EvalSha::new(&FENCED_RAISE, 2, 4, names.key.len() * 2 + owner.len() + 64);
-    call.arg(&*names.key).arg(&**counter).arg(owner).arg(token);
-    call.query(&mut conn).await
 }
 
 /// `acl_probe.lua`: which of `checks` (each a command and its arguments) the connected
@@ -436,24 +228,31 @@ pub(crate) struct LockState {
     pub(crate) locked: bool,
 }
 
-/// `inspect.lua` (or for a read-write lock `rw_inspect.lua`): the state of the lock of
-/// `names` as seen by `owner`, or a NOTALOCK error when the key is not a lock.
+/// The kind's inspect (`inspect.lua`, or for a read-write lock `rw_inspect.lua`): the
+/// state of the lock of `names` as seen by `owner`, or a NOTALOCK error when the key is
+/// not a lock.
 pub(crate) async fn inspect(
     mut conn: Conn,
     names: &LockNames,
     owner: &str,
 ) -> RedisResult<LockState> {
-    if let Some((side, _)) = names.read_write() {
-        return read_write::inspect(conn, names, side, owner).await;
-    }
-    let key = &*names.key;
-    let mut call = EvalSha::new(&INSPECT, 1, 2, key.len() + owner.len());
-    call.arg(key).arg(owner);
-    let (pttl_ms, count): (i64, u32) = call.query(&mut conn).await?;
+    let values = Values {
+        owner,
+        ..Values::default()
+    };
+    let call = names.kind.inspect.build(names, &values, 0);
+    // `{pttl, count}`, and a read-write lock's `locked` for the asked side.
+    let state: Vec<i64> = call.query(&mut conn).await?;
+    let unexpected =
+        || RedisError::from((ErrorKind::UnexpectedReturnType, "unexpected inspect reply"));
+    let (&pttl_ms, &count) = (
+        state.first().ok_or_else(unexpected)?,
+        state.get(1).ok_or_else(unexpected)?,
+    );
     Ok(LockState {
         pttl_ms,
-        count,
-        locked: pttl_ms != -2,
+        count: u32::try_from(count).map_err(|_| unexpected())?,
+        locked: state.get(2).map_or(pttl_ms != -2, |&locked| locked == 1),
     })
 }
 
@@ -475,19 +274,4 @@ pub(crate) async fn still_held<'a>(
     }
     let held: Vec<i64> = call.query(conn).await?;
     Ok(held.into_iter().map(|h| h == 1).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The client waits out the grace that `fair_common.lua` gives an unheard head.
-    #[test]
-    fn the_unheard_grace_is_the_scripts() {
-        let line = format!("local UNHEARD_GRACE_MS = {}\n", UNHEARD_GRACE.as_millis());
-        assert!(
-            include_str!("../../../lua/fair_common.lua").contains(&line),
-            "{line}"
-        );
-    }
 }

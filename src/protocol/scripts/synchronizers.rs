@@ -7,7 +7,6 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use super::assemble;
 use crate::protocol::conn::Conn;
 use crate::protocol::conn::{EvalSha, LuaScript};
 use crate::protocol::names::{SyncKind, SyncNames};

@@ -1,18 +1,18 @@
-//! The unlock call: one release of a lock's hold (`unlock.lua`, or `fair_unlock.lua`
-//! telling the queue's head), alone or in a batch of many, and what it found.
+//! The unlock call: one release of a lock's hold (its kind's script: `unlock.lua`, or
+//! `fair_unlock.lua` telling the queue's head, or a read-write lock's), a plain lock's
+//! alone or in a batch of many, and what it found.
 
 use std::sync::Arc;
 
 use redis::RedisResult;
 
-use super::{
-    fair_call, read_write, FREED_HEAD_UNHEARD, LONE, NOT_A_LOCK, NUMBER_BYTES, PUBLISH_REFUSED,
-};
-use super::{FAIR_UNLOCK, UNLOCK};
+use super::{FREED_HEAD_UNHEARD, NOT_A_LOCK, NUMBER_BYTES, PUBLISH_REFUSED};
 use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::Conn;
 use crate::protocol::conn::EvalSha;
+use crate::protocol::kinds::reentrant::UNLOCK;
+use crate::protocol::kinds::Values;
 use crate::protocol::names::{LockNames, UNLOCK_MESSAGE};
 
 /// What the unlock script found.
@@ -26,8 +26,9 @@ pub(crate) enum UnlockOutcome {
     Freed,
     /// The last hold of a fair lock was released, and the head of its queue did not hear it
     /// (it may be subscribing yet): it keeps its turn for
-    /// [`UNHEARD_GRACE`](super::UNHEARD_GRACE), after which the client should look again
-    /// ([`notify_queue`](super::notify_queue)).
+    /// [`UNHEARD_GRACE`](crate::protocol::kinds::fair::UNHEARD_GRACE), after which the
+    /// client should look again
+    /// ([`notify_queue`](crate::protocol::kinds::fair::notify_queue)).
     FreedHeadUnheard,
     /// The key is not a lock; nothing was written.
     NotALock,
@@ -49,14 +50,14 @@ impl From<Option<i64>> for UnlockOutcome {
     }
 }
 
-/// One call of `unlock.lua`, `fair_unlock.lua` or a read-write lock's unlock script.
+/// One call of the kind's unlock script.
 pub(crate) struct UnlockCall<'a> {
     pub(crate) names: &'a Arc<LockNames>,
     pub(crate) latch: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
     pub(crate) latch_ttl_ms: u64,
-    /// Where a plain lock's release may be batched with others; `None`: sent alone.
+    /// Where a release by `unlock.lua` may be batched with others; `None`: sent alone.
     pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
 }
 
@@ -71,8 +72,9 @@ pub(crate) struct UnlockItem {
 }
 
 impl UnlockItem {
-    /// `unlock.lua` over `items`; `lone`: one item, answered bare.
-    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
+    /// `unlock.lua` over `items`, answered as an array (an item sent alone is called with
+    /// its kind's shape, answered bare).
+    fn call(items: &[Self]) -> EvalSha<'static> {
         let bytes = 1
             + NUMBER_BYTES
             + items
@@ -87,7 +89,7 @@ impl UnlockItem {
                         + 1
                 })
                 .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 4 + 6 * items.len(), bytes);
+        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 3 + 6 * items.len(), bytes);
         for item in items {
             call.arg(&*item.names.key).arg(&*item.latch);
         }
@@ -106,9 +108,6 @@ impl UnlockItem {
                 .arg(&*item.owner)
                 .arg(if item.retry { "1" } else { "0" });
         }
-        if lone {
-            call.arg(LONE);
-        }
         call
     }
 }
@@ -121,14 +120,21 @@ impl Batched for UnlockItem {
     }
 
     async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<UnlockOutcome>> {
-        let found: Vec<i64> = Self::call(items, false).query(conn).await?;
+        let found: Vec<i64> = Self::call(items).query(conn).await?;
         Ok(found.into_iter().map(|f| Some(f).into()).collect())
     }
 
     async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<UnlockOutcome> {
-        let found: i64 = Self::call(std::slice::from_ref(item), true)
-            .query(conn)
-            .await?;
+        let values = Values {
+            owner: &item.owner,
+            lease_ms: item.lease_ms,
+            latch: &item.latch,
+            latch_ttl_ms: item.latch_ttl_ms,
+            retry: item.retry,
+            ..Values::default()
+        };
+        let call = item.names.kind.unlock.build(&item.names, &values, 0);
+        let found: i64 = call.query(conn).await?;
         Ok(Some(found).into())
     }
 }
@@ -136,10 +142,8 @@ impl Batched for UnlockItem {
 impl UnlockCall<'_> {
     /// `retry`: an earlier try of this request may have run.
     pub(crate) async fn run(&self, mut conn: Conn, retry: bool) -> RedisResult<UnlockOutcome> {
-        if let Some((side, rw)) = self.names.read_write() {
-            return read_write::unlock(conn, self, side, rw, retry).await;
-        }
-        let Some(queue) = self.names.queue() else {
+        let kind = self.names.kind;
+        if std::ptr::eq(&**kind.unlock.script, &*UNLOCK) {
             let item = UnlockItem {
                 names: self.names.clone(),
                 latch: self.latch.clone(),
@@ -152,12 +156,20 @@ impl UnlockCall<'_> {
                 Some(batcher) => batcher.call(conn, item).await,
                 None => Batched::send_one(&mut conn, &item).await,
             };
+        }
+        let values = Values {
+            owner: self.owner,
+            lease_ms: self.lease_ms,
+            latch: self.latch,
+            latch_ttl_ms: self.latch_ttl_ms,
+            retry,
+            ..Values::default()
         };
-        let mut call = fair_call(&FAIR_UNLOCK, self.names, queue, &[self.latch], 3);
-        call.arg(self.lease_ms)
-            .arg(&**self.owner)
-            .arg(self.latch_ttl_ms);
-        let found: Option<i64> = call.query(&mut conn).await?;
+        let found: Option<i64> = kind
+            .unlock
+            .build(self.names, &values, 0)
+            .query(&mut conn)
+            .await?;
         Ok(found.into())
     }
 }

@@ -1,0 +1,67 @@
+//! Redisson's `RLock`: the hash and its channel only. Its acquires and releases are batched
+//! (`acquire.lua` and `unlock.lua` take many locks; see `scripts::acquire` and
+//! `scripts::unlock`), so their shapes here are those of one lock alone.
+
+use std::sync::LazyLock;
+
+use super::{Arg, Call, Kind};
+use crate::protocol::conn::LuaScript;
+use crate::protocol::layout::{Derived, UNLOCK_MESSAGE};
+use crate::protocol::scripts::script;
+
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");
+pub(crate) static UNLOCK: LazyLock<LuaScript> = script!("unlock.lua");
+static FORCE_UNLOCK: LazyLock<LuaScript> = script!("force_unlock.lua", "lock_common.lua");
+pub(super) static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
+
+/// The plain lock's force unlock: also the fenced lock's.
+pub(super) static FORCE_UNLOCK_CALL: Call = Call {
+    script: &FORCE_UNLOCK,
+    keys: &[Arg::Key],
+    args: &[Arg::Channel, Arg::Text(UNLOCK_MESSAGE), Arg::Publish],
+};
+
+/// The plain lock's inspect: also the fair and the fenced lock's.
+pub(super) static INSPECT_CALL: Call = Call {
+    script: &INSPECT,
+    keys: &[Arg::Key],
+    args: &[Arg::Owner],
+};
+
+/// The plain lock's release, as called for one lock alone (the trailing "1"): also the
+/// fenced lock's.
+pub(super) static UNLOCK_CALL: Call = Call {
+    script: &UNLOCK,
+    keys: &[Arg::Key, Arg::Latch],
+    args: &[
+        Arg::Text(UNLOCK_MESSAGE),
+        Arg::LatchTtl,
+        Arg::Publish,
+        Arg::Channel,
+        Arg::Lease,
+        Arg::Owner,
+        Arg::Retry,
+        Arg::Text("1"),
+    ],
+};
+
+/// Redisson's `RLock`: reentrant, and a release wakes any one waiter.
+pub(crate) static REENTRANT: Kind = Kind {
+    label: "reentrant",
+    channel: Derived::UnlockChannel,
+    kept: &[],
+    owner_suffix: "",
+    queued: false,
+    side: None,
+    fenced: false,
+    // The batched scripts, as called for one lock alone (the trailing "1").
+    acquire: &Call {
+        script: &ACQUIRE,
+        keys: &[Arg::Key],
+        args: &[Arg::Lease, Arg::Owner, Arg::Text("1")],
+    },
+    unlock: &UNLOCK_CALL,
+    force_unlock: &FORCE_UNLOCK_CALL,
+    inspect: &INSPECT_CALL,
+    commands: &[],
+};
