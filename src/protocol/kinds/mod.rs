@@ -3,8 +3,9 @@
 //! channel, its owner fields, the shape of each of its scripts' calls, the commands those
 //! run). The engine reads these values and never asks which kind it holds.
 //!
-//! A new kind is its scripts in `lua/`, one file here that describes it, and its line in
-//! [`ALL`].
+//! A new kind is its scripts in `lua/`, one file here that describes it, its line in
+//! [`ALL`], and the public type that names it (with `LockKind::KIND`) in
+//! [`locks`](crate::locks).
 
 use std::sync::LazyLock;
 
