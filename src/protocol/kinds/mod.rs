@@ -167,19 +167,12 @@ impl Call {
         values: &Values<'_>,
         more: usize,
     ) -> EvalSha<'static> {
-        let shape = self.keys.iter().chain(self.args);
-        let bytes = shape.clone().count() * NUMBER_BYTES
-            + 3 * names.key.len()
-            + 2 * values.owner.len()
-            + values.latch.len();
+        let args = self.keys.len() + self.args.len();
+        let bytes =
+            args * NUMBER_BYTES + 3 * names.key.len() + 2 * values.owner.len() + values.latch.len();
         let script: &'static LuaScript = LazyLock::force(self.script);
-        let mut call = EvalSha::new(
-            script,
-            self.keys.len(),
-            self.keys.len() + self.args.len() + more,
-            bytes,
-        );
-        for arg in shape {
+        let mut call = EvalSha::new(script, self.keys.len(), args + more, bytes);
+        for arg in self.keys.iter().chain(self.args) {
             match *arg {
                 Arg::Key => call.arg(&*names.key),
                 Arg::Kept(index) => call.arg(&*names.kept[index]),
