@@ -50,6 +50,31 @@ const COMMANDS: &[&[&str]] = &[
     &["del", "$0"],
 ];
 
+/// A release's arguments: it publishes `message` when it frees the lock.
+const fn unlock_args(message: &'static str) -> [Arg; 8] {
+    [
+        Arg::Channel,
+        Arg::Text(message),
+        Arg::Publish,
+        Arg::LatchTtl,
+        Arg::Lease,
+        Arg::Owner,
+        Arg::Retry,
+        Arg::Kept(0),
+    ]
+}
+
+/// A force unlock's arguments: it deletes the lock held in `mode`, publishing `message`.
+const fn force_unlock_args(message: &'static str, mode: &'static str) -> [Arg; 5] {
+    [
+        Arg::Channel,
+        Arg::Text(message),
+        Arg::Publish,
+        Arg::Text(mode),
+        Arg::Kept(0),
+    ]
+}
+
 /// The read lock of Redisson's `RReadWriteLock`: the hash has a `mode`, and each read hold
 /// a timeout key of its own. A read release frees the lock for one writer.
 pub(crate) static READ: Kind = Kind {
@@ -68,27 +93,12 @@ pub(crate) static READ: Kind = Kind {
     unlock: &Call {
         script: &READ_UNLOCK,
         keys: &[Arg::Key, Arg::Latch, Arg::ReadTimeouts],
-        args: &[
-            Arg::Channel,
-            Arg::Text(UNLOCK_MESSAGE),
-            Arg::Publish,
-            Arg::LatchTtl,
-            Arg::Lease,
-            Arg::Owner,
-            Arg::Retry,
-            Arg::Kept(0),
-        ],
+        args: &unlock_args(UNLOCK_MESSAGE),
     },
     force_unlock: &Call {
         script: &FORCE_UNLOCK,
         keys: &[Arg::Key],
-        args: &[
-            Arg::Channel,
-            Arg::Text(UNLOCK_MESSAGE),
-            Arg::Publish,
-            Arg::Text("read"),
-            Arg::Kept(0),
-        ],
+        args: &force_unlock_args(UNLOCK_MESSAGE, "read"),
     },
     inspect: &Call {
         script: &INSPECT,
@@ -116,27 +126,12 @@ pub(crate) static WRITE: Kind = Kind {
     unlock: &Call {
         script: &WRITE_UNLOCK,
         keys: &[Arg::Key, Arg::Latch],
-        args: &[
-            Arg::Channel,
-            Arg::Text(READ_UNLOCK_MESSAGE),
-            Arg::Publish,
-            Arg::LatchTtl,
-            Arg::Lease,
-            Arg::Owner,
-            Arg::Retry,
-            Arg::Kept(0),
-        ],
+        args: &unlock_args(READ_UNLOCK_MESSAGE),
     },
     force_unlock: &Call {
         script: &FORCE_UNLOCK,
         keys: &[Arg::Key],
-        args: &[
-            Arg::Channel,
-            Arg::Text(READ_UNLOCK_MESSAGE),
-            Arg::Publish,
-            Arg::Text("write"),
-            Arg::Kept(0),
-        ],
+        args: &force_unlock_args(READ_UNLOCK_MESSAGE, "write"),
     },
     inspect: &Call {
         script: &INSPECT,
