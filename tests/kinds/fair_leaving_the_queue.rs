@@ -1,7 +1,7 @@
 //! FairLock waiters that give up: a `try_lock_for` that runs out leaves the queue before it
 //! returns and `try_lock` never queues nor jumps the queue; two waits of one task share one
 //! place, kept while either still waits; on a frozen server a queued wait still ends by its
-//! own bound. (Waits cancelled by their caller: `tests/lock/cancellation.rs`.)
+//! own bound. (Waits cancelled by their caller: `tests/lock/cancellation/`.)
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! Waiting: woken by pub/sub, bounded by TTL and by the caller's wait, and robust to a
-//! dropped pub/sub connection. (Waits cancelled by their caller: `cancellation.rs`.)
+//! dropped pub/sub connection. (Waits cancelled by their caller: `cancellation/`.)
 
 use std::time::{Duration, Instant};
 
