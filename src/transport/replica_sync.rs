@@ -27,6 +27,7 @@ use redis::{Cmd, Value};
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
+use crate::transport::slot_map::SlotMap;
 use crate::util::metrics;
 use crate::util::poison;
 
@@ -292,41 +293,14 @@ async fn slots_of(conn: &mut Conn, nodes: &[String]) -> Result<Vec<(u16, u16)>> 
     let mut slots = redis::cmd("CLUSTER");
     slots.arg("SLOTS");
     let replies = conn.on_every_master(slots).await?;
-    let Some(ranges) = replies
+    // Hosts as announced: redis-rs names a node by the address `CLUSTER SLOTS` gives.
+    match replies
         .into_iter()
-        .find_map(|(_, reply)| redis::from_redis_value::<Vec<Value>>(reply).ok())
-    else {
-        return Err(Error::pool("no master answered CLUSTER SLOTS"));
-    };
-    let mut void = Vec::new();
-    for range in ranges {
-        let Value::Array(fields) = range else {
-            continue;
-        };
-        let (Some(from), Some(to), Some(Value::Array(master))) =
-            (fields.first(), fields.get(1), fields.get(2))
-        else {
-            continue;
-        };
-        let (Ok(from), Ok(to)) = (
-            redis::from_redis_value_ref::<u16>(from),
-            redis::from_redis_value_ref::<u16>(to),
-        ) else {
-            continue;
-        };
-        let host = master
-            .first()
-            .and_then(|h| redis::from_redis_value_ref::<String>(h).ok());
-        let port = master
-            .get(1)
-            .and_then(|p| redis::from_redis_value_ref::<u16>(p).ok());
-        if let (Some(host), Some(port)) = (host, port) {
-            if nodes.contains(&format!("{host}:{port}")) {
-                void.push((from, to));
-            }
-        }
+        .find_map(|(_, reply)| SlotMap::parse(&reply, "").ok())
+    {
+        Some(map) => Ok(map.ranges_of(nodes)),
+        None => Err(Error::pool("no master answered CLUSTER SLOTS")),
     }
-    Ok(void)
 }
 
 fn info_replication() -> Cmd {

@@ -16,10 +16,10 @@ use tokio::task::JoinHandle;
 
 use crate::protocol::channels::ChannelKind;
 use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
-use crate::transport::pubsub::slot_map::{NodeId, SlotMap};
-use crate::transport::pubsub::topology::Topology;
+use crate::transport::pubsub::topology::{NodeId, Topology};
 use crate::transport::pubsub::{node, watcher};
 use crate::transport::reconnects::Reconnects;
+use crate::transport::slot_map::SlotMap;
 use crate::util::metrics;
 use crate::util::poison;
 

@@ -22,9 +22,10 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::{mpsc, watch};
 
-use crate::error::{is_permission_failure, Error, Result};
+use crate::error::{is_permission_failure, Result};
+use crate::transport::connections::within;
 use crate::transport::pubsub::hub::Hub;
-use crate::transport::pubsub::slot_map::NodeId;
+use crate::transport::pubsub::topology::NodeId;
 use crate::transport::sentinel::Master;
 use crate::util::metrics;
 
@@ -97,8 +98,7 @@ pub(super) async fn run(
                 drop(listener);
                 session.serve(&hub, &mut tells, &mut pushes).await
             }
-            Err(End::Done) => End::Done,
-            Err(End::Lost) => End::Lost,
+            Err(end) => end,
         };
         if let End::Done = end {
             return;
@@ -139,7 +139,7 @@ impl Session {
     ) -> Result<(Session, mpsc::UnboundedReceiver<PushInfo>)> {
         let timing = hub.timing;
         let master_changes = hub.topology.master_changes();
-        let client = hub.topology.client_for(node).await?;
+        let client = hub.topology.client_for(node)?;
         let (sender, pushes) = mpsc::unbounded_channel();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timing.connect_timeout))
@@ -147,15 +147,8 @@ impl Session {
             .set_push_sender(sender);
         // Bounded as a whole: the handshake after the connect has no bound of its own.
         let limit = timing.connect_timeout + timing.command_timeout;
-        let conn = tokio::time::timeout(
-            limit,
-            client.get_multiplexed_async_connection_with_config(&config),
-        )
-        .await
-        .map_err(|_| Error::Timeout {
-            during: "connecting for pub/sub",
-            after: limit,
-        })??;
+        let connecting = client.get_multiplexed_async_connection_with_config(&config);
+        let conn = within(limit, "connecting for pub/sub", connecting).await?;
         let session = Session {
             node: node.clone(),
             address: address.to_string(),

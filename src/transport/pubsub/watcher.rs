@@ -14,8 +14,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::transport::pubsub::hub::{Attention, Hub};
-use crate::transport::pubsub::slot_map::SlotMap;
 use crate::transport::pubsub::topology::host_of;
+use crate::transport::slot_map::SlotMap;
 
 /// How often the map is read while every subscription is where it belongs: a classic
 /// subscription left on a demoted master still hears every `PUBLISH`, but a fair lock's
