@@ -6,13 +6,13 @@
 //! subscribed.
 
 use std::collections::{HashMap, HashSet};
-use tokio_util::sync::CancellationToken;
-
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::protocol::channels::ChannelKind;
 use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
@@ -81,19 +81,26 @@ struct Wanted {
     node: Option<NodeId>,
 }
 
+impl State {
+    /// The wanted channels whose subscription belongs on `node`.
+    fn on<'a>(&'a self, node: &'a NodeId) -> impl Iterator<Item = (&'a Arc<str>, &'a Wanted)> {
+        self.channels
+            .iter()
+            .filter(move |(_, w)| w.node.as_ref() == Some(node))
+    }
+
+    /// `node`'s connection is gone: its channels are to be subscribed again.
+    fn unconfirm_on(&self, node: &NodeId) {
+        for (_, wanted) in self.on(node) {
+            wanted.channel.unconfirm();
+        }
+    }
+}
+
 /// A node's connection task and its queue of channels to look at again.
 struct NodeTask {
     handle: JoinHandle<Option<()>>,
     sender: mpsc::UnboundedSender<Arc<str>>,
-}
-
-/// What the cluster watcher should do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Attention {
-    /// Every wanted channel is subscribed where its slot lives: check now and then.
-    Settled,
-    /// Some channel waits for its subscription: check again soon.
-    Unsettled,
 }
 
 /// What a node's connection should do about the channels it was asked to look at.
@@ -141,11 +148,7 @@ impl Hub {
                 node: None,
             });
         let channel = wanted.channel.clone();
-        if channel
-            .waiters
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-            == 0
-        {
+        if channel.waiters.fetch_add(1, Ordering::AcqRel) == 0 {
             // A new entry: only the last waiter's leaving removes one, under this lock.
             metrics::channels(1.0);
             wanted.node = self.topology.node_of(state.slots.as_deref(), name);
@@ -163,11 +166,7 @@ impl Hub {
     /// Removes a waiter from `name`; the last one's leaving has its node unsubscribe.
     pub(super) fn deregister(self: &Arc<Self>, name: &Arc<str>, channel: &Channel) {
         let mut state = poison::locked(&self.state);
-        if channel
-            .waiters
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
-            == 1
-        {
+        if channel.waiters.fetch_sub(1, Ordering::AcqRel) == 1 {
             metrics::channels(-1.0);
             if let Some(Wanted {
                 node: Some(node), ..
@@ -197,11 +196,7 @@ impl Hub {
         // subscribed: the new task confirms them again, and wakes their waiters.
         let respawn = state.nodes.contains_key(node);
         if respawn {
-            for wanted in state.channels.values() {
-                if wanted.node.as_ref() == Some(node) {
-                    wanted.channel.unconfirm();
-                }
-            }
+            state.unconfirm_on(node);
         }
         let (sender, receiver) = mpsc::unbounded_channel();
         let handle = self
@@ -240,18 +235,14 @@ impl Hub {
         false
     }
 
-    /// Whether the watcher should look at the slot map again soon.
-    pub(super) fn attention(&self) -> Attention {
+    /// Whether some channel waits for its subscription, so that the watcher should look
+    /// at the slot map again soon.
+    pub(super) fn unsettled(&self) -> bool {
         let state = poison::locked(&self.state);
-        let unsettled = state
+        state
             .channels
             .values()
-            .any(|w| w.node.is_none() || w.channel.state() == Subscribed::Pending);
-        if unsettled {
-            Attention::Unsettled
-        } else {
-            Attention::Settled
-        }
+            .any(|w| w.node.is_none() || w.channel.state() == Subscribed::Pending)
     }
 
     /// The last slot map read, if any.
@@ -316,22 +307,13 @@ impl Hub {
 
     /// The channels `node` should be subscribed to.
     pub(super) fn assigned_to(&self, node: &NodeId) -> Vec<Arc<str>> {
-        poison::locked(&self.state)
-            .channels
-            .iter()
-            .filter(|(_, w)| w.node.as_ref() == Some(node))
-            .map(|(name, _)| name.clone())
-            .collect()
+        let state = poison::locked(&self.state);
+        state.on(node).map(|(name, _)| name.clone()).collect()
     }
 
     /// `node`'s connection was lost: its channels are to be subscribed again.
     pub(super) fn unconfirm_all(&self, node: &NodeId) {
-        let state = poison::locked(&self.state);
-        for wanted in state.channels.values() {
-            if wanted.node.as_ref() == Some(node) {
-                wanted.channel.unconfirm();
-            }
-        }
+        poison::locked(&self.state).unconfirm_on(node);
     }
 
     /// Which of `names` (or, for `None`, of the channels that belong on `node`, and of
@@ -350,9 +332,7 @@ impl Hub {
             Some(names) => names,
             None => {
                 everything = state
-                    .channels
-                    .iter()
-                    .filter(|(_, w)| w.node.as_ref() == Some(node))
+                    .on(node)
                     .map(|(name, _)| name.clone())
                     .chain(subscribed.iter().cloned())
                     .collect();
@@ -385,23 +365,20 @@ impl Hub {
     }
 
     /// Runs `action` on the channel `name` if it is wanted and belongs on `node`, under the
-    /// lock: a channel that moved on is not touched by its old node.
-    pub(super) fn on_assigned(&self, name: &str, node: &NodeId, action: impl FnOnce(&Channel)) {
+    /// lock: a channel that moved on is not touched by its old node. Whether it ran.
+    pub(super) fn on_assigned(
+        &self,
+        name: &str,
+        node: &NodeId,
+        action: impl FnOnce(&Channel),
+    ) -> bool {
         let state = poison::locked(&self.state);
-        if let Some(wanted) = state.channels.get(name) {
-            if wanted.node.as_ref() == Some(node) {
-                action(&wanted.channel);
-            }
-        }
-    }
-
-    /// Whether `name` is wanted and belongs on `node`.
-    pub(super) fn belongs_on(&self, name: &str, node: &NodeId) -> bool {
-        let state = poison::locked(&self.state);
-        state
-            .channels
-            .get(name)
-            .is_some_and(|w| w.node.as_ref() == Some(node))
+        let wanted = state.channels.get(name);
+        let Some(here) = wanted.filter(|w| w.node.as_ref() == Some(node)) else {
+            return false;
+        };
+        action(&here.channel);
+        true
     }
 
     pub(super) fn channel(&self, name: &[u8]) -> Option<Arc<Channel>> {

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::error::{is_permission_failure, Result};
 use crate::transport::connections::within;
+use crate::transport::pubsub::channel::Channel;
 use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::topology::NodeId;
 use crate::transport::sentinel::Master;
@@ -246,7 +247,7 @@ impl Session {
                 let Err(e) = reply else { continue };
                 if is_permission_failure(&e) {
                     tracing::warn!(channel = %name, error = %e, "the user may not subscribe to an unlock channel");
-                    hub.on_assigned(name, &self.node, |channel| channel.refuse());
+                    hub.on_assigned(name, &self.node, Channel::refuse);
                 } else if is_redirection(&e) {
                     // The slot map is stale: the channel waits for the watcher to route it
                     // again.
@@ -331,9 +332,7 @@ impl Session {
                     return Ok(());
                 };
                 self.subscribed.insert(name.clone());
-                if hub.belongs_on(&name, &self.node) {
-                    hub.on_assigned(&name, &self.node, |channel| channel.confirm());
-                } else {
+                if !hub.on_assigned(&name, &self.node, |channel| channel.confirm()) {
                     // Its waiters left (or it moved) while the subscribe was under way.
                     self.sync(hub, Some(&[name])).await?;
                 }
@@ -349,7 +348,7 @@ impl Session {
                     // The server dropped it on its own: the channel's slot left this node
                     // (a failover, a migration). Find where it lives now.
                     tracing::debug!(node = %self.address, channel = %name, "subscription dropped by the server");
-                    hub.on_assigned(&name, &self.node, |channel| channel.unconfirm());
+                    hub.on_assigned(&name, &self.node, Channel::unconfirm);
                     hub.topology.request_refresh();
                 }
             }

@@ -13,7 +13,7 @@ use redis::{AsyncConnectionConfig, ConnectionInfo, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::transport::pubsub::hub::{Attention, Hub};
+use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::topology::host_of;
 use crate::transport::slot_map::SlotMap;
 
@@ -48,9 +48,10 @@ pub(super) async fn run(hub: Weak<Hub>, refresh: Arc<Notify>) {
             if listener.retire_watcher_if_idle() {
                 return;
             }
-            match listener.attention() {
-                Attention::Settled => RECHECK,
-                Attention::Unsettled => UNSETTLED_RECHECK,
+            if listener.unsettled() {
+                UNSETTLED_RECHECK
+            } else {
+                RECHECK
             }
         };
         // The first read is at once (the first channel has no node yet).
