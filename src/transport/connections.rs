@@ -72,13 +72,12 @@ struct Pools {
     watch: Option<MasterWatch>,
     /// The pool of the master of this generation (0 on one Redis).
     pool: RwLock<(u64, Pool)>,
-    /// What the pools of later masters are built with.
-    settings: Settings,
 }
 
 impl Pools {
-    /// The pool of the current master, and its generation.
-    fn pool(&self) -> Result<(u64, Pool)> {
+    /// The pool of the current master, and its generation; the pools of later masters are
+    /// built with `settings`.
+    fn pool(&self, settings: &Settings) -> Result<(u64, Pool)> {
         let Some(watch) = &self.watch else {
             return Ok(poison::read(&self.pool).clone());
         };
@@ -90,7 +89,7 @@ impl Pools {
             }
         }
         let master = watch.current();
-        let pool = Connections::pool(&self.settings, &master.client, &master.url)?;
+        let pool = Connections::pool(settings, &master.client, &master.url)?;
         let mut current = poison::write(&self.pool);
         if current.0 < master.generation {
             *current = (master.generation, pool);
@@ -152,7 +151,10 @@ pub(crate) struct Pooled {
 
 pub(crate) struct Connections {
     backend: Backend,
-    connect_timeout: Duration,
+    /// Timeouts, retries, the URL messages name a single server by (a Sentinel master is
+    /// named by its own URL), and whether a server that may evict keys is accepted
+    /// (checked again on reconnection).
+    settings: Settings,
     shared: RwLock<Option<SharedConn>>,
     /// Serialises replacements, so a broken connection is replaced once, not once per
     /// caller; holds the last failed attempt, which callers queued behind it share.
@@ -160,12 +162,6 @@ pub(crate) struct Connections {
     next_generation: AtomicU64,
     /// Replies that timed out since the last one that arrived.
     timeouts_in_a_row: AtomicU32,
-    retry_attempts: u32,
-    retry_delay: Duration,
-    /// What messages name a single server by (a Sentinel master is named by its own URL).
-    url: ServerUrl,
-    /// Whether a server that may evict keys is accepted (checked again on reconnection).
-    allow_evicting_policy: bool,
     /// Told when a fresh shared connection replaces a broken one: Redis may have restarted
     /// or failed over and forgotten locks, which is worth checking at once.
     reconnects: Arc<Reconnects>,
@@ -196,46 +192,39 @@ impl Connections {
         reconnects: Arc<Reconnects>,
     ) -> Result<Self> {
         let closing = CancellationToken::new();
+        let pools = |watch, pool| {
+            Backend::Pooled(Box::new(Pools {
+                watch,
+                pool: RwLock::new(pool),
+            }))
+        };
         let backend = match (&endpoints.cluster, &endpoints.sentinel) {
             (Some(cluster), _) => Backend::Cluster(Box::new(cluster.clone())),
-            (None, sentinel) => {
-                let (watch, pool) = match sentinel {
-                    Some(sentinel) => {
-                        let watch = MasterWatch::start(
-                            sentinel.clone(),
-                            settings.connect_timeout,
-                            settings.response_timeout,
-                            reconnects.clone(),
-                            closing.clone(),
-                        )
-                        .await?;
-                        let master = watch.current();
-                        let pool = Self::pool(settings, &master.client, &master.url)?;
-                        (Some(watch), (master.generation, pool))
-                    }
-                    None => (
-                        None,
-                        (0, Self::pool(settings, &endpoints.nodes[0], &settings.url)?),
-                    ),
-                };
-                Backend::Pooled(Box::new(Pools {
-                    watch,
-                    pool: RwLock::new(pool),
-                    settings: settings.clone(),
-                }))
+            (None, None) => pools(
+                None,
+                (0, Self::pool(settings, &endpoints.nodes[0], &settings.url)?),
+            ),
+            (None, Some(sentinel)) => {
+                let watch = MasterWatch::start(
+                    sentinel.clone(),
+                    settings.connect_timeout,
+                    settings.response_timeout,
+                    reconnects.clone(),
+                    closing.clone(),
+                )
+                .await?;
+                let master = watch.current();
+                let pool = Self::pool(settings, &master.client, &master.url)?;
+                pools(Some(watch), (master.generation, pool))
             }
         };
         let connections = Connections {
             backend,
-            connect_timeout: settings.connect_timeout,
+            settings: settings.clone(),
             shared: RwLock::new(None),
             refill: tokio::sync::Mutex::new(None),
             next_generation: AtomicU64::new(1),
             timeouts_in_a_row: AtomicU32::new(0),
-            retry_attempts: settings.retry_attempts,
-            retry_delay: settings.retry_delay,
-            url: settings.url.clone(),
-            allow_evicting_policy: settings.allow_evicting_policy,
             reconnects,
             runtime_gone: CancellationToken::new(),
             outage: AtomicBool::new(false),
@@ -321,7 +310,7 @@ impl Connections {
             return Ok(current);
         }
         if let Some(failed) = last_failure.as_ref() {
-            if failed.at.elapsed() < self.retry_delay {
+            if failed.at.elapsed() < self.settings.retry_delay {
                 if let Some((url, policy)) = &failed.evicting {
                     return Err(Error::EvictingServer {
                         url: url.clone(),
@@ -382,14 +371,14 @@ impl Connections {
             return Ok(());
         }
         let url = self.server_url();
-        server_check::check_eviction(conn, &url, self.allow_evicting_policy, false).await
+        server_check::check_eviction(conn, &url, self.settings.allow_evicting_policy, false).await
     }
 
     /// How messages name the server: a Sentinel master by its own URL.
     fn server_url(&self) -> ServerUrl {
         match self.master_watch() {
             Some(watch) => watch.current().url.clone(),
-            None => self.url.clone(),
+            None => self.settings.url.clone(),
         }
     }
 
@@ -400,7 +389,7 @@ impl Connections {
             // Detached from the pool: it lives as long as it works, and the pool stays free
             // for the watchdog.
             Backend::Pooled(pools) => {
-                let (master, pool) = pools.pool()?;
+                let (master, pool) = pools.pool(&self.settings)?;
                 match pool.get().await {
                     Ok(conn) => Ok((master, Conn::Single(deadpool_redis::Connection::take(conn)))),
                     Err(e) => {
@@ -413,7 +402,7 @@ impl Connections {
             // connection and never answers would hang it.
             Backend::Cluster(client) => {
                 // Each node: a connect and a reply; the seeds are tried in turn.
-                let limit = self.connect_timeout * 2 + Duration::from_secs(1);
+                let limit = self.settings.connect_timeout * 2 + Duration::from_secs(1);
                 let connected = within(
                     limit,
                     "connecting to the cluster",
@@ -421,7 +410,7 @@ impl Connections {
                 );
                 match connected.await {
                     Ok(conn) => Ok((0, Conn::Cluster(conn))),
-                    Err(e) => Err(unreachable(e, &self.url)),
+                    Err(e) => Err(unreachable(e, &self.settings.url)),
                 }
             }
         }
@@ -505,14 +494,14 @@ impl Connections {
         if self.outage.swap(true, Ordering::AcqRel) {
             tracing::debug!(service, %error, "still cannot reach Redis");
         } else {
-            tracing::warn!(service, %error, server = %self.url, "cannot reach Redis; retrying");
+            tracing::warn!(service, %error, server = %self.settings.url, "cannot reach Redis; retrying");
         }
     }
 
     /// A call reached Redis: logs the end of an outage, once, at INFO.
     pub(crate) fn reachable(&self) {
         if self.outage.swap(false, Ordering::AcqRel) {
-            tracing::info!(server = %self.url, "Redis is reachable again");
+            tracing::info!(server = %self.settings.url, "Redis is reachable again");
         }
     }
 
@@ -527,7 +516,7 @@ impl Connections {
                 _checkout: None,
             });
         };
-        let (_, pool) = pools.pool()?;
+        let (_, pool) = pools.pool(&self.settings)?;
         // Boxed for the same reason as in `shared`: an acquire awaits this with replica sync.
         let checkout = Box::pin(pool.get())
             .await
@@ -542,10 +531,11 @@ impl Connections {
     /// much again of random jitter.
     pub(crate) fn backoff(&self) -> Duration {
         let jitter = rand::rng().random_range(0.0..=1.0);
-        self.retry_delay + self.retry_delay.mul_f64(jitter)
+        let delay = self.settings.retry_delay;
+        delay + delay.mul_f64(jitter)
     }
 
     pub(crate) fn retry_attempts(&self) -> u32 {
-        self.retry_attempts
+        self.settings.retry_attempts
     }
 }

@@ -259,14 +259,14 @@ async fn follow(inner: Weak<Inner>) {
         let subscribed = async {
             let mut pubsub = sentinel.get_async_pubsub().await?;
             pubsub.subscribe("+switch-master").await?;
-            Ok::<_, redis::RedisError>(pubsub)
+            Ok::<_, redis::RedisError>(pubsub.into_on_message())
         };
-        let mut messages = match tokio::time::timeout(limit, subscribed).await {
-            Ok(Ok(pubsub)) => Some(pubsub.into_on_message()),
-            // Polling goes on; subscribing is tried again after the next poll, on the
-            // sentinel that answers it.
-            _ => None,
-        };
+        // On a failure polling goes on; subscribing is tried again after the next poll, on
+        // the sentinel that answers it.
+        let mut messages = tokio::time::timeout(limit, subscribed)
+            .await
+            .ok()
+            .and_then(Result::ok);
         loop {
             let Some(watch) = inner.upgrade() else { return };
             let heard = async {

@@ -84,38 +84,23 @@ async fn check_identity(conn: &mut Conn, url: &ServerUrl) -> Result<()> {
             &format!("it runs version {version}; redis-rlock needs Redis 7.0 or later (or Valkey)"),
         ));
     }
-    let cluster = conn.is_cluster();
-    match field("mode").as_str() {
+    let refusal = match (field("mode").as_str(), conn.is_cluster()) {
         // The cluster connection sends HELLO to a master; replicas are never written to.
-        "cluster" if cluster => return Ok(()),
-        _ if cluster => {
-            return Err(unsupported(
-                url,
-                "it does not run in cluster mode; connect to it with Client::connect",
-            ))
+        ("cluster", true) => return Ok(()),
+        (_, true) => "it does not run in cluster mode; connect to it with Client::connect",
+        ("sentinel", false) => "it is a Redis Sentinel; connect to the master it monitors",
+        ("cluster", false) => {
+            "it runs in cluster mode: connect with Client::connect_cluster (a lock call \
+             on one node would be refused with MOVED or CROSSSLOT)"
         }
-        "sentinel" => {
-            return Err(unsupported(
-                url,
-                "it is a Redis Sentinel; connect to the master it monitors",
-            ))
-        }
-        "cluster" => {
-            return Err(unsupported(
-                url,
-                "it runs in cluster mode: connect with Client::connect_cluster (a lock call \
-                 on one node would be refused with MOVED or CROSSSLOT)",
-            ))
-        }
-        _ => {}
-    }
-    match field("role").as_str() {
-        "replica" | "slave" => Err(unsupported(
-            url,
-            "it is a replica, and replicas are read-only; connect to its master",
-        )),
-        _ => Ok(()),
-    }
+        _ => match field("role").as_str() {
+            "replica" | "slave" => {
+                "it is a replica, and replicas are read-only; connect to its master"
+            }
+            _ => return Ok(()),
+        },
+    };
+    Err(unsupported(url, refusal))
 }
 
 /// Whether the server takes sharded pub/sub (Redis 7.0): what [`PubSubMode::Auto`] asks,

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +43,9 @@ pub(super) struct Hub {
     /// Told when a node's connection comes back after being lost, or subscriptions moved
     /// to another node: Redis may have restarted or failed over and forgotten locks.
     pub(super) reconnects: Arc<Reconnects>,
+    /// Asks the cluster watcher to read the slot map again; held apart from the hub, which
+    /// the watcher holds only weakly while it waits.
+    refresh: Arc<Notify>,
     /// Where the tasks run: the runtime the client was built on.
     runtime: tokio::runtime::Handle,
     state: Mutex<State>,
@@ -123,6 +126,7 @@ impl Hub {
             topology,
             timing,
             reconnects,
+            refresh: Arc::new(Notify::new()),
             runtime,
             state: Mutex::new(State {
                 channels: HashMap::new(),
@@ -154,7 +158,7 @@ impl Hub {
             wanted.node = self.topology.node_of(state.slots.as_deref(), name);
             match wanted.node.clone() {
                 Some(node) => self.tell(state, &node, name, true),
-                None => self.topology.request_refresh(),
+                None => self.request_refresh(),
             }
         }
         if self.topology.is_cluster() {
@@ -216,12 +220,18 @@ impl Hub {
         if state.watcher.as_ref().is_some_and(|w| !w.is_finished()) {
             return;
         }
-        let refresh = self.topology.refresh_signal();
-        let watch = watcher::run(Arc::downgrade(self), refresh);
+        let watch = watcher::run(Arc::downgrade(self), self.refresh.clone());
         state.watcher = Some(
             self.runtime
                 .spawn(self.closing.clone().run_until_cancelled_owned(watch)),
         );
+    }
+
+    /// Asks the cluster watcher to read the slot map again (a node's connection was lost,
+    /// a subscription was dropped or redirected by the server); nothing on one Redis, where
+    /// no watcher runs.
+    pub(super) fn request_refresh(&self) {
+        self.refresh.notify_one();
     }
 
     /// The cluster watcher ends when no channel is wanted (under the lock, so that a
@@ -289,19 +299,11 @@ impl Hub {
             .values()
             .filter_map(|w| w.node.as_ref())
             .collect();
-        let retired: Vec<NodeId> = state
-            .nodes
-            .keys()
-            .filter(|node| match node {
-                NodeId::At(addr) => !map.is_master(addr) && !busy.contains(node),
-                NodeId::Only => false,
-            })
-            .cloned()
-            .collect();
-        for node in retired {
-            // Dropping its sender ends the task once it has handled what it was told.
-            state.nodes.remove(&node);
-        }
+        // Dropping a retired task's sender ends it once it has handled what it was told.
+        state.nodes.retain(|node, _| match node {
+            NodeId::At(addr) => map.is_master(addr) || busy.contains(node),
+            NodeId::Only => true,
+        });
         moved
     }
 

@@ -81,7 +81,7 @@ pub(super) async fn run(
                 }
                 failing_since.get_or_insert_with(tokio::time::Instant::now);
                 // The node may be gone for good: its slots may have moved.
-                listener.topology.request_refresh();
+                listener.request_refresh();
                 drop(listener);
                 tokio::time::sleep(RECONNECT_DELAY).await;
                 continue;
@@ -107,7 +107,7 @@ pub(super) async fn run(
         tracing::debug!(node = %address, "pub/sub connection lost; reconnecting");
         if let Some(listener) = hub.upgrade() {
             listener.unconfirm_all(&node);
-            listener.topology.request_refresh();
+            listener.request_refresh();
         }
         tokio::time::sleep(RECONNECT_DELAY).await;
     }
@@ -237,7 +237,7 @@ impl Session {
                 if let Err(e) = reply {
                     // Refused (no `+unsubscribe`): the subscription stays, harmlessly.
                     tracing::debug!(channel = %name, error = %e, "pub/sub unsubscribe refused");
-                    self.forget_unsubscribe(name);
+                    self.unsubscribed(name);
                 }
             }
         }
@@ -252,7 +252,7 @@ impl Session {
                     // The slot map is stale: the channel waits for the watcher to route it
                     // again.
                     tracing::debug!(channel = %name, error = %e, "pub/sub subscribe redirected");
-                    hub.topology.request_refresh();
+                    hub.request_refresh();
                 } else {
                     tracing::debug!(channel = %name, error = %e, "pub/sub subscribe failed");
                     return Err(End::Lost);
@@ -296,13 +296,17 @@ impl Session {
         }
     }
 
-    fn forget_unsubscribe(&mut self, name: &Arc<str>) {
-        if let Some(count) = self.unsubscribing.get_mut(name) {
-            *count -= 1;
-            if *count == 0 {
-                self.unsubscribing.remove(name);
-            }
+    /// An unsubscription of `name` was confirmed or refused: one fewer is awaited. False
+    /// when none was.
+    fn unsubscribed(&mut self, name: &Arc<str>) -> bool {
+        let Some(count) = self.unsubscribing.get_mut(name) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.unsubscribing.remove(name);
         }
+        true
     }
 
     /// Handles what the server pushed.
@@ -342,14 +346,12 @@ impl Session {
                     return Ok(());
                 };
                 self.subscribed.remove(&name);
-                if self.unsubscribing.contains_key(&name) {
-                    self.forget_unsubscribe(&name);
-                } else {
+                if !self.unsubscribed(&name) {
                     // The server dropped it on its own: the channel's slot left this node
                     // (a failover, a migration). Find where it lives now.
                     tracing::debug!(node = %self.address, channel = %name, "subscription dropped by the server");
                     hub.on_assigned(&name, &self.node, Channel::unconfirm);
-                    hub.topology.request_refresh();
+                    hub.request_refresh();
                 }
             }
             _ => {}

@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::transport::sentinel::{Master, MasterWatch};
@@ -54,8 +54,6 @@ pub(super) struct Cluster {
     /// The credentials, database and TLS settings nodes are opened with: the first seed's,
     /// as redis-rs' cluster client does.
     template: ConnectionInfo,
-    /// Asks the cluster watcher to read the slot map again.
-    refresh: Arc<Notify>,
 }
 
 impl Topology {
@@ -80,7 +78,6 @@ impl Topology {
         Ok(Topology::Cluster(Cluster {
             seeds: std::iter::once(first.clone()).chain(infos).collect(),
             template: first,
-            refresh: Arc::new(Notify::new()),
         }))
     }
 
@@ -146,22 +143,6 @@ impl Topology {
             .unwrap_or_default();
         sources.extend(cluster.seeds.iter().cloned());
         sources
-    }
-
-    /// Asks the cluster watcher to read the slot map again (a node's connection was lost,
-    /// a subscription was dropped or redirected by the server); nothing on one Redis.
-    pub(super) fn request_refresh(&self) {
-        if let Topology::Cluster(cluster) = self {
-            cluster.refresh.notify_one();
-        }
-    }
-
-    /// What [`request_refresh`](Self::request_refresh) signals.
-    pub(super) fn refresh_signal(&self) -> Arc<Notify> {
-        match self {
-            Topology::Cluster(cluster) => cluster.refresh.clone(),
-            Topology::Standalone { .. } | Topology::Sentinel { .. } => Arc::new(Notify::new()),
-        }
     }
 
     /// On a Sentinel client, told when the sentinels name another master; taken before

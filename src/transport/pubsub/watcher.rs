@@ -33,9 +33,7 @@ const MIN_GAP: Duration = Duration::from_millis(50);
 /// up the read for long before the next node is asked.
 const READ_LIMIT: Duration = Duration::from_secs(1);
 
-/// The watcher task of `hub`; `refresh` is its [`Topology::request_refresh`] signal.
-///
-/// [`Topology::request_refresh`]: crate::transport::pubsub::topology::Topology::request_refresh
+/// The watcher task of `hub`; `refresh` is its [`Hub::request_refresh`] signal.
 pub(super) async fn run(hub: Weak<Hub>, refresh: Arc<Notify>) {
     // A connection to the node the map was last read from, kept between reads.
     let mut control: Option<(MultiplexedConnection, String)> = None;
