@@ -16,7 +16,6 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::ErrorKind;
 
 use crate::protocol::conn::Conn;
@@ -39,13 +38,12 @@ impl EpochWatch {
     /// after the other, and a node that has not yet must not make the next read look like a
     /// change again.
     pub(crate) async fn changed(&self, conn: &Conn) -> bool {
-        let Conn::Cluster(conn) = conn else {
+        if !conn.is_cluster() {
             return false;
-        };
+        }
         let mut info = redis::cmd("CLUSTER");
         info.arg("INFO");
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        let text = match conn.clone().route_command(info, routing).await {
+        let text = match conn.clone().query_one_node(&info).await {
             Ok(reply) => match redis::from_redis_value::<String>(reply) {
                 Ok(text) => text,
                 Err(e) => {
@@ -74,13 +72,12 @@ impl EpochWatch {
 /// # Errors
 /// The node's error, or an unexpected reply.
 pub(crate) async fn node_ids(conn: &Conn) -> redis::RedisResult<Option<BTreeSet<String>>> {
-    let Conn::Cluster(conn) = conn else {
+    if !conn.is_cluster() {
         return Ok(None);
-    };
+    }
     let mut slots = redis::cmd("CLUSTER");
     slots.arg("SLOTS");
-    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let reply = conn.clone().route_command(slots, routing).await?;
+    let reply = conn.clone().query_one_node(&slots).await?;
     match SlotMap::parse(&reply, "") {
         Ok(map) => Ok(Some(map.ids)),
         Err(e) => Err((

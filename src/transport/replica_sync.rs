@@ -223,13 +223,14 @@ impl ReplicaSync {
             return Ok(connected);
         }
         let replies = conn.on_every_master(info_replication()).await?;
-        let mut connected = HashMap::with_capacity(replies.len());
-        for (node, reply) in replies {
-            // A master that did not answer has no reading: its writes failed anyway.
-            if let Ok(info) = redis::from_redis_value::<String>(reply) {
-                connected.insert(node, parse_connected_replicas(&info));
-            }
-        }
+        // A master that did not answer has no reading: its writes failed anyway.
+        let connected: HashMap<String, usize> = replies
+            .into_iter()
+            .filter_map(|(node, reply)| {
+                let info = redis::from_redis_value::<String>(reply).ok()?;
+                Some((node, parse_connected_replicas(&info)))
+            })
+            .collect();
         *poison::locked(&self.every_master) = Some(Reading::now(connected.clone()));
         Ok(connected)
     }

@@ -170,16 +170,14 @@ async fn memory_settings(conn: &mut Conn) -> Result<Vec<(String, Option<Memory>)
     let mut info = redis::cmd("INFO");
     info.arg("memory");
     let replies = refused_as_nil(conn.on_every_master(info).await)?;
-    let mut nodes = Vec::with_capacity(replies.len());
-    let mut config_needed = false;
-    for (node, reply) in replies {
-        let memory = redis::from_redis_value::<String>(reply)
-            .ok()
-            .and_then(|info| Memory::from_info(&info));
-        config_needed |= memory.is_none();
-        nodes.push((node, memory));
-    }
-    if config_needed {
+    let mut nodes: Vec<(String, Option<Memory>)> = replies
+        .into_iter()
+        .map(|(node, reply)| {
+            let info = redis::from_redis_value::<String>(reply).ok();
+            (node, info.and_then(|info| Memory::from_info(&info)))
+        })
+        .collect();
+    if nodes.iter().any(|(_, memory)| memory.is_none()) {
         let mut config = redis::cmd("CONFIG");
         config.arg("GET").arg("maxmemory-policy").arg("maxmemory");
         let replies = refused_as_nil(conn.on_every_master(config).await)?;

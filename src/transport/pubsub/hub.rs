@@ -6,6 +6,7 @@
 //! subscribed.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,15 +57,7 @@ pub(super) struct Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
-        self.closing.cancel();
-    }
-}
-
-impl Hub {
-    /// Ends every node task and the watcher, closing their connections: the client shuts
-    /// down.
-    pub(super) fn close(&self) {
-        self.closing.cancel();
+        self.close();
     }
 }
 
@@ -90,6 +83,12 @@ impl State {
         self.channels
             .iter()
             .filter(move |(_, w)| w.node.as_ref() == Some(node))
+    }
+
+    /// The channel `name`, if it is wanted and belongs on `node`.
+    fn assigned(&self, name: &str, node: &NodeId) -> Option<&Wanted> {
+        let wanted = self.channels.get(name)?;
+        (wanted.node.as_ref() == Some(node)).then_some(wanted)
     }
 
     /// `node`'s connection is gone: its channels are to be subscribed again.
@@ -136,6 +135,12 @@ impl Hub {
             }),
             closing: CancellationToken::new(),
         }
+    }
+
+    /// Ends every node task and the watcher, closing their connections: the client shuts
+    /// down.
+    pub(super) fn close(&self) {
+        self.closing.cancel();
     }
 
     /// Adds a waiter on `name`; the channel's first waiter has its node told to subscribe,
@@ -203,14 +208,8 @@ impl Hub {
             state.unconfirm_on(node);
         }
         let (sender, receiver) = mpsc::unbounded_channel();
-        let handle = self
-            .runtime
-            .spawn(self.closing.clone().run_until_cancelled_owned(node::run(
-                Arc::downgrade(self),
-                node.clone(),
-                receiver,
-                respawn,
-            )));
+        let run = node::run(Arc::downgrade(self), node.clone(), receiver, respawn);
+        let handle = self.spawn(run);
         state
             .nodes
             .insert(node.clone(), NodeTask { handle, sender });
@@ -221,10 +220,13 @@ impl Hub {
             return;
         }
         let watch = watcher::run(Arc::downgrade(self), self.refresh.clone());
-        state.watcher = Some(
-            self.runtime
-                .spawn(self.closing.clone().run_until_cancelled_owned(watch)),
-        );
+        state.watcher = Some(self.spawn(watch));
+    }
+
+    /// Runs `task` on the client's runtime until it ends or the hub closes.
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> JoinHandle<Option<()>> {
+        let task = self.closing.clone().run_until_cancelled_owned(task);
+        self.runtime.spawn(task)
     }
 
     /// Asks the cluster watcher to read the slot map again (a node's connection was lost,
@@ -347,11 +349,7 @@ impl Hub {
             if !seen.insert(name) {
                 continue;
             }
-            let here = state
-                .channels
-                .get(name)
-                .filter(|w| w.node.as_ref() == Some(node));
-            match here {
+            match state.assigned(name, node) {
                 Some(wanted) if wanted.channel.state() == Subscribed::Pending => {
                     if subscribed.contains(name) {
                         wanted.channel.confirm();
@@ -375,11 +373,10 @@ impl Hub {
         action: impl FnOnce(&Channel),
     ) -> bool {
         let state = poison::locked(&self.state);
-        let wanted = state.channels.get(name);
-        let Some(here) = wanted.filter(|w| w.node.as_ref() == Some(node)) else {
+        let Some(wanted) = state.assigned(name, node) else {
             return false;
         };
-        action(&here.channel);
+        action(&wanted.channel);
         true
     }
 

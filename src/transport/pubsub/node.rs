@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch};
 use crate::error::{is_permission_failure, Result};
 use crate::transport::connections::within;
 use crate::transport::pubsub::channel::Channel;
-use crate::transport::pubsub::hub::Hub;
+use crate::transport::pubsub::hub::{Hub, Timing};
 use crate::transport::pubsub::topology::NodeId;
 use crate::transport::sentinel::Master;
 use crate::util::metrics;
@@ -69,7 +69,7 @@ pub(super) async fn run(
         // Where it is now (a Sentinel master moves), for the logs.
         let address = listener.topology.address_of(&node);
         let opened = Session::open(&listener, &node, &address).await;
-        let (mut session, mut pushes) = match opened {
+        let mut session = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 // Once per outage, for waiters who had a subscription: they now wait out
@@ -97,7 +97,7 @@ pub(super) async fn run(
                 }
                 reconnecting = true;
                 drop(listener);
-                session.serve(&hub, &mut tells, &mut pushes).await
+                session.serve(&hub, &mut tells).await
             }
             Err(end) => end,
         };
@@ -125,19 +125,17 @@ struct Session {
     /// Unsubscriptions asked for and not yet confirmed: their `unsubscribe` pushes are no
     /// news.
     unsubscribing: HashMap<Arc<str>, usize>,
-    command_timeout: Duration,
-    ping_interval: Duration,
+    /// What the server pushes on this connection: messages, subscription changes, and its
+    /// loss.
+    pushes: mpsc::UnboundedReceiver<PushInfo>,
+    timing: Timing,
     /// On a Sentinel client: told when the sentinels name another master, which this
     /// connection must leave (see the topology docs).
     master_changes: Option<watch::Receiver<Arc<Master>>>,
 }
 
 impl Session {
-    async fn open(
-        hub: &Hub,
-        node: &NodeId,
-        address: &str,
-    ) -> Result<(Session, mpsc::UnboundedReceiver<PushInfo>)> {
+    async fn open(hub: &Hub, node: &NodeId, address: &str) -> Result<Session> {
         let timing = hub.timing;
         let master_changes = hub.topology.master_changes();
         let client = hub.topology.client_for(node)?;
@@ -150,17 +148,16 @@ impl Session {
         let limit = timing.connect_timeout + timing.command_timeout;
         let connecting = client.get_multiplexed_async_connection_with_config(&config);
         let conn = within(limit, "connecting for pub/sub", connecting).await?;
-        let session = Session {
+        Ok(Session {
             node: node.clone(),
             address: address.to_string(),
             conn,
             subscribed: HashSet::new(),
             unsubscribing: HashMap::new(),
-            command_timeout: timing.command_timeout,
-            ping_interval: timing.ping_interval,
+            pushes,
+            timing,
             master_changes,
-        };
-        Ok((session, pushes))
+        })
     }
 
     /// Serves the connection until it is lost or the listener is gone.
@@ -168,9 +165,8 @@ impl Session {
         &mut self,
         hub: &Weak<Hub>,
         tells: &mut mpsc::UnboundedReceiver<Arc<str>>,
-        pushes: &mut mpsc::UnboundedReceiver<PushInfo>,
     ) -> End {
-        let mut keepalive = tokio::time::interval(self.ping_interval);
+        let mut keepalive = tokio::time::interval(self.timing.ping_interval);
         keepalive.tick().await;
         loop {
             let master_changed = async {
@@ -188,7 +184,7 @@ impl Session {
                     // Any reply will do (even a push redis-rs hands to the PING).
                     let ping = redis::cmd("PING");
                     let pong = tokio::time::timeout(
-                        self.command_timeout,
+                        self.timing.command_timeout,
                         self.conn.req_packed_command(&ping),
                     )
                     .await;
@@ -211,7 +207,7 @@ impl Session {
                         return end;
                     }
                 }
-                push = pushes.recv() => {
+                push = self.pushes.recv() => {
                     let Some(push) = push else { return End::Lost };
                     let Some(listener) = hub.upgrade() else { return End::Done };
                     if let Err(end) = self.on_push(&listener, push).await {
@@ -273,7 +269,7 @@ impl Session {
             pipe.cmd(command).arg(&**name);
         }
         let sent = tokio::time::timeout(
-            self.command_timeout,
+            self.timing.command_timeout,
             self.conn.req_packed_commands(&pipe, 0, channels.len()),
         )
         .await;

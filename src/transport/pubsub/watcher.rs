@@ -99,14 +99,15 @@ async fn read_map(
     let mut failure = String::from("no node to read it from");
     for source in hub.topology.map_sources(hub.slots().as_deref()) {
         let host = host_of(&source);
-        match connect(hub, source).await {
-            Ok(mut conn) => match slots(&mut conn, &host, limit).await {
-                Ok(map) => {
-                    *control = Some((conn, host));
-                    return Ok(map);
-                }
-                Err(e) => failure = e,
-            },
+        let read = async {
+            let mut conn = connect(hub, source).await?;
+            Ok((slots(&mut conn, &host, limit).await?, conn))
+        };
+        match read.await {
+            Ok((map, conn)) => {
+                *control = Some((conn, host));
+                return Ok(map);
+            }
             Err(e) => failure = e,
         }
     }
