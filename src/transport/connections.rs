@@ -10,7 +10,6 @@
 //! One multiplexed connection pipelines every caller's commands instead, and the pool is
 //! where a broken one is replaced from, with its connect and health-check timeouts.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -24,6 +23,7 @@ use crate::config::server_url::ServerUrl;
 use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
+use crate::transport::bounded::within;
 use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::transport::server_check;
@@ -102,22 +102,6 @@ impl Pools {
         if let Some(watch) = &self.watch {
             watch.suspect();
         }
-    }
-}
-
-/// `future`, bounded by `limit`: [`Error::Timeout`] naming what it was `during` when it
-/// runs out.
-pub(crate) async fn within<T, E: Into<Error>>(
-    limit: Duration,
-    during: &'static str,
-    future: impl Future<Output = std::result::Result<T, E>>,
-) -> Result<T> {
-    match tokio::time::timeout(limit, future).await {
-        Ok(outcome) => outcome.map_err(Into::into),
-        Err(_) => Err(Error::Timeout {
-            during,
-            after: limit,
-        }),
     }
 }
 

@@ -273,6 +273,7 @@
 //! fails with a clear `OOM` error ([`Error::Rejected`](crate::Error::Rejected)) and writes
 //! nothing.
 
+pub(crate) mod bounded;
 pub(crate) mod calls;
 pub(crate) mod connections;
 pub(crate) mod explain;

@@ -28,7 +28,7 @@ use tokio::sync::{watch, Notify};
 use crate::config::sentinel::SentinelEndpoints;
 use crate::config::server_url::ServerUrl;
 use crate::error::{Error, Result};
-use crate::transport::connections::within;
+use crate::transport::bounded::within;
 use crate::transport::reconnects::Reconnects;
 
 /// How often the sentinels are asked for the master besides listening for `+switch-master`:

@@ -23,7 +23,7 @@ use redis::{AsyncConnectionConfig, PushInfo, PushKind, RedisError, ServerErrorKi
 use tokio::sync::{mpsc, watch};
 
 use crate::error::{is_permission_failure, Result};
-use crate::transport::connections::within;
+use crate::transport::bounded::within;
 use crate::transport::pubsub::channel::Channel;
 use crate::transport::pubsub::hub::{Hub, Timing};
 use crate::transport::pubsub::topology::NodeId;
