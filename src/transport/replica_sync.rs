@@ -44,6 +44,7 @@ struct Reading<T> {
 }
 
 impl<T: Clone> Reading<T> {
+    /// A reading taken now.
     fn now(connected: T) -> Self {
         Reading {
             connected,

@@ -128,6 +128,7 @@ struct Session {
     /// What the server pushes on this connection: messages, subscription changes, and its
     /// loss.
     pushes: mpsc::UnboundedReceiver<PushInfo>,
+    /// The bound on each command, and how often the connection is pinged.
     timing: Timing,
     /// On a Sentinel client: told when the sentinels name another master, which this
     /// connection must leave (see the topology docs).
