@@ -16,10 +16,10 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::Value;
+use redis::ErrorKind;
 
 use crate::protocol::conn::Conn;
+use crate::transport::slot_map::SlotMap;
 
 /// How often a cluster client holding locks reads the cluster's epoch: a lock lost to a
 /// failover is reported about this long after the replica's promotion at the latest.
@@ -38,13 +38,12 @@ impl EpochWatch {
     /// after the other, and a node that has not yet must not make the next read look like a
     /// change again.
     pub(crate) async fn changed(&self, conn: &Conn) -> bool {
-        let Conn::Cluster(conn) = conn else {
+        if !conn.is_cluster() {
             return false;
-        };
+        }
         let mut info = redis::cmd("CLUSTER");
         info.arg("INFO");
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        let text = match conn.clone().route_command(info, routing).await {
+        let text = match conn.clone().query_one_node(&info).await {
             Ok(reply) => match redis::from_redis_value::<String>(reply) {
                 Ok(text) => text,
                 Err(e) => {
@@ -73,38 +72,21 @@ impl EpochWatch {
 /// # Errors
 /// The node's error, or an unexpected reply.
 pub(crate) async fn node_ids(conn: &Conn) -> redis::RedisResult<Option<BTreeSet<String>>> {
-    let Conn::Cluster(conn) = conn else {
+    if !conn.is_cluster() {
         return Ok(None);
-    };
+    }
     let mut slots = redis::cmd("CLUSTER");
     slots.arg("SLOTS");
-    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let reply = conn.clone().route_command(slots, routing).await?;
-    Ok(Some(ids_of_slots(&reply)))
-}
-
-/// The node ids in a `CLUSTER SLOTS` reply: `[[start, end, [ip, port, id, ...], ...], ...]`.
-fn ids_of_slots(reply: &Value) -> BTreeSet<String> {
-    let mut ids = BTreeSet::new();
-    let Value::Array(ranges) = reply else {
-        return ids;
-    };
-    for range in ranges {
-        let Value::Array(items) = range else { continue };
-        for node in items.iter().skip(2) {
-            let Value::Array(fields) = node else { continue };
-            match fields.get(2) {
-                Some(Value::BulkString(id)) => {
-                    ids.insert(String::from_utf8_lossy(id).into_owned());
-                }
-                Some(Value::SimpleString(id)) => {
-                    ids.insert(id.clone());
-                }
-                _ => {}
-            }
-        }
+    let reply = conn.clone().query_one_node(&slots).await?;
+    match SlotMap::parse(&reply, "") {
+        Ok(map) => Ok(Some(map.ids)),
+        Err(e) => Err((
+            ErrorKind::UnexpectedReturnType,
+            "unexpected CLUSTER SLOTS reply",
+            e,
+        )
+            .into()),
     }
-    ids
 }
 
 /// `cluster_current_epoch` of a `CLUSTER INFO` reply.
@@ -116,32 +98,7 @@ fn current_epoch(info: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{current_epoch, ids_of_slots};
-    use redis::Value;
-
-    #[test]
-    fn reads_node_ids_of_cluster_slots() {
-        let node = |port: i64, id: &str| {
-            Value::Array(vec![
-                Value::BulkString(b"127.0.0.1".to_vec()),
-                Value::Int(port),
-                Value::BulkString(id.as_bytes().to_vec()),
-                Value::Array(vec![]),
-            ])
-        };
-        let reply = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(8191),
-                node(7000, "a"),
-                node(7003, "d"),
-            ]),
-            Value::Array(vec![Value::Int(8192), Value::Int(16383), node(7001, "b")]),
-        ]);
-        let ids: Vec<String> = ids_of_slots(&reply).into_iter().collect();
-        assert_eq!(ids, ["a", "b", "d"]);
-        assert!(ids_of_slots(&Value::Nil).is_empty());
-    }
+    use super::current_epoch;
 
     #[test]
     fn reads_the_current_epoch() {

@@ -56,43 +56,38 @@ impl LatchReaper {
             let mut pending = poison::locked(&self.pending);
             let since = *pending.since.get_or_insert_with(Instant::now);
             pending.latches.push(latch);
-            if pending.latches.len() >= KEYS_PER_COMMAND || since.elapsed() >= FLUSH_AFTER {
-                pending.since = None;
-                std::mem::take(&mut pending.latches)
-            } else {
-                return;
-            }
+            pending.latches.len() >= KEYS_PER_COMMAND || since.elapsed() >= FLUSH_AFTER
         };
-        self.send(due);
+        if due {
+            self.send_pending();
+        }
     }
 
     /// Deletes every latch waiting for its batch, now: the client shuts down.
     pub(crate) async fn flush(&self) {
+        if let Some((latches, connections)) = self.take_pending() {
+            unlink(latches, connections).await;
+        }
+    }
+
+    /// Sends the latches waiting for their batch, in the background: the batch is due, or
+    /// the client is going.
+    pub(crate) fn send_pending(&self) {
+        if let Some((latches, connections)) = self.take_pending() {
+            self.background.spawn(unlink(latches, connections));
+        }
+    }
+
+    /// The latches waiting for their batch, if any, and the connections to send them on,
+    /// unless the client is going away (they then expire by themselves).
+    fn take_pending(&self) -> Option<(Vec<Arc<str>>, Arc<Connections>)> {
         let latches = {
             let mut pending = poison::locked(&self.pending);
             pending.since = None;
             std::mem::take(&mut pending.latches)
         };
-        if let (false, Some(connections)) = (latches.is_empty(), self.connections.upgrade()) {
-            unlink(latches, connections).await;
-        }
-    }
-
-    fn send(&self, latches: Vec<Arc<str>>) {
-        let Some(connections) = self.connections.upgrade() else {
-            return; // the client is going away: they expire by themselves
-        };
-        self.background.spawn(unlink(latches, connections));
-    }
-}
-
-impl LatchReaper {
-    /// Sends the latches waiting for their batch, in the background: the client is going.
-    pub(crate) fn send_pending(&self) {
-        let latches = std::mem::take(&mut poison::locked(&self.pending).latches);
-        if !latches.is_empty() {
-            self.send(latches);
-        }
+        let connections = self.connections.upgrade()?;
+        (!latches.is_empty()).then_some((latches, connections))
     }
 }
 

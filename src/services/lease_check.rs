@@ -9,7 +9,7 @@
 //!
 //! On a Redis Cluster the connection is never replaced, so no reconnection says that a
 //! replica was promoted: while the client holds any lock, this task reads the cluster's
-//! epoch every [`EPOCH_POLL`] instead ([`topology`](super::topology)), and when it rose,
+//! epoch every [`EPOCH_POLL`] instead ([`cluster_epoch`](super::cluster_epoch)), and when it rose,
 //! tells the watchdog (through the same reconnection signal) and checks the fixed-lease
 //! holds. A check that fails on a cluster (the topology is still settling) is tried again
 //! after [`RETRY_AFTER_FAILURE`].

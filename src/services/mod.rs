@@ -2,7 +2,8 @@
 //! ([`periodic`]): the [`watchdog`] renewing watchdog holds every third of the lease, the
 //! fair-queue [`heartbeat`] keeping waiters in their places, the [`latches`] reaper deleting
 //! unlock latches in batches, and the [`lease_check`] of fixed-lease holds after a
-//! reconnect, which on a Redis Cluster also watches for [`topology`] changes.
+//! reconnect, which on a Redis Cluster also watches for topology changes
+//! ([`cluster_epoch`]).
 
 pub(crate) mod cluster_epoch;
 pub(crate) mod heartbeat;

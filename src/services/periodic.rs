@@ -45,9 +45,7 @@ impl<R: Rounds> Drop for Periodic<R> {
     /// The client is gone (no guard or waiter is left either, they hold it): the task ends
     /// now rather than at its next round, up to a third of a lease later.
     fn drop(&mut self) {
-        if let Some(task) = poison::locked(&self.shared.task).take() {
-            task.abort();
-        }
+        self.stop();
     }
 }
 

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, Stream, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -174,14 +174,23 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
         }
     };
     let mut conn = pooled.conn.clone();
-    let (holds, lease_ms, size) = (&*renewals.holds, renewals.lease_ms, renewals.batch_size);
+    let (holds, size) = (&*renewals.holds, renewals.batch_size);
     // Without replica sync a batch is settled as soon as it is answered, while its holds
     // are still in the cache; with it, only once the round's WAIT has answered.
     let settle_now = renewals.replica_sync.is_none();
+    let renew = |due| renew_and_settle(conn.clone(), renewals.lease_ms, due, settle_now);
     let batches: Vec<Batch> = if conn.is_cluster() {
-        renew_per_slot(&conn, holds, slots, lease_ms, size, settle_now).await
+        stream::iter(per_slot(holds, slots, size))
+            .map(renew)
+            .buffer_unordered(SLOT_CALLS_IN_FLIGHT)
+            .collect()
+            .await
     } else {
-        renew_in_order(&conn, holds, slots, lease_ms, size, settle_now).await
+        in_order(holds, slots, size)
+            .map(renew)
+            .buffer_unordered(BATCHES_IN_FLIGHT)
+            .collect()
+            .await
     };
     // One WAIT for the whole round: it covers every write made before it on this
     // connection. A renewal no replica has would be forgotten by a failover, so it must not
@@ -216,20 +225,13 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     failure.is_none() && all_counted
 }
 
-/// One round on one Redis: each batch takes its holds from the list when it goes out, not
-/// at the round's start, so that a hold is visited once, just before its renewal is
-/// written; and takes `size` live holds however many empty slots lie between them, so that
-/// a list thinned out by releases costs no more calls than a packed one.
-async fn renew_in_order(
-    conn: &Conn,
-    holds: &Holds,
-    slots: usize,
-    lease_ms: u64,
-    size: usize,
-    settle_now: bool,
-) -> Vec<Batch> {
+/// A round's batches on one Redis: each batch takes its holds from the list when it goes
+/// out, not at the round's start, so that a hold is visited once, just before its renewal
+/// is written; and takes `size` live holds however many empty slots lie between them, so
+/// that a list thinned out by releases costs no more calls than a packed one.
+fn in_order(holds: &Holds, slots: usize, size: usize) -> impl Stream<Item = Vec<Arc<Hold>>> + '_ {
     // A plain iterator, polled lazily by the stream: an async cursor trips the compiler's
-    // higher-ranked lifetime check on this `Send` future.
+    // higher-ranked lifetime check on the round's `Send` future.
     let mut from = 0;
     let gathered = stream::iter(std::iter::from_fn(move || {
         (from < slots).then(|| {
@@ -238,31 +240,19 @@ async fn renew_in_order(
             due
         })
     }));
-    gathered
-        .flat_map(|due| stream::iter(by_script(due)))
-        .map(|due| renew_and_settle(conn.clone(), lease_ms, due, settle_now))
-        .buffer_unordered(BATCHES_IN_FLIGHT)
-        .collect()
-        .await
+    gathered.flat_map(|due| stream::iter(by_script(due)))
 }
 
-/// One round on a cluster: every hold of the round at once, grouped by hash slot (a script
-/// call may name one slot's keys only), then each slot's holds `size` to a call. Gathered
-/// for the whole round rather than batch by batch, as Redisson's watchdog does
+/// A round's batches on a cluster: every hold of the round at once, grouped by hash slot (a
+/// script call may name one slot's keys only), then each slot's holds `size` to a call.
+/// Gathered for the whole round rather than batch by batch, as Redisson's watchdog does
 /// (`slot2names`): a slot's holds spread over several batches would cost a call per batch,
 /// where the round needs one per slot (1.32 calls per slot touched at 10,000 locks before,
 /// in W6 of BENCHMARKS.md).
-async fn renew_per_slot(
-    conn: &Conn,
-    holds: &Holds,
-    slots: usize,
-    lease_ms: u64,
-    size: usize,
-    settle_now: bool,
-) -> Vec<Batch> {
+fn per_slot(holds: &Holds, slots: usize, size: usize) -> Vec<Vec<Arc<Hold>>> {
     let (due, _) = holds.due(0, slots, usize::MAX, Instant::now());
     let groups = group_by_slot(due, |hold| hold.key.as_bytes());
-    let calls: Vec<Vec<Arc<Hold>>> = groups
+    groups
         .into_iter()
         .flat_map(by_script)
         .flat_map(|group| {
@@ -272,12 +262,7 @@ async fn renew_per_slot(
                 group.chunks(size).map(<[_]>::to_vec).collect()
             }
         })
-        .collect();
-    stream::iter(calls)
-        .map(|group| renew_and_settle(conn.clone(), lease_ms, group, settle_now))
-        .buffer_unordered(SLOT_CALLS_IN_FLIGHT)
         .collect()
-        .await
 }
 
 /// `due`, split by the script that renews each hold: plain holds, then a read-write
@@ -329,10 +314,11 @@ impl Renewed {
     /// count, not being replicated), and holds found gone are lost.
     fn settle(self, counts: bool) {
         for ((hold, applied), renewed) in self.holds.iter().zip(self.found) {
-            if renewed && !counts {
-                continue;
+            if !renewed {
+                hold.found_gone();
+            } else if counts {
+                hold.renewed(self.started, *applied);
             }
-            settle(hold, renewed, self.started, *applied);
         }
     }
 }
@@ -415,13 +401,5 @@ async fn renew_batch(
             tracing::debug!(error = %e, locks = holds.len(), "lock renewal failed");
             Err(e)
         }
-    }
-}
-
-fn settle(hold: &Hold, renewed: bool, started: Instant, applied: Applied) {
-    if renewed {
-        hold.renewed(started, applied);
-    } else {
-        hold.found_gone();
     }
 }

@@ -25,6 +25,7 @@ pub(crate) const TOPOLOGY_PATIENCE: Duration = Duration::from_secs(30);
 /// cluster is moving its slot or failing over its master (it certainly did not run) is
 /// sent again after the retry backoff, without counting against `retry_attempts`, for up
 /// to [`TOPOLOGY_PATIENCE`]; elsewhere than on a cluster such a refusal is final.
+#[derive(Default)]
 pub(crate) struct TopologyWait {
     cluster: bool,
     /// When the patience began: the first refusal, or the call's start.
@@ -37,23 +38,6 @@ impl TopologyWait {
     pub(crate) fn new(connections: &Connections) -> Self {
         TopologyWait {
             cluster: connections.is_cluster(),
-            since: None,
-        }
-    }
-
-    /// Patience counted from now: for a request whose latch must outlive every try (see
-    /// [`crate::locks::release`]), so that its tries end within a known time of its first.
-    pub(crate) fn from_now(connections: &Connections) -> Self {
-        TopologyWait {
-            cluster: connections.is_cluster(),
-            since: Some(Instant::now()),
-        }
-    }
-
-    /// No patience: a refusal is final, as on one Redis.
-    fn none() -> Self {
-        TopologyWait {
-            cluster: false,
             since: None,
         }
     }
@@ -109,6 +93,7 @@ pub(crate) struct Road {
     /// The connection the call must use: it must reach Redis after an earlier command on
     /// that connection (Redis orders the commands of one connection, not those of two).
     pinned: Option<Conn>,
+    /// No patience by default: a refusal is final, as on one Redis.
     topology: TopologyWait,
 }
 
@@ -119,7 +104,7 @@ impl Road {
         Road {
             retry,
             pinned: None,
-            topology: TopologyWait::none(),
+            topology: TopologyWait::default(),
         }
     }
 
@@ -129,9 +114,14 @@ impl Road {
         self
     }
 
-    /// Through a cluster's topology change, with patience counted from now.
+    /// Through a cluster's topology change, with patience counted from now: for a request
+    /// whose latch must outlive every try (see [`crate::locks::release`]), so that its tries
+    /// end within a known time of its first.
     pub(crate) fn through_topology_changes(mut self, connections: &Connections) -> Self {
-        self.topology = TopologyWait::from_now(connections);
+        self.topology = TopologyWait {
+            cluster: connections.is_cluster(),
+            since: Some(Instant::now()),
+        };
         self
     }
 }
@@ -161,20 +151,17 @@ impl Connections {
         } = road;
         let (mut tries, mut failures, mut earlier_may_have_run) = (0, 0, false);
         loop {
-            let outcome = match &pinned {
-                Some(conn) => match self.check_runtime() {
-                    Ok(()) => call(conn.clone(), tries).await.map_err(Error::from),
-                    Err(e) => Err(e),
-                },
-                None => match self.shared().await {
-                    Ok(shared) => {
-                        let outcome = call(shared.conn.clone(), tries).await;
-                        self.report_outcome(&shared, &outcome);
-                        outcome.map_err(Error::from)
-                    }
-                    Err(e) => Err(e),
-                },
-            };
+            let outcome = async {
+                let Some(conn) = &pinned else {
+                    let shared = self.shared().await?;
+                    let outcome = call(shared.conn.clone(), tries).await;
+                    self.report_outcome(&shared, &outcome);
+                    return Ok(outcome?);
+                };
+                self.check_runtime()?;
+                Ok(call(conn.clone(), tries).await?)
+            }
+            .await;
             tries += 1;
             match outcome {
                 Err(e) if topology.rides_out(&e) && retry.resends(&e, earlier_may_have_run) => {

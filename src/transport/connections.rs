@@ -17,11 +17,13 @@ use std::time::Duration;
 use deadpool_redis::{Manager, Pool, Runtime};
 use rand::Rng;
 use redis::{AsyncConnectionConfig, RedisError};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::server_url::ServerUrl;
 use crate::config::settings::{Endpoints, Settings};
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
+use crate::transport::bounded::within;
 use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::transport::server_check;
@@ -57,41 +59,49 @@ pub(crate) struct SharedConn {
 
 /// Where connections come from.
 enum Backend {
-    /// One Redis: a pool of multiplexed connections.
-    Single(Pool),
+    /// One Redis, or the master the sentinels name: a pool of multiplexed connections.
+    Pooled(Box<Pools>),
     /// A Redis Cluster: cluster connections, each already multiplexed per node.
     Cluster(Box<redis::cluster::ClusterClient>),
-    /// The master the sentinels name: a pool of connections to it, replaced when they name
-    /// another.
-    Sentinel(Box<SentinelBackend>),
 }
 
-/// The connections of a Sentinel client.
-struct SentinelBackend {
-    watch: MasterWatch,
-    /// The pool of the master of this generation.
+/// The pool of one Redis; on a Sentinel client, of the master the sentinels name, replaced
+/// when they name another.
+struct Pools {
+    /// The master the sentinels name, on a Sentinel client.
+    watch: Option<MasterWatch>,
+    /// The pool of the master of this generation (0 on one Redis).
     pool: RwLock<(u64, Pool)>,
-    /// What the pools of later masters are built with.
-    settings: Settings,
 }
 
-impl SentinelBackend {
-    /// The pool of the current master, and its generation.
-    fn pool(&self) -> Result<(u64, Pool)> {
-        let generation = self.watch.generation();
+impl Pools {
+    /// The pool of the current master, and its generation; the pools of later masters are
+    /// built with `settings`.
+    fn pool(&self, settings: &Settings) -> Result<(u64, Pool)> {
+        let Some(watch) = &self.watch else {
+            return Ok(poison::read(&self.pool).clone());
+        };
+        let generation = watch.generation();
         {
             let pool = poison::read(&self.pool);
             if pool.0 == generation {
                 return Ok(pool.clone());
             }
         }
-        let master = self.watch.current();
-        let pool = Connections::pool(&self.settings, &master.client, &master.url)?;
+        let master = watch.current();
+        let pool = Connections::pool(settings, &master.client, &master.url)?;
         let mut current = poison::write(&self.pool);
         if current.0 < master.generation {
             *current = (master.generation, pool);
         }
         Ok(current.clone())
+    }
+
+    /// A checkout failed: on a Sentinel client, the master may have been failed over.
+    fn suspect(&self) {
+        if let Some(watch) = &self.watch {
+            watch.suspect();
+        }
     }
 }
 
@@ -125,7 +135,10 @@ pub(crate) struct Pooled {
 
 pub(crate) struct Connections {
     backend: Backend,
-    connect_timeout: Duration,
+    /// Timeouts, retries, the URL messages name a single server by (a Sentinel master is
+    /// named by its own URL), and whether a server that may evict keys is accepted
+    /// (checked again on reconnection).
+    settings: Settings,
     shared: RwLock<Option<SharedConn>>,
     /// Serialises replacements, so a broken connection is replaced once, not once per
     /// caller; holds the last failed attempt, which callers queued behind it share.
@@ -133,23 +146,17 @@ pub(crate) struct Connections {
     next_generation: AtomicU64,
     /// Replies that timed out since the last one that arrived.
     timeouts_in_a_row: AtomicU32,
-    retry_attempts: u32,
-    retry_delay: Duration,
-    /// What messages name a single server by (a Sentinel master is named by its own URL).
-    url: ServerUrl,
-    /// Whether a server that may evict keys is accepted (checked again on reconnection).
-    allow_evicting_policy: bool,
     /// Told when a fresh shared connection replaces a broken one: Redis may have restarted
     /// or failed over and forgotten locks, which is worth checking at once.
     reconnects: Arc<Reconnects>,
-    /// Set when the runtime the connections were opened on has shut down: their drivers
-    /// are gone with it, and every call would fail with a broken pipe.
-    runtime_gone: Arc<AtomicBool>,
+    /// Cancelled when the runtime the connections were opened on has shut down: their
+    /// drivers are gone with it, and every call would fail with a broken pipe.
+    runtime_gone: CancellationToken,
     /// Whether the background services last found Redis out of reach.
     outage: AtomicBool,
     /// Cancelled when the connections go (their client is gone, or shut down): the tasks
     /// started with them (the runtime watch, a Sentinel client's follower) end then.
-    closing: tokio_util::sync::CancellationToken,
+    closing: CancellationToken,
     /// The client's way to a shutdown: once it closes them, every call is refused.
     pub(crate) lifecycle: Lifecycle,
 }
@@ -157,16 +164,6 @@ pub(crate) struct Connections {
 impl Drop for Connections {
     fn drop(&mut self) {
         self.closing.cancel();
-    }
-}
-
-/// Sets its flag when dropped: held by a task that never ends, it is dropped when the
-/// runtime that runs the task shuts down.
-struct RuntimeWatch(Arc<AtomicBool>);
-
-impl Drop for RuntimeWatch {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -178,9 +175,19 @@ impl Connections {
         endpoints: &Endpoints,
         reconnects: Arc<Reconnects>,
     ) -> Result<Self> {
-        let closing = tokio_util::sync::CancellationToken::new();
+        let closing = CancellationToken::new();
+        let pools = |watch, pool| {
+            Backend::Pooled(Box::new(Pools {
+                watch,
+                pool: RwLock::new(pool),
+            }))
+        };
         let backend = match (&endpoints.cluster, &endpoints.sentinel) {
             (Some(cluster), _) => Backend::Cluster(Box::new(cluster.clone())),
+            (None, None) => pools(
+                None,
+                (0, Self::pool(settings, &endpoints.nodes[0], &settings.url)?),
+            ),
             (None, Some(sentinel)) => {
                 let watch = MasterWatch::start(
                     sentinel.clone(),
@@ -192,36 +199,25 @@ impl Connections {
                 .await?;
                 let master = watch.current();
                 let pool = Self::pool(settings, &master.client, &master.url)?;
-                Backend::Sentinel(Box::new(SentinelBackend {
-                    watch,
-                    pool: RwLock::new((master.generation, pool)),
-                    settings: settings.clone(),
-                }))
-            }
-            (None, None) => {
-                Backend::Single(Self::pool(settings, &endpoints.nodes[0], &settings.url)?)
+                pools(Some(watch), (master.generation, pool))
             }
         };
         let connections = Connections {
             backend,
-            connect_timeout: settings.connect_timeout,
+            settings: settings.clone(),
             shared: RwLock::new(None),
             refill: tokio::sync::Mutex::new(None),
             next_generation: AtomicU64::new(1),
             timeouts_in_a_row: AtomicU32::new(0),
-            retry_attempts: settings.retry_attempts,
-            retry_delay: settings.retry_delay,
-            url: settings.url.clone(),
-            allow_evicting_policy: settings.allow_evicting_policy,
             reconnects,
-            runtime_gone: Arc::new(AtomicBool::new(false)),
+            runtime_gone: CancellationToken::new(),
             outage: AtomicBool::new(false),
             closing,
             lifecycle: Lifecycle::default(),
         };
         // The drivers of the connections run on the current runtime; a task that lasts as
         // long as the connections tells when it is gone first.
-        let watch = RuntimeWatch(connections.runtime_gone.clone());
+        let watch = connections.runtime_gone.clone().drop_guard();
         let closed = connections.closing.clone();
         tokio::spawn(async move {
             // Dropped with the task: when the runtime shuts down, or (telling nobody) when
@@ -262,7 +258,7 @@ impl Connections {
     pub(super) fn check_runtime(&self) -> Result<()> {
         // First: closing the connections ends the runtime watch too.
         self.lifecycle.check_open()?;
-        if self.runtime_gone.load(Ordering::Acquire) {
+        if self.runtime_gone.is_cancelled() {
             return Err(Error::RuntimeGone);
         }
         Ok(())
@@ -274,10 +270,8 @@ impl Connections {
     pub(crate) fn close(&self) {
         self.lifecycle.close();
         *poison::write(&self.shared) = None;
-        match &self.backend {
-            Backend::Single(pool) => pool.close(),
-            Backend::Cluster(_) => {}
-            Backend::Sentinel(sentinel) => poison::read(&sentinel.pool).1.close(),
+        if let Backend::Pooled(pools) = &self.backend {
+            poison::read(&pools.pool).1.close();
         }
         self.closing.cancel();
     }
@@ -300,7 +294,7 @@ impl Connections {
             return Ok(current);
         }
         if let Some(failed) = last_failure.as_ref() {
-            if failed.at.elapsed() < self.retry_delay {
+            if failed.at.elapsed() < self.settings.retry_delay {
                 if let Some((url, policy)) = &failed.evicting {
                     return Err(Error::EvictingServer {
                         url: url.clone(),
@@ -313,13 +307,12 @@ impl Connections {
                 )));
             }
         }
-        let opened = match self.open_conn().await {
-            Ok((master, mut conn)) => match self.check_reconnected(&mut conn).await {
-                Ok(()) => Ok((master, conn)),
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        };
+        let opened = async {
+            let (master, mut conn) = self.open_conn().await?;
+            self.check_reconnected(&mut conn).await?;
+            Ok((master, conn))
+        }
+        .await;
         let (master, conn) = match opened {
             Ok(opened) => opened,
             Err(e) => {
@@ -361,11 +354,16 @@ impl Connections {
         if self.next_generation.load(Ordering::Relaxed) <= 1 {
             return Ok(());
         }
-        let url = match &self.backend {
-            Backend::Sentinel(sentinel) => sentinel.watch.current().url.clone(),
-            _ => self.url.clone(),
-        };
-        server_check::check_eviction(conn, &url, self.allow_evicting_policy, false).await
+        let url = self.server_url();
+        server_check::check_eviction(conn, &url, self.settings.allow_evicting_policy, false).await
+    }
+
+    /// How messages name the server: a Sentinel master by its own URL.
+    fn server_url(&self) -> ServerUrl {
+        match self.master_watch() {
+            Some(watch) => watch.current().url.clone(),
+            None => self.settings.url.clone(),
+        }
     }
 
     /// A fresh connection for the shared one, with the generation of the master it goes
@@ -374,17 +372,13 @@ impl Connections {
         match &self.backend {
             // Detached from the pool: it lives as long as it works, and the pool stays free
             // for the watchdog.
-            Backend::Single(pool) => match pool.get().await {
-                Ok(conn) => Ok((0, Conn::Single(deadpool_redis::Connection::take(conn)))),
-                Err(e) => Err(unreachable(Error::from(e), &self.url)),
-            },
-            Backend::Sentinel(sentinel) => {
-                let (master, pool) = sentinel.pool()?;
+            Backend::Pooled(pools) => {
+                let (master, pool) = pools.pool(&self.settings)?;
                 match pool.get().await {
                     Ok(conn) => Ok((master, Conn::Single(deadpool_redis::Connection::take(conn)))),
                     Err(e) => {
-                        sentinel.watch.suspect();
-                        Err(unreachable(Error::from(e), &sentinel.watch.current().url))
+                        pools.suspect();
+                        Err(unreachable(Error::from(e), &self.server_url()))
                     }
                 }
             }
@@ -392,14 +386,15 @@ impl Connections {
             // connection and never answers would hang it.
             Backend::Cluster(client) => {
                 // Each node: a connect and a reply; the seeds are tried in turn.
-                let limit = self.connect_timeout * 2 + Duration::from_secs(1);
-                match tokio::time::timeout(limit, client.get_async_connection()).await {
-                    Ok(Ok(conn)) => Ok((0, Conn::Cluster(conn))),
-                    Ok(Err(e)) => Err(unreachable(Error::Redis(e), &self.url)),
-                    Err(_) => Err(Error::Timeout {
-                        during: "connecting to the cluster",
-                        after: limit,
-                    }),
+                let limit = self.settings.connect_timeout * 2 + Duration::from_secs(1);
+                let connected = within(
+                    limit,
+                    "connecting to the cluster",
+                    client.get_async_connection(),
+                );
+                match connected.await {
+                    Ok(conn) => Ok((0, Conn::Cluster(conn))),
+                    Err(e) => Err(unreachable(e, &self.settings.url)),
                 }
             }
         }
@@ -419,8 +414,8 @@ impl Connections {
         let current = poison::read(&self.shared).clone()?;
         // A connection to a master the sentinels no longer name is retired: the old master
         // takes writes for seconds after a failover, and a lock taken there is worthless.
-        if let Backend::Sentinel(sentinel) = &self.backend {
-            if current.master != sentinel.watch.generation() {
+        if let Some(watch) = self.master_watch() {
+            if current.master != watch.generation() {
                 return None;
             }
         }
@@ -430,8 +425,8 @@ impl Connections {
     /// The master the sentinels name, on a Sentinel client.
     pub(crate) fn master_watch(&self) -> Option<&MasterWatch> {
         match &self.backend {
-            Backend::Sentinel(sentinel) => Some(&sentinel.watch),
-            _ => None,
+            Backend::Pooled(pools) => pools.watch.as_ref(),
+            Backend::Cluster(_) => None,
         }
     }
 
@@ -446,11 +441,11 @@ impl Connections {
         if used.conn.is_cluster() {
             return;
         }
-        if let Backend::Sentinel(sentinel) = &self.backend {
+        if let Some(watch) = self.master_watch() {
             // The master may have been failed over: a demoted master refuses writes with
             // READONLY, a dead one drops the connection.
             if error.is_unrecoverable_error() || error.code() == Some("READONLY") {
-                sentinel.watch.suspect();
+                watch.suspect();
             }
         }
         let suspect = error.is_timeout()
@@ -483,14 +478,14 @@ impl Connections {
         if self.outage.swap(true, Ordering::AcqRel) {
             tracing::debug!(service, %error, "still cannot reach Redis");
         } else {
-            tracing::warn!(service, %error, server = %self.url, "cannot reach Redis; retrying");
+            tracing::warn!(service, %error, server = %self.settings.url, "cannot reach Redis; retrying");
         }
     }
 
     /// A call reached Redis: logs the end of an outage, once, at INFO.
     pub(crate) fn reachable(&self) {
         if self.outage.swap(false, Ordering::AcqRel) {
-            tracing::info!(server = %self.url, "Redis is reachable again");
+            tracing::info!(server = %self.settings.url, "Redis is reachable again");
         }
     }
 
@@ -499,41 +494,32 @@ impl Connections {
     /// the shared cluster connection, which is multiplexed per node already.
     pub(crate) async fn pooled(&self) -> Result<Pooled> {
         self.check_runtime()?;
-        match &self.backend {
-            Backend::Single(pool) => {
-                // Boxed for the same reason as in `shared`: an acquire awaits this with
-                // replica sync.
-                let checkout = Box::pin(pool.get()).await?;
-                Ok(Pooled {
-                    conn: Conn::Single((*checkout).clone()),
-                    _checkout: Some(checkout),
-                })
-            }
-            Backend::Cluster(_) => Ok(Pooled {
+        let Backend::Pooled(pools) = &self.backend else {
+            return Ok(Pooled {
                 conn: self.shared().await?.conn,
                 _checkout: None,
-            }),
-            Backend::Sentinel(sentinel) => {
-                let (_, pool) = sentinel.pool()?;
-                let checkout = Box::pin(pool.get()).await.inspect_err(|_| {
-                    sentinel.watch.suspect();
-                })?;
-                Ok(Pooled {
-                    conn: Conn::Single((*checkout).clone()),
-                    _checkout: Some(checkout),
-                })
-            }
-        }
+            });
+        };
+        let (_, pool) = pools.pool(&self.settings)?;
+        // Boxed for the same reason as in `shared`: an acquire awaits this with replica sync.
+        let checkout = Box::pin(pool.get())
+            .await
+            .inspect_err(|_| pools.suspect())?;
+        Ok(Pooled {
+            conn: Conn::Single((*checkout).clone()),
+            _checkout: Some(checkout),
+        })
     }
 
     /// The pause before retry number `attempt` (1-based): the configured delay plus up to as
     /// much again of random jitter.
     pub(crate) fn backoff(&self) -> Duration {
         let jitter = rand::rng().random_range(0.0..=1.0);
-        self.retry_delay + self.retry_delay.mul_f64(jitter)
+        let delay = self.settings.retry_delay;
+        delay + delay.mul_f64(jitter)
     }
 
     pub(crate) fn retry_attempts(&self) -> u32 {
-        self.retry_attempts
+        self.settings.retry_attempts
     }
 }

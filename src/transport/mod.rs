@@ -273,6 +273,7 @@
 //! fails with a clear `OOM` error ([`Error::Rejected`](crate::Error::Rejected)) and writes
 //! nothing.
 
+pub(crate) mod bounded;
 pub(crate) mod calls;
 pub(crate) mod connections;
 pub(crate) mod explain;
@@ -282,3 +283,4 @@ pub(crate) mod reconnects;
 pub(crate) mod replica_sync;
 pub(crate) mod sentinel;
 pub(crate) mod server_check;
+pub(crate) mod slot_map;

@@ -27,6 +27,7 @@ use redis::{Cmd, Value};
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
+use crate::transport::slot_map::SlotMap;
 use crate::util::metrics;
 use crate::util::poison;
 
@@ -34,24 +35,29 @@ use crate::util::poison;
 /// that are not there would block for the whole timeout on every write.
 const REPLICAS_READ_EVERY: Duration = Duration::from_secs(1);
 
-/// Where a write was made, and so where its `WAIT` and `INFO` go.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Site {
-    /// The connection's one Redis.
-    Connection,
-    /// On a cluster, the master of this slot.
-    Slot(u16),
-    /// On a cluster, the master at this address (as redis-rs names it).
-    Node(String),
-    /// When every master of a cluster was last read.
-    EveryMaster,
+/// A reading of `connected_slaves` (of one master, or of every master by node address),
+/// and when it was taken.
+#[derive(Debug)]
+struct Reading<T> {
+    connected: T,
+    at: tokio::time::Instant,
 }
 
-/// A reading of `connected_slaves`, and when it was taken.
-#[derive(Debug, Clone, Copy)]
-struct Reading {
-    connected: usize,
-    at: tokio::time::Instant,
+impl<T: Clone> Reading<T> {
+    /// A reading taken now.
+    fn now(connected: T) -> Self {
+        Reading {
+            connected,
+            at: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The reading, unless it is older than [`REPLICAS_READ_EVERY`] or a `fresh` one is
+    /// asked for.
+    fn recent(reading: Option<&Self>, fresh: bool) -> Option<T> {
+        let reading = reading.filter(|r| !fresh && r.at.elapsed() < REPLICAS_READ_EVERY)?;
+        Some(reading.connected.clone())
+    }
 }
 
 /// What `WAIT` waits for, and the last readings of the masters' connected replicas.
@@ -59,7 +65,11 @@ struct Reading {
 pub(crate) struct ReplicaSync {
     replicas: usize,
     timeout: Duration,
-    readings: Mutex<HashMap<Site, Reading>>,
+    /// By where the write was made: on a cluster, the master of a slot; `None`, the
+    /// connection's one Redis.
+    readings: Mutex<HashMap<Option<u16>, Reading<usize>>>,
+    /// Every master of a cluster, read at once, by node address (as redis-rs names it).
+    every_master: Mutex<Option<Reading<HashMap<String, usize>>>>,
 }
 
 impl ReplicaSync {
@@ -68,6 +78,7 @@ impl ReplicaSync {
             replicas,
             timeout,
             readings: Mutex::new(HashMap::new()),
+            every_master: Mutex::new(None),
         }
     }
 
@@ -78,10 +89,8 @@ impl ReplicaSync {
     /// [`Error::NotReplicated`] when replicas are connected and none acknowledged within
     /// the timeout; a connection error when `WAIT` itself failed.
     pub(crate) async fn wait(&self, conn: &mut Conn, slot: Option<u16>) -> Result<()> {
-        let waited = match (conn.is_cluster(), slot) {
-            (true, Some(slot)) => self.wait_on(conn, Site::Slot(slot)).await,
-            _ => self.wait_on(conn, Site::Connection).await,
-        };
+        let slot = slot.filter(|_| conn.is_cluster());
+        let waited = self.wait_on(conn, slot).await;
         metrics::replica_sync(match &waited {
             Ok(()) => "acknowledged",
             Err(Error::NotReplicated { .. }) => "not_acknowledged",
@@ -103,16 +112,12 @@ impl ReplicaSync {
     }
 
     async fn wait_round_on(&self, conn: &mut Conn) -> Replicated {
-        if !conn.is_cluster() {
-            return match self.wait_on(conn, Site::Connection).await {
-                Ok(()) => Replicated::All,
-                Err(e) => {
-                    tracing::warn!(error = %e, "lock renewals not replicated");
-                    Replicated::Nothing
-                }
-            };
-        }
-        let failed = match self.wait_on_every_master(conn).await {
+        let waited = if conn.is_cluster() {
+            self.wait_on_every_master(conn).await
+        } else {
+            self.wait_on(conn, None).await.map(|()| Vec::new())
+        };
+        let failed = match waited {
             Ok(failed) if failed.is_empty() => return Replicated::All,
             Ok(failed) => failed,
             Err(e) => {
@@ -127,14 +132,14 @@ impl ReplicaSync {
         }
     }
 
-    /// `WAIT` on one Redis.
-    async fn wait_on(&self, conn: &mut Conn, site: Site) -> Result<()> {
-        let connected = self.connected_replicas(conn, &site, false).await?;
+    /// `WAIT` on one Redis: the master of `slot` on a cluster.
+    async fn wait_on(&self, conn: &mut Conn, slot: Option<u16>) -> Result<()> {
+        let connected = self.connected_replicas(conn, slot, false).await?;
         if connected == 0 {
             return Ok(());
         }
         let wanted = self.replicas.min(connected);
-        let acked: usize = query(conn, &site, self.wait_command(wanted)).await?;
+        let acked: usize = query(conn, slot, self.wait_command(wanted)).await?;
         if acked > 0 {
             if acked < wanted {
                 tracing::debug!(
@@ -146,8 +151,15 @@ impl ReplicaSync {
             return Ok(());
         }
         // None acknowledged: failing only counts if replicas are still there.
-        let connected = self.connected_replicas(conn, &site, true).await?;
-        self.not_replicated(connected)
+        let connected = self.connected_replicas(conn, slot, true).await?;
+        if connected == 0 {
+            return Ok(());
+        }
+        tracing::warn!(connected, timeout = ?self.timeout, "no replica acknowledged a lock write");
+        Err(Error::NotReplicated {
+            connected,
+            timeout: self.timeout,
+        })
     }
 
     /// `WAIT` on every master of a cluster at once: each that has replicas must have one
@@ -185,78 +197,43 @@ impl ReplicaSync {
         wait
     }
 
-    fn not_replicated(&self, connected: usize) -> Result<()> {
-        if connected == 0 {
-            return Ok(());
+    /// The connected replicas of the master at `slot` (see [`ReplicaSync::wait_on`]): the
+    /// last reading, or a new one when it is older than [`REPLICAS_READ_EVERY`] or `fresh`
+    /// is asked for.
+    async fn connected_replicas(
+        &self,
+        conn: &mut Conn,
+        slot: Option<u16>,
+        fresh: bool,
+    ) -> Result<usize> {
+        let recent = Reading::recent(poison::locked(&self.readings).get(&slot), fresh);
+        if let Some(connected) = recent {
+            return Ok(connected);
         }
-        tracing::warn!(connected, timeout = ?self.timeout, "no replica acknowledged a lock write");
-        Err(Error::NotReplicated {
-            connected,
-            timeout: self.timeout,
-        })
-    }
-
-    /// The connected replicas of the master at `site`: the last reading, or a new one when
-    /// it is older than [`REPLICAS_READ_EVERY`] or `fresh` is asked for.
-    async fn connected_replicas(&self, conn: &mut Conn, site: &Site, fresh: bool) -> Result<usize> {
-        if let Some(reading) = self.reading(site, fresh) {
-            return Ok(reading);
-        }
-        let info: String = query(conn, site, info_replication()).await?;
+        let info: String = query(conn, slot, info_replication()).await?;
         let connected = parse_connected_replicas(&info);
-        self.store(site.clone(), connected);
+        poison::locked(&self.readings).insert(slot, Reading::now(connected));
         Ok(connected)
     }
 
     /// The connected replicas of every master of a cluster, by node address; read anew as
     /// [`connected_replicas`](Self::connected_replicas) is.
     async fn every_master(&self, conn: &mut Conn, fresh: bool) -> Result<HashMap<String, usize>> {
-        if self.reading(&Site::EveryMaster, fresh).is_some() {
-            let readings = poison::locked(&self.readings);
-            return Ok(readings
-                .iter()
-                .filter_map(|(site, reading)| match site {
-                    Site::Node(node) => Some((node.clone(), reading.connected)),
-                    _ => None,
-                })
-                .collect());
+        let recent = Reading::recent(poison::locked(&self.every_master).as_ref(), fresh);
+        if let Some(connected) = recent {
+            return Ok(connected);
         }
         let replies = conn.on_every_master(info_replication()).await?;
-        let mut connected = HashMap::with_capacity(replies.len());
-        for (node, reply) in replies {
-            // A master that did not answer has no reading: its writes failed anyway.
-            if let Ok(info) = redis::from_redis_value::<String>(reply) {
-                connected.insert(node, parse_connected_replicas(&info));
-            }
-        }
-        let mut readings = poison::locked(&self.readings);
-        readings.retain(|site, _| !matches!(site, Site::Node(_)));
-        let at = tokio::time::Instant::now();
-        for (node, &count) in &connected {
-            readings.insert(
-                Site::Node(node.clone()),
-                Reading {
-                    connected: count,
-                    at,
-                },
-            );
-        }
-        readings.insert(Site::EveryMaster, Reading { connected: 0, at });
+        // A master that did not answer has no reading: its writes failed anyway.
+        let connected: HashMap<String, usize> = replies
+            .into_iter()
+            .filter_map(|(node, reply)| {
+                let info = redis::from_redis_value::<String>(reply).ok()?;
+                Some((node, parse_connected_replicas(&info)))
+            })
+            .collect();
+        *poison::locked(&self.every_master) = Some(Reading::now(connected.clone()));
         Ok(connected)
-    }
-
-    fn reading(&self, site: &Site, fresh: bool) -> Option<usize> {
-        if fresh {
-            return None;
-        }
-        let readings = poison::locked(&self.readings);
-        let reading = readings.get(site)?;
-        (reading.at.elapsed() < REPLICAS_READ_EVERY).then_some(reading.connected)
-    }
-
-    fn store(&self, site: Site, connected: usize) {
-        let at = tokio::time::Instant::now();
-        poison::locked(&self.readings).insert(site, Reading { connected, at });
     }
 }
 
@@ -292,41 +269,14 @@ async fn slots_of(conn: &mut Conn, nodes: &[String]) -> Result<Vec<(u16, u16)>> 
     let mut slots = redis::cmd("CLUSTER");
     slots.arg("SLOTS");
     let replies = conn.on_every_master(slots).await?;
-    let Some(ranges) = replies
+    // Hosts as announced: redis-rs names a node by the address `CLUSTER SLOTS` gives.
+    match replies
         .into_iter()
-        .find_map(|(_, reply)| redis::from_redis_value::<Vec<Value>>(reply).ok())
-    else {
-        return Err(Error::pool("no master answered CLUSTER SLOTS"));
-    };
-    let mut void = Vec::new();
-    for range in ranges {
-        let Value::Array(fields) = range else {
-            continue;
-        };
-        let (Some(from), Some(to), Some(Value::Array(master))) =
-            (fields.first(), fields.get(1), fields.get(2))
-        else {
-            continue;
-        };
-        let (Ok(from), Ok(to)) = (
-            redis::from_redis_value_ref::<u16>(from),
-            redis::from_redis_value_ref::<u16>(to),
-        ) else {
-            continue;
-        };
-        let host = master
-            .first()
-            .and_then(|h| redis::from_redis_value_ref::<String>(h).ok());
-        let port = master
-            .get(1)
-            .and_then(|p| redis::from_redis_value_ref::<u16>(p).ok());
-        if let (Some(host), Some(port)) = (host, port) {
-            if nodes.contains(&format!("{host}:{port}")) {
-                void.push((from, to));
-            }
-        }
+        .find_map(|(_, reply)| SlotMap::parse(&reply, "").ok())
+    {
+        Some(map) => Ok(map.ranges_of(nodes)),
+        None => Err(Error::pool("no master answered CLUSTER SLOTS")),
     }
-    Ok(void)
 }
 
 fn info_replication() -> Cmd {
@@ -335,11 +285,15 @@ fn info_replication() -> Cmd {
     info
 }
 
-/// Runs `cmd` where the write of `site` was made.
-async fn query<T: redis::FromRedisValue>(conn: &mut Conn, site: &Site, cmd: Cmd) -> Result<T> {
-    Ok(match site {
-        Site::Slot(slot) => conn.on_slot_master(cmd, *slot).await?,
-        _ => cmd.query_async(conn).await?,
+/// Runs `cmd` where the write was made: on a cluster, on the master of `slot`.
+async fn query<T: redis::FromRedisValue>(
+    conn: &mut Conn,
+    slot: Option<u16>,
+    cmd: Cmd,
+) -> Result<T> {
+    Ok(match slot {
+        Some(slot) => conn.on_slot_master(cmd, slot).await?,
+        None => cmd.query_async(conn).await?,
     })
 }
 

@@ -28,6 +28,7 @@ use tokio::sync::{watch, Notify};
 use crate::config::sentinel::SentinelEndpoints;
 use crate::config::server_url::ServerUrl;
 use crate::error::{Error, Result};
+use crate::transport::bounded::within;
 use crate::transport::reconnects::Reconnects;
 
 /// How often the sentinels are asked for the master besides listening for `+switch-master`:
@@ -47,7 +48,7 @@ pub(crate) struct Master {
 }
 
 struct Inner {
-    endpoints: SentinelEndpoints,
+    sentinels: Sentinels,
     current: watch::Sender<Arc<Master>>,
     /// [`Master::generation`] of `current`, readable without a lock on every lock call.
     generation: AtomicU64,
@@ -55,8 +56,6 @@ struct Inner {
     next_sentinel: AtomicUsize,
     /// Wakes the follower to ask the sentinels now.
     ask_now: Notify,
-    connect_timeout: Duration,
-    response_timeout: Duration,
     reconnects: Arc<Reconnects>,
 }
 
@@ -81,10 +80,13 @@ impl MasterWatch {
         reconnects: Arc<Reconnects>,
         closing: tokio_util::sync::CancellationToken,
     ) -> Result<Self> {
-        let (index, (host, port)) = Probe::new(&endpoints, connect_timeout, response_timeout)
-            .ask_all(0)
-            .await?;
-        let (client, url) = endpoints.master(&host, port)?;
+        let sentinels = Sentinels {
+            endpoints,
+            connect_timeout,
+            response_timeout,
+        };
+        let (index, (host, port)) = sentinels.ask_all(0, &mut None).await?;
+        let (client, url) = sentinels.endpoints.master(&host, port)?;
         let master = Arc::new(Master {
             host,
             port,
@@ -93,13 +95,11 @@ impl MasterWatch {
             generation: 1,
         });
         let inner = Arc::new(Inner {
-            endpoints,
+            sentinels,
             current: watch::Sender::new(master),
             generation: AtomicU64::new(1),
             next_sentinel: AtomicUsize::new(index),
             ask_now: Notify::new(),
-            connect_timeout,
-            response_timeout,
             reconnects,
         });
         // Until the client's connections go, rather than until it next finds them gone.
@@ -129,28 +129,24 @@ impl MasterWatch {
     }
 }
 
-/// Asks sentinels, each bounded by the client's timeouts, keeping the connection to the
-/// last one asked.
-struct Probe<'a> {
-    endpoints: &'a SentinelEndpoints,
+/// The sentinels, each asked within the client's timeouts.
+struct Sentinels {
+    endpoints: SentinelEndpoints,
     connect_timeout: Duration,
     response_timeout: Duration,
-    /// The sentinel asked last, and the connection to it.
-    cached: Option<(usize, MultiplexedConnection)>,
 }
 
-impl Inner {
-    fn probe(&self) -> Probe<'_> {
-        Probe::new(&self.endpoints, self.connect_timeout, self.response_timeout)
-    }
+/// The sentinel asked last, and the connection to it, kept for the next question.
+type Cached = Option<(usize, MultiplexedConnection)>;
 
+impl Inner {
     /// Installs `(host, port)` as the master if it is a new one, and tells everyone.
     fn install(&self, host: String, port: u16) {
         let current = self.current.borrow().clone();
         if current.host == host && current.port == port {
             return;
         }
-        let (client, url) = match self.endpoints.master(&host, port) {
+        let (client, url) = match self.sentinels.endpoints.master(&host, port) {
             Ok(made) => made,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot connect to the master the sentinels name");
@@ -158,7 +154,7 @@ impl Inner {
             }
         };
         tracing::info!(
-            master_name = %self.endpoints.master_name,
+            master_name = %self.sentinels.endpoints.master_name,
             from = %current.url,
             to = %url,
             "the sentinels switched the master; following it"
@@ -178,28 +174,15 @@ impl Inner {
     }
 }
 
-impl<'a> Probe<'a> {
-    fn new(
-        endpoints: &'a SentinelEndpoints,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-    ) -> Self {
-        Probe {
-            endpoints,
-            connect_timeout,
-            response_timeout,
-            cached: None,
-        }
-    }
-
+impl Sentinels {
     /// The master's address from the first sentinel that names it, starting at `first`,
     /// with that sentinel's index.
-    async fn ask_all(&mut self, first: usize) -> Result<(usize, (String, u16))> {
+    async fn ask_all(&self, first: usize, cached: &mut Cached) -> Result<(usize, (String, u16))> {
         let count = self.endpoints.sentinels.len();
         let mut failure = None;
         for step in 0..count {
             let index = (first + step) % count;
-            match self.ask(index).await {
+            match self.ask(index, cached).await {
                 Ok(Some(addr)) => return Ok((index, addr)),
                 Ok(None) => {
                     failure = Some(Error::UnsupportedServer {
@@ -217,26 +200,14 @@ impl<'a> Probe<'a> {
     }
 
     /// One sentinel's answer: the address, or `None` when it knows no such master.
-    async fn ask(&mut self, index: usize) -> Result<Option<(String, u16)>> {
+    async fn ask(&self, index: usize, cached: &mut Cached) -> Result<Option<(String, u16)>> {
         let url = &self.endpoints.sentinel_urls[index];
-        let mut conn = match self.cached.take() {
+        let mut conn = match cached.take() {
             Some((cached, conn)) if cached == index => conn,
             _ => {
                 let sentinel = &self.endpoints.sentinels[index];
-                let connected = tokio::time::timeout(
-                    self.connect_timeout,
-                    sentinel.get_multiplexed_async_connection(),
-                );
-                match connected.await {
-                    Ok(Ok(conn)) => conn,
-                    Ok(Err(e)) => return Err(Error::Redis(e)),
-                    Err(_) => {
-                        return Err(Error::Timeout {
-                            during: "connecting to a sentinel",
-                            after: self.connect_timeout,
-                        })
-                    }
-                }
+                let connecting = sentinel.get_multiplexed_async_connection();
+                within(self.connect_timeout, "connecting to a sentinel", connecting).await?
             }
         };
         let mut command = redis::cmd("SENTINEL");
@@ -244,25 +215,27 @@ impl<'a> Probe<'a> {
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.endpoints.master_name);
         let asked = command.query_async::<Option<(String, u16)>>(&mut conn);
-        match tokio::time::timeout(self.response_timeout, asked).await {
-            Ok(Ok(addr)) => {
-                self.cached = Some((index, conn));
+        match within(
+            self.response_timeout,
+            "asking a sentinel for the master",
+            asked,
+        )
+        .await
+        {
+            Ok(addr) => {
+                *cached = Some((index, conn));
                 Ok(addr)
             }
             // A server that is no sentinel refuses the command: say so, rather than pass
             // on "unknown command" (refused credentials keep their own error).
-            Ok(Err(e)) if e.code() == Some("ERR") => Err(Error::UnsupportedServer {
+            Err(Error::Redis(e)) if e.code() == Some("ERR") => Err(Error::UnsupportedServer {
                 url: url.to_string(),
                 reason: format!(
                     "it did not answer as a sentinel: {}",
                     url.scrub(&e.to_string())
                 ),
             }),
-            Ok(Err(e)) => Err(Error::Redis(e)),
-            Err(_) => Err(Error::Timeout {
-                during: "asking a sentinel for the master",
-                after: self.response_timeout,
-            }),
+            Err(e) => Err(e),
         }
     }
 }
@@ -277,21 +250,23 @@ async fn follow(inner: Weak<Inner>) {
     let mut cached = None;
     loop {
         let Some(watch) = inner.upgrade() else { return };
-        let index = watch.next_sentinel.load(Ordering::Relaxed) % watch.endpoints.sentinels.len();
-        let sentinel = watch.endpoints.sentinels[index].clone();
-        let limit = watch.connect_timeout + watch.response_timeout;
+        let sentinels = &watch.sentinels;
+        let index =
+            watch.next_sentinel.load(Ordering::Relaxed) % sentinels.endpoints.sentinels.len();
+        let sentinel = sentinels.endpoints.sentinels[index].clone();
+        let limit = sentinels.connect_timeout + sentinels.response_timeout;
         drop(watch);
         let subscribed = async {
             let mut pubsub = sentinel.get_async_pubsub().await?;
             pubsub.subscribe("+switch-master").await?;
-            Ok::<_, redis::RedisError>(pubsub)
+            Ok::<_, redis::RedisError>(pubsub.into_on_message())
         };
-        let mut messages = match tokio::time::timeout(limit, subscribed).await {
-            Ok(Ok(pubsub)) => Some(pubsub.into_on_message()),
-            // Polling goes on; subscribing is tried again after the next poll, on the
-            // sentinel that answers it.
-            _ => None,
-        };
+        // On a failure polling goes on; subscribing is tried again after the next poll, on
+        // the sentinel that answers it.
+        let mut messages = tokio::time::timeout(limit, subscribed)
+            .await
+            .ok()
+            .and_then(Result::ok);
         loop {
             let Some(watch) = inner.upgrade() else { return };
             let heard = async {
@@ -305,10 +280,8 @@ async fn follow(inner: Weak<Inner>) {
                 _ = watch.ask_now.notified() => false,
                 heard = heard => heard.is_none(),
             };
-            let mut probe = watch.probe();
-            probe.cached = cached.take();
             let first = watch.next_sentinel.load(Ordering::Relaxed);
-            match probe.ask_all(first).await {
+            match watch.sentinels.ask_all(first, &mut cached).await {
                 Ok((index, (host, port))) => {
                     watch.next_sentinel.store(index, Ordering::Relaxed);
                     watch.install(host, port);
@@ -318,7 +291,6 @@ async fn follow(inner: Weak<Inner>) {
                     watch.next_sentinel.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            cached = probe.cached.take();
             if subscription_lost {
                 break;
             }

@@ -84,38 +84,23 @@ async fn check_identity(conn: &mut Conn, url: &ServerUrl) -> Result<()> {
             &format!("it runs version {version}; redis-rlock needs Redis 7.0 or later (or Valkey)"),
         ));
     }
-    let cluster = conn.is_cluster();
-    match field("mode").as_str() {
+    let refusal = match (field("mode").as_str(), conn.is_cluster()) {
         // The cluster connection sends HELLO to a master; replicas are never written to.
-        "cluster" if cluster => return Ok(()),
-        _ if cluster => {
-            return Err(unsupported(
-                url,
-                "it does not run in cluster mode; connect to it with Client::connect",
-            ))
+        ("cluster", true) => return Ok(()),
+        (_, true) => "it does not run in cluster mode; connect to it with Client::connect",
+        ("sentinel", false) => "it is a Redis Sentinel; connect to the master it monitors",
+        ("cluster", false) => {
+            "it runs in cluster mode: connect with Client::connect_cluster (a lock call \
+             on one node would be refused with MOVED or CROSSSLOT)"
         }
-        "sentinel" => {
-            return Err(unsupported(
-                url,
-                "it is a Redis Sentinel; connect to the master it monitors",
-            ))
-        }
-        "cluster" => {
-            return Err(unsupported(
-                url,
-                "it runs in cluster mode: connect with Client::connect_cluster (a lock call \
-                 on one node would be refused with MOVED or CROSSSLOT)",
-            ))
-        }
-        _ => {}
-    }
-    match field("role").as_str() {
-        "replica" | "slave" => Err(unsupported(
-            url,
-            "it is a replica, and replicas are read-only; connect to its master",
-        )),
-        _ => Ok(()),
-    }
+        _ => match field("role").as_str() {
+            "replica" | "slave" => {
+                "it is a replica, and replicas are read-only; connect to its master"
+            }
+            _ => return Ok(()),
+        },
+    };
+    Err(unsupported(url, refusal))
 }
 
 /// Whether the server takes sharded pub/sub (Redis 7.0): what [`PubSubMode::Auto`] asks,
@@ -185,16 +170,14 @@ async fn memory_settings(conn: &mut Conn) -> Result<Vec<(String, Option<Memory>)
     let mut info = redis::cmd("INFO");
     info.arg("memory");
     let replies = refused_as_nil(conn.on_every_master(info).await)?;
-    let mut nodes = Vec::with_capacity(replies.len());
-    let mut config_needed = false;
-    for (node, reply) in replies {
-        let memory = redis::from_redis_value::<String>(reply)
-            .ok()
-            .and_then(|info| Memory::from_info(&info));
-        config_needed |= memory.is_none();
-        nodes.push((node, memory));
-    }
-    if config_needed {
+    let mut nodes: Vec<(String, Option<Memory>)> = replies
+        .into_iter()
+        .map(|(node, reply)| {
+            let info = redis::from_redis_value::<String>(reply).ok();
+            (node, info.and_then(|info| Memory::from_info(&info)))
+        })
+        .collect();
+    if nodes.iter().any(|(_, memory)| memory.is_none()) {
         let mut config = redis::cmd("CONFIG");
         config.arg("GET").arg("maxmemory-policy").arg("maxmemory");
         let replies = refused_as_nil(conn.on_every_master(config).await)?;

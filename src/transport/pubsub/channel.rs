@@ -44,14 +44,14 @@ pub(super) struct Channel {
     pub(super) wake: Wake,
     /// A lock's channel: wake-up permits, one per unlock message, capped at the number of
     /// waiters.
-    wakeups: Semaphore,
+    pub(super) wakeups: Semaphore,
     /// Other channels, whose messages are for every waiter: a count of such messages (and
     /// resubscriptions), which each waiter compares with the one it last acted on. Permits
     /// would not do: a waiter that tries again and still cannot go could take a second
     /// permit meant for another, which then never tries.
     generation: AtomicU64,
     /// Told when `generation` moves.
-    moved: Notify,
+    pub(super) moved: Notify,
     pub(super) waiters: AtomicUsize,
     subscribed: watch::Sender<Subscribed>,
     /// The channel lost a confirmed subscription (its connection dropped, its slot moved):
@@ -125,19 +125,10 @@ impl Channel {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Told when [`generation`](Channel::generation) moves.
-    pub(super) fn moved(&self) -> &Notify {
-        &self.moved
-    }
-
     /// Adds one permit whatever the count: a waiter leaving with a wake-up it did not use
     /// hands it on.
     pub(super) fn pass_on_wakeup(&self) {
         self.wakeups.add_permits(1);
-    }
-
-    pub(super) fn wakeups(&self) -> &Semaphore {
-        &self.wakeups
     }
 
     pub(super) fn state(&self) -> Subscribed {

@@ -6,20 +6,21 @@
 //! subscribed.
 
 use std::collections::{HashMap, HashSet};
-use tokio_util::sync::CancellationToken;
-
+use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::protocol::channels::ChannelKind;
 use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
-use crate::transport::pubsub::slot_map::{NodeId, SlotMap};
-use crate::transport::pubsub::topology::Topology;
+use crate::transport::pubsub::topology::{NodeId, Topology};
 use crate::transport::pubsub::{node, watcher};
 use crate::transport::reconnects::Reconnects;
+use crate::transport::slot_map::SlotMap;
 use crate::util::metrics;
 use crate::util::poison;
 
@@ -43,6 +44,9 @@ pub(super) struct Hub {
     /// Told when a node's connection comes back after being lost, or subscriptions moved
     /// to another node: Redis may have restarted or failed over and forgotten locks.
     pub(super) reconnects: Arc<Reconnects>,
+    /// Asks the cluster watcher to read the slot map again; held apart from the hub, which
+    /// the watcher holds only weakly while it waits.
+    refresh: Arc<Notify>,
     /// Where the tasks run: the runtime the client was built on.
     runtime: tokio::runtime::Handle,
     state: Mutex<State>,
@@ -53,15 +57,7 @@ pub(super) struct Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
-        self.closing.cancel();
-    }
-}
-
-impl Hub {
-    /// Ends every node task and the watcher, closing their connections: the client shuts
-    /// down.
-    pub(super) fn close(&self) {
-        self.closing.cancel();
+        self.close();
     }
 }
 
@@ -81,19 +77,32 @@ struct Wanted {
     node: Option<NodeId>,
 }
 
+impl State {
+    /// The wanted channels whose subscription belongs on `node`.
+    fn on<'a>(&'a self, node: &'a NodeId) -> impl Iterator<Item = (&'a Arc<str>, &'a Wanted)> {
+        self.channels
+            .iter()
+            .filter(move |(_, w)| w.node.as_ref() == Some(node))
+    }
+
+    /// The channel `name`, if it is wanted and belongs on `node`.
+    fn assigned(&self, name: &str, node: &NodeId) -> Option<&Wanted> {
+        let wanted = self.channels.get(name)?;
+        (wanted.node.as_ref() == Some(node)).then_some(wanted)
+    }
+
+    /// `node`'s connection is gone: its channels are to be subscribed again.
+    fn unconfirm_on(&self, node: &NodeId) {
+        for (_, wanted) in self.on(node) {
+            wanted.channel.unconfirm();
+        }
+    }
+}
+
 /// A node's connection task and its queue of channels to look at again.
 struct NodeTask {
     handle: JoinHandle<Option<()>>,
     sender: mpsc::UnboundedSender<Arc<str>>,
-}
-
-/// What the cluster watcher should do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Attention {
-    /// Every wanted channel is subscribed where its slot lives: check now and then.
-    Settled,
-    /// Some channel waits for its subscription: check again soon.
-    Unsettled,
 }
 
 /// What a node's connection should do about the channels it was asked to look at.
@@ -116,6 +125,7 @@ impl Hub {
             topology,
             timing,
             reconnects,
+            refresh: Arc::new(Notify::new()),
             runtime,
             state: Mutex::new(State {
                 channels: HashMap::new(),
@@ -125,6 +135,12 @@ impl Hub {
             }),
             closing: CancellationToken::new(),
         }
+    }
+
+    /// Ends every node task and the watcher, closing their connections: the client shuts
+    /// down.
+    pub(super) fn close(&self) {
+        self.closing.cancel();
     }
 
     /// Adds a waiter on `name`; the channel's first waiter has its node told to subscribe,
@@ -141,17 +157,13 @@ impl Hub {
                 node: None,
             });
         let channel = wanted.channel.clone();
-        if channel
-            .waiters
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-            == 0
-        {
+        if channel.waiters.fetch_add(1, Ordering::AcqRel) == 0 {
             // A new entry: only the last waiter's leaving removes one, under this lock.
             metrics::channels(1.0);
             wanted.node = self.topology.node_of(state.slots.as_deref(), name);
             match wanted.node.clone() {
                 Some(node) => self.tell(state, &node, name, true),
-                None => self.topology.request_refresh(),
+                None => self.request_refresh(),
             }
         }
         if self.topology.is_cluster() {
@@ -163,11 +175,7 @@ impl Hub {
     /// Removes a waiter from `name`; the last one's leaving has its node unsubscribe.
     pub(super) fn deregister(self: &Arc<Self>, name: &Arc<str>, channel: &Channel) {
         let mut state = poison::locked(&self.state);
-        if channel
-            .waiters
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
-            == 1
-        {
+        if channel.waiters.fetch_sub(1, Ordering::AcqRel) == 1 {
             metrics::channels(-1.0);
             if let Some(Wanted {
                 node: Some(node), ..
@@ -197,21 +205,11 @@ impl Hub {
         // subscribed: the new task confirms them again, and wakes their waiters.
         let respawn = state.nodes.contains_key(node);
         if respawn {
-            for wanted in state.channels.values() {
-                if wanted.node.as_ref() == Some(node) {
-                    wanted.channel.unconfirm();
-                }
-            }
+            state.unconfirm_on(node);
         }
         let (sender, receiver) = mpsc::unbounded_channel();
-        let handle = self
-            .runtime
-            .spawn(self.closing.clone().run_until_cancelled_owned(node::run(
-                Arc::downgrade(self),
-                node.clone(),
-                receiver,
-                respawn,
-            )));
+        let run = node::run(Arc::downgrade(self), node.clone(), receiver, respawn);
+        let handle = self.spawn(run);
         state
             .nodes
             .insert(node.clone(), NodeTask { handle, sender });
@@ -221,12 +219,21 @@ impl Hub {
         if state.watcher.as_ref().is_some_and(|w| !w.is_finished()) {
             return;
         }
-        let refresh = self.topology.refresh_signal();
-        let watch = watcher::run(Arc::downgrade(self), refresh);
-        state.watcher = Some(
-            self.runtime
-                .spawn(self.closing.clone().run_until_cancelled_owned(watch)),
-        );
+        let watch = watcher::run(Arc::downgrade(self), self.refresh.clone());
+        state.watcher = Some(self.spawn(watch));
+    }
+
+    /// Runs `task` on the client's runtime until it ends or the hub closes.
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> JoinHandle<Option<()>> {
+        let task = self.closing.clone().run_until_cancelled_owned(task);
+        self.runtime.spawn(task)
+    }
+
+    /// Asks the cluster watcher to read the slot map again (a node's connection was lost,
+    /// a subscription was dropped or redirected by the server); nothing on one Redis, where
+    /// no watcher runs.
+    pub(super) fn request_refresh(&self) {
+        self.refresh.notify_one();
     }
 
     /// The cluster watcher ends when no channel is wanted (under the lock, so that a
@@ -240,18 +247,14 @@ impl Hub {
         false
     }
 
-    /// Whether the watcher should look at the slot map again soon.
-    pub(super) fn attention(&self) -> Attention {
+    /// Whether some channel waits for its subscription, so that the watcher should look
+    /// at the slot map again soon.
+    pub(super) fn unsettled(&self) -> bool {
         let state = poison::locked(&self.state);
-        let unsettled = state
+        state
             .channels
             .values()
-            .any(|w| w.node.is_none() || w.channel.state() == Subscribed::Pending);
-        if unsettled {
-            Attention::Unsettled
-        } else {
-            Attention::Settled
-        }
+            .any(|w| w.node.is_none() || w.channel.state() == Subscribed::Pending)
     }
 
     /// The last slot map read, if any.
@@ -298,40 +301,23 @@ impl Hub {
             .values()
             .filter_map(|w| w.node.as_ref())
             .collect();
-        let retired: Vec<NodeId> = state
-            .nodes
-            .keys()
-            .filter(|node| match node {
-                NodeId::At(addr) => !map.is_master(addr) && !busy.contains(node),
-                NodeId::Only => false,
-            })
-            .cloned()
-            .collect();
-        for node in retired {
-            // Dropping its sender ends the task once it has handled what it was told.
-            state.nodes.remove(&node);
-        }
+        // Dropping a retired task's sender ends it once it has handled what it was told.
+        state.nodes.retain(|node, _| match node {
+            NodeId::At(addr) => map.is_master(addr) || busy.contains(node),
+            NodeId::Only => true,
+        });
         moved
     }
 
     /// The channels `node` should be subscribed to.
     pub(super) fn assigned_to(&self, node: &NodeId) -> Vec<Arc<str>> {
-        poison::locked(&self.state)
-            .channels
-            .iter()
-            .filter(|(_, w)| w.node.as_ref() == Some(node))
-            .map(|(name, _)| name.clone())
-            .collect()
+        let state = poison::locked(&self.state);
+        state.on(node).map(|(name, _)| name.clone()).collect()
     }
 
     /// `node`'s connection was lost: its channels are to be subscribed again.
     pub(super) fn unconfirm_all(&self, node: &NodeId) {
-        let state = poison::locked(&self.state);
-        for wanted in state.channels.values() {
-            if wanted.node.as_ref() == Some(node) {
-                wanted.channel.unconfirm();
-            }
-        }
+        poison::locked(&self.state).unconfirm_on(node);
     }
 
     /// Which of `names` (or, for `None`, of the channels that belong on `node`, and of
@@ -350,9 +336,7 @@ impl Hub {
             Some(names) => names,
             None => {
                 everything = state
-                    .channels
-                    .iter()
-                    .filter(|(_, w)| w.node.as_ref() == Some(node))
+                    .on(node)
                     .map(|(name, _)| name.clone())
                     .chain(subscribed.iter().cloned())
                     .collect();
@@ -365,11 +349,7 @@ impl Hub {
             if !seen.insert(name) {
                 continue;
             }
-            let here = state
-                .channels
-                .get(name)
-                .filter(|w| w.node.as_ref() == Some(node));
-            match here {
+            match state.assigned(name, node) {
                 Some(wanted) if wanted.channel.state() == Subscribed::Pending => {
                     if subscribed.contains(name) {
                         wanted.channel.confirm();
@@ -385,23 +365,19 @@ impl Hub {
     }
 
     /// Runs `action` on the channel `name` if it is wanted and belongs on `node`, under the
-    /// lock: a channel that moved on is not touched by its old node.
-    pub(super) fn on_assigned(&self, name: &str, node: &NodeId, action: impl FnOnce(&Channel)) {
+    /// lock: a channel that moved on is not touched by its old node. Whether it ran.
+    pub(super) fn on_assigned(
+        &self,
+        name: &str,
+        node: &NodeId,
+        action: impl FnOnce(&Channel),
+    ) -> bool {
         let state = poison::locked(&self.state);
-        if let Some(wanted) = state.channels.get(name) {
-            if wanted.node.as_ref() == Some(node) {
-                action(&wanted.channel);
-            }
-        }
-    }
-
-    /// Whether `name` is wanted and belongs on `node`.
-    pub(super) fn belongs_on(&self, name: &str, node: &NodeId) -> bool {
-        let state = poison::locked(&self.state);
-        state
-            .channels
-            .get(name)
-            .is_some_and(|w| w.node.as_ref() == Some(node))
+        let Some(wanted) = state.assigned(name, node) else {
+            return false;
+        };
+        action(&wanted.channel);
+        true
     }
 
     pub(super) fn channel(&self, name: &[u8]) -> Option<Arc<Channel>> {

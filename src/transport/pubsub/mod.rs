@@ -50,7 +50,6 @@
 mod channel;
 mod hub;
 mod node;
-mod slot_map;
 mod subscription;
 mod topology;
 mod watcher;

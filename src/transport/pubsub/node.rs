@@ -22,9 +22,11 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, RedisError, ServerErrorKind, Value};
 use tokio::sync::{mpsc, watch};
 
-use crate::error::{is_permission_failure, Error, Result};
-use crate::transport::pubsub::hub::Hub;
-use crate::transport::pubsub::slot_map::NodeId;
+use crate::error::{is_permission_failure, Result};
+use crate::transport::bounded::within;
+use crate::transport::pubsub::channel::Channel;
+use crate::transport::pubsub::hub::{Hub, Timing};
+use crate::transport::pubsub::topology::NodeId;
 use crate::transport::sentinel::Master;
 use crate::util::metrics;
 
@@ -67,7 +69,7 @@ pub(super) async fn run(
         // Where it is now (a Sentinel master moves), for the logs.
         let address = listener.topology.address_of(&node);
         let opened = Session::open(&listener, &node, &address).await;
-        let (mut session, mut pushes) = match opened {
+        let mut session = match opened {
             Ok(opened) => opened,
             Err(e) => {
                 // Once per outage, for waiters who had a subscription: they now wait out
@@ -79,7 +81,7 @@ pub(super) async fn run(
                 }
                 failing_since.get_or_insert_with(tokio::time::Instant::now);
                 // The node may be gone for good: its slots may have moved.
-                listener.topology.request_refresh();
+                listener.request_refresh();
                 drop(listener);
                 tokio::time::sleep(RECONNECT_DELAY).await;
                 continue;
@@ -95,10 +97,9 @@ pub(super) async fn run(
                 }
                 reconnecting = true;
                 drop(listener);
-                session.serve(&hub, &mut tells, &mut pushes).await
+                session.serve(&hub, &mut tells).await
             }
-            Err(End::Done) => End::Done,
-            Err(End::Lost) => End::Lost,
+            Err(end) => end,
         };
         if let End::Done = end {
             return;
@@ -106,7 +107,7 @@ pub(super) async fn run(
         tracing::debug!(node = %address, "pub/sub connection lost; reconnecting");
         if let Some(listener) = hub.upgrade() {
             listener.unconfirm_all(&node);
-            listener.topology.request_refresh();
+            listener.request_refresh();
         }
         tokio::time::sleep(RECONNECT_DELAY).await;
     }
@@ -124,22 +125,21 @@ struct Session {
     /// Unsubscriptions asked for and not yet confirmed: their `unsubscribe` pushes are no
     /// news.
     unsubscribing: HashMap<Arc<str>, usize>,
-    command_timeout: Duration,
-    ping_interval: Duration,
+    /// What the server pushes on this connection: messages, subscription changes, and its
+    /// loss.
+    pushes: mpsc::UnboundedReceiver<PushInfo>,
+    /// The bound on each command, and how often the connection is pinged.
+    timing: Timing,
     /// On a Sentinel client: told when the sentinels name another master, which this
     /// connection must leave (see the topology docs).
     master_changes: Option<watch::Receiver<Arc<Master>>>,
 }
 
 impl Session {
-    async fn open(
-        hub: &Hub,
-        node: &NodeId,
-        address: &str,
-    ) -> Result<(Session, mpsc::UnboundedReceiver<PushInfo>)> {
+    async fn open(hub: &Hub, node: &NodeId, address: &str) -> Result<Session> {
         let timing = hub.timing;
         let master_changes = hub.topology.master_changes();
-        let client = hub.topology.client_for(node).await?;
+        let client = hub.topology.client_for(node)?;
         let (sender, pushes) = mpsc::unbounded_channel();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timing.connect_timeout))
@@ -147,26 +147,18 @@ impl Session {
             .set_push_sender(sender);
         // Bounded as a whole: the handshake after the connect has no bound of its own.
         let limit = timing.connect_timeout + timing.command_timeout;
-        let conn = tokio::time::timeout(
-            limit,
-            client.get_multiplexed_async_connection_with_config(&config),
-        )
-        .await
-        .map_err(|_| Error::Timeout {
-            during: "connecting for pub/sub",
-            after: limit,
-        })??;
-        let session = Session {
+        let connecting = client.get_multiplexed_async_connection_with_config(&config);
+        let conn = within(limit, "connecting for pub/sub", connecting).await?;
+        Ok(Session {
             node: node.clone(),
             address: address.to_string(),
             conn,
             subscribed: HashSet::new(),
             unsubscribing: HashMap::new(),
-            command_timeout: timing.command_timeout,
-            ping_interval: timing.ping_interval,
+            pushes,
+            timing,
             master_changes,
-        };
-        Ok((session, pushes))
+        })
     }
 
     /// Serves the connection until it is lost or the listener is gone.
@@ -174,9 +166,8 @@ impl Session {
         &mut self,
         hub: &Weak<Hub>,
         tells: &mut mpsc::UnboundedReceiver<Arc<str>>,
-        pushes: &mut mpsc::UnboundedReceiver<PushInfo>,
     ) -> End {
-        let mut keepalive = tokio::time::interval(self.ping_interval);
+        let mut keepalive = tokio::time::interval(self.timing.ping_interval);
         keepalive.tick().await;
         loop {
             let master_changed = async {
@@ -194,7 +185,7 @@ impl Session {
                     // Any reply will do (even a push redis-rs hands to the PING).
                     let ping = redis::cmd("PING");
                     let pong = tokio::time::timeout(
-                        self.command_timeout,
+                        self.timing.command_timeout,
                         self.conn.req_packed_command(&ping),
                     )
                     .await;
@@ -217,7 +208,7 @@ impl Session {
                         return end;
                     }
                 }
-                push = pushes.recv() => {
+                push = self.pushes.recv() => {
                     let Some(push) = push else { return End::Lost };
                     let Some(listener) = hub.upgrade() else { return End::Done };
                     if let Err(end) = self.on_push(&listener, push).await {
@@ -243,7 +234,7 @@ impl Session {
                 if let Err(e) = reply {
                     // Refused (no `+unsubscribe`): the subscription stays, harmlessly.
                     tracing::debug!(channel = %name, error = %e, "pub/sub unsubscribe refused");
-                    self.forget_unsubscribe(name);
+                    self.unsubscribed(name);
                 }
             }
         }
@@ -253,12 +244,12 @@ impl Session {
                 let Err(e) = reply else { continue };
                 if is_permission_failure(&e) {
                     tracing::warn!(channel = %name, error = %e, "the user may not subscribe to an unlock channel");
-                    hub.on_assigned(name, &self.node, |channel| channel.refuse());
+                    hub.on_assigned(name, &self.node, Channel::refuse);
                 } else if is_redirection(&e) {
                     // The slot map is stale: the channel waits for the watcher to route it
                     // again.
                     tracing::debug!(channel = %name, error = %e, "pub/sub subscribe redirected");
-                    hub.topology.request_refresh();
+                    hub.request_refresh();
                 } else {
                     tracing::debug!(channel = %name, error = %e, "pub/sub subscribe failed");
                     return Err(End::Lost);
@@ -279,7 +270,7 @@ impl Session {
             pipe.cmd(command).arg(&**name);
         }
         let sent = tokio::time::timeout(
-            self.command_timeout,
+            self.timing.command_timeout,
             self.conn.req_packed_commands(&pipe, 0, channels.len()),
         )
         .await;
@@ -302,13 +293,17 @@ impl Session {
         }
     }
 
-    fn forget_unsubscribe(&mut self, name: &Arc<str>) {
-        if let Some(count) = self.unsubscribing.get_mut(name) {
-            *count -= 1;
-            if *count == 0 {
-                self.unsubscribing.remove(name);
-            }
+    /// An unsubscription of `name` was confirmed or refused: one fewer is awaited. False
+    /// when none was.
+    fn unsubscribed(&mut self, name: &Arc<str>) -> bool {
+        let Some(count) = self.unsubscribing.get_mut(name) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.unsubscribing.remove(name);
         }
+        true
     }
 
     /// Handles what the server pushed.
@@ -338,9 +333,7 @@ impl Session {
                     return Ok(());
                 };
                 self.subscribed.insert(name.clone());
-                if hub.belongs_on(&name, &self.node) {
-                    hub.on_assigned(&name, &self.node, |channel| channel.confirm());
-                } else {
+                if !hub.on_assigned(&name, &self.node, |channel| channel.confirm()) {
                     // Its waiters left (or it moved) while the subscribe was under way.
                     self.sync(hub, Some(&[name])).await?;
                 }
@@ -350,14 +343,12 @@ impl Session {
                     return Ok(());
                 };
                 self.subscribed.remove(&name);
-                if self.unsubscribing.contains_key(&name) {
-                    self.forget_unsubscribe(&name);
-                } else {
+                if !self.unsubscribed(&name) {
                     // The server dropped it on its own: the channel's slot left this node
                     // (a failover, a migration). Find where it lives now.
                     tracing::debug!(node = %self.address, channel = %name, "subscription dropped by the server");
-                    hub.on_assigned(&name, &self.node, |channel| channel.unconfirm());
-                    hub.topology.request_refresh();
+                    hub.on_assigned(&name, &self.node, Channel::unconfirm);
+                    hub.request_refresh();
                 }
             }
             _ => {}

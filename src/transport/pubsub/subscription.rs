@@ -28,7 +28,7 @@ impl Subscription {
     pub(crate) async fn wait(&mut self, limit: Duration) -> bool {
         if self.channel.wake != Wake::Lock {
             // Listening before looking, so that a message in between is not missed.
-            let moved = self.channel.moved().notified();
+            let moved = self.channel.moved.notified();
             tokio::pin!(moved);
             moved.as_mut().enable();
             if self.channel.generation() != self.seen {
@@ -36,7 +36,7 @@ impl Subscription {
             }
             return tokio::time::timeout(limit, moved).await.is_ok();
         }
-        match tokio::time::timeout(limit, self.channel.wakeups().acquire()).await {
+        match tokio::time::timeout(limit, self.channel.wakeups.acquire()).await {
             Ok(Ok(permit)) => {
                 permit.forget();
                 self.holds_wakeup = true;

@@ -8,14 +8,34 @@
 //! ([`master_changes`](Topology::master_changes)), since the old master keeps the
 //! connection open, and hears nothing the new one publishes, until it is demoted.
 
+use std::fmt;
 use std::sync::Arc;
 
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::error::{Error, Result};
-use crate::transport::pubsub::slot_map::{NodeAddr, NodeId, SlotMap};
 use crate::transport::sentinel::{Master, MasterWatch};
+use crate::transport::slot_map::{NodeAddr, SlotMap};
+
+/// A node the listener keeps a pub/sub connection to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum NodeId {
+    /// The one Redis of a standalone client, wherever it is now (see
+    /// [`Topology::client_for`]).
+    Only,
+    /// A cluster node, at the address the cluster announces for it.
+    At(NodeAddr),
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeId::Only => f.write_str("the server"),
+            NodeId::At(addr) => addr.fmt(f),
+        }
+    }
+}
 
 /// Where the listener's connections go.
 pub(super) enum Topology {
@@ -34,8 +54,6 @@ pub(super) struct Cluster {
     /// The credentials, database and TLS settings nodes are opened with: the first seed's,
     /// as redis-rs' cluster client does.
     template: ConnectionInfo,
-    /// Asks the cluster watcher to read the slot map again.
-    refresh: Arc<Notify>,
 }
 
 impl Topology {
@@ -60,7 +78,6 @@ impl Topology {
         Ok(Topology::Cluster(Cluster {
             seeds: std::iter::once(first.clone()).chain(infos).collect(),
             template: first,
-            refresh: Arc::new(Notify::new()),
         }))
     }
 
@@ -78,36 +95,35 @@ impl Topology {
         }
     }
 
-    /// How to open a pub/sub connection to `node`: RESP3, so that subscription changes
-    /// the server makes on its own (a shard channel's `sunsubscribe` after a failover or a
-    /// slot migration) arrive as pushes (see the module docs).
-    /// Where `node` is, as logs name it: `host:port`, which holds no credentials.
-    pub(super) fn address_of(&self, node: &NodeId) -> String {
+    /// Where `node` is now, with the settings it is opened with; `None` for a node of
+    /// another topology.
+    fn info_of(&self, node: &NodeId) -> Option<ConnectionInfo> {
         match (self, node) {
-            (_, NodeId::At(addr)) => format!("{}:{}", addr.host, addr.port),
-            (Topology::Standalone { node }, NodeId::Only) => node.addr().to_string(),
-            (Topology::Sentinel { master }, NodeId::Only) => master
-                .current()
-                .client
-                .get_connection_info()
-                .addr()
-                .to_string(),
-            (Topology::Cluster(_), NodeId::Only) => node.to_string(),
+            (Topology::Standalone { node }, NodeId::Only) => Some(node.clone()),
+            (Topology::Sentinel { master }, NodeId::Only) => {
+                Some(master.current().client.get_connection_info().clone())
+            }
+            (Topology::Cluster(cluster), NodeId::At(addr)) => Some(cluster.info_for(addr)),
+            _ => None,
         }
     }
 
-    pub(super) async fn client_for(&self, node: &NodeId) -> Result<redis::Client> {
-        let info = match (self, node) {
-            (Topology::Standalone { node }, NodeId::Only) => node.clone(),
-            (Topology::Sentinel { master }, NodeId::Only) => {
-                master.current().client.get_connection_info().clone()
-            }
-            (Topology::Cluster(cluster), NodeId::At(addr)) => cluster.info_for(addr),
-            _ => {
-                return Err(Error::invalid(format!(
-                    "no way to reach {node} for pub/sub"
-                )))
-            }
+    /// Where `node` is, as logs name it: `host:port`, which holds no credentials.
+    pub(super) fn address_of(&self, node: &NodeId) -> String {
+        match self.info_of(node) {
+            Some(info) => info.addr().to_string(),
+            None => node.to_string(),
+        }
+    }
+
+    /// How to open a pub/sub connection to `node`: RESP3, so that subscription changes
+    /// the server makes on its own (a shard channel's `sunsubscribe` after a failover or a
+    /// slot migration) arrive as pushes (see the module docs).
+    pub(super) fn client_for(&self, node: &NodeId) -> Result<redis::Client> {
+        let Some(info) = self.info_of(node) else {
+            return Err(Error::invalid(format!(
+                "no way to reach {node} for pub/sub"
+            )));
         };
         let settings = info
             .redis_settings()
@@ -127,22 +143,6 @@ impl Topology {
             .unwrap_or_default();
         sources.extend(cluster.seeds.iter().cloned());
         sources
-    }
-
-    /// Asks the cluster watcher to read the slot map again (a node's connection was lost,
-    /// a subscription was dropped or redirected by the server); nothing on one Redis.
-    pub(super) fn request_refresh(&self) {
-        if let Topology::Cluster(cluster) = self {
-            cluster.refresh.notify_one();
-        }
-    }
-
-    /// What [`request_refresh`](Self::request_refresh) signals.
-    pub(super) fn refresh_signal(&self) -> Arc<Notify> {
-        match self {
-            Topology::Cluster(cluster) => cluster.refresh.clone(),
-            Topology::Standalone { .. } | Topology::Sentinel { .. } => Arc::new(Notify::new()),
-        }
     }
 
     /// On a Sentinel client, told when the sentinels name another master; taken before

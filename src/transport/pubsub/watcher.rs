@@ -13,9 +13,9 @@ use redis::{AsyncConnectionConfig, ConnectionInfo, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::transport::pubsub::hub::{Attention, Hub};
-use crate::transport::pubsub::slot_map::SlotMap;
+use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::topology::host_of;
+use crate::transport::slot_map::SlotMap;
 
 /// How often the map is read while every subscription is where it belongs: a classic
 /// subscription left on a demoted master still hears every `PUBLISH`, but a fair lock's
@@ -33,9 +33,7 @@ const MIN_GAP: Duration = Duration::from_millis(50);
 /// up the read for long before the next node is asked.
 const READ_LIMIT: Duration = Duration::from_secs(1);
 
-/// The watcher task of `hub`; `refresh` is its [`Topology::request_refresh`] signal.
-///
-/// [`Topology::request_refresh`]: crate::transport::pubsub::topology::Topology::request_refresh
+/// The watcher task of `hub`; `refresh` is its [`Hub::request_refresh`] signal.
 pub(super) async fn run(hub: Weak<Hub>, refresh: Arc<Notify>) {
     // A connection to the node the map was last read from, kept between reads.
     let mut control: Option<(MultiplexedConnection, String)> = None;
@@ -48,9 +46,10 @@ pub(super) async fn run(hub: Weak<Hub>, refresh: Arc<Notify>) {
             if listener.retire_watcher_if_idle() {
                 return;
             }
-            match listener.attention() {
-                Attention::Settled => RECHECK,
-                Attention::Unsettled => UNSETTLED_RECHECK,
+            if listener.unsettled() {
+                UNSETTLED_RECHECK
+            } else {
+                RECHECK
             }
         };
         // The first read is at once (the first channel has no node yet).
@@ -100,14 +99,15 @@ async fn read_map(
     let mut failure = String::from("no node to read it from");
     for source in hub.topology.map_sources(hub.slots().as_deref()) {
         let host = host_of(&source);
-        match connect(hub, source).await {
-            Ok(mut conn) => match slots(&mut conn, &host, limit).await {
-                Ok(map) => {
-                    *control = Some((conn, host));
-                    return Ok(map);
-                }
-                Err(e) => failure = e,
-            },
+        let read = async {
+            let mut conn = connect(hub, source).await?;
+            Ok((slots(&mut conn, &host, limit).await?, conn))
+        };
+        match read.await {
+            Ok((map, conn)) => {
+                *control = Some((conn, host));
+                return Ok(map);
+            }
             Err(e) => failure = e,
         }
     }

@@ -1,6 +1,8 @@
-//! [`SlotMap`]: which master serves each hash slot of a Redis Cluster, read with
-//! `CLUSTER SLOTS`, and [`NodeId`], a node the listener connects to.
+//! [`SlotMap`]: which master serves each hash slot of a Redis Cluster, and which nodes the
+//! cluster is made of, read with `CLUSTER SLOTS`: where the unlock listener subscribes, which
+//! renewals a master's replicas void, and whether two clients reach one cluster.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -8,29 +10,17 @@ use redis::Value;
 
 use crate::protocol::key_slot;
 
-/// A node the listener keeps a pub/sub connection to.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) enum NodeId {
-    /// The one Redis of a standalone client, wherever it is now (see
-    /// [`Topology::client_for`](super::topology::Topology::client_for)).
-    Only,
-    /// A cluster node, at the address the cluster announces for it.
-    At(NodeAddr),
-}
-
 /// A cluster node's announced address.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(super) struct NodeAddr {
-    pub(super) host: Arc<str>,
-    pub(super) port: u16,
+pub(crate) struct NodeAddr {
+    pub(crate) host: Arc<str>,
+    pub(crate) port: u16,
 }
 
-impl fmt::Display for NodeId {
+impl fmt::Display for NodeAddr {
+    /// `host:port`, as redis-rs names a cluster's nodes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeId::Only => f.write_str("the server"),
-            NodeId::At(addr) => write!(f, "{}:{}", addr.host, addr.port),
-        }
+        write!(f, "{}:{}", self.host, self.port)
     }
 }
 
@@ -45,15 +35,18 @@ struct Range {
 /// The slot ranges of a cluster, sorted, with their masters; and every node listed (replicas
 /// too), to read the map again from when the nodes known first are gone.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct SlotMap {
+pub(crate) struct SlotMap {
     ranges: Vec<Range>,
     nodes: Vec<NodeAddr>,
+    /// The ids of every node listed: two clients of one cluster share some, two clusters
+    /// none.
+    pub(crate) ids: BTreeSet<String>,
 }
 
 impl SlotMap {
     /// The master serving the slot of `channel` (all of one lock's names share a slot), or
     /// `None` when no node serves it (the cluster is down there).
-    pub(super) fn master_of(&self, channel: &str) -> Option<&NodeAddr> {
+    pub(crate) fn master_of(&self, channel: &str) -> Option<&NodeAddr> {
         let slot = key_slot(channel.as_bytes());
         let after = self.ranges.partition_point(|r| r.start <= slot);
         let range = self.ranges.get(after.checked_sub(1)?)?;
@@ -61,19 +54,28 @@ impl SlotMap {
     }
 
     /// Whether `node` serves slots.
-    pub(super) fn is_master(&self, node: &NodeAddr) -> bool {
+    pub(crate) fn is_master(&self, node: &NodeAddr) -> bool {
         self.ranges.iter().any(|r| r.master == *node)
     }
 
+    /// The slot ranges (inclusive) served by the masters named `nodes` (`host:port`).
+    pub(crate) fn ranges_of(&self, nodes: &[String]) -> Vec<(u16, u16)> {
+        self.ranges
+            .iter()
+            .filter(|r| nodes.contains(&r.master.to_string()))
+            .map(|r| (r.start, r.end))
+            .collect()
+    }
+
     /// Every node the map lists, masters and replicas.
-    pub(super) fn nodes(&self) -> &[NodeAddr] {
+    pub(crate) fn nodes(&self) -> &[NodeAddr] {
         &self.nodes
     }
 
     /// Parses a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id, ...], [replica host,
     /// port, ...]...], ...]`. A node announced with an empty host (or `?`: its address is
     /// unknown) is the node that answered, at `asked_host`, as redis-rs reads it.
-    pub(super) fn parse(reply: &Value, asked_host: &str) -> Result<SlotMap, String> {
+    pub(crate) fn parse(reply: &Value, asked_host: &str) -> Result<SlotMap, String> {
         let Value::Array(entries) = reply else {
             return Err(format!("expected an array, got {reply:?}"));
         };
@@ -91,11 +93,14 @@ impl SlotMap {
                 .next()
                 .ok_or_else(|| format!("slots {start}-{end} have no master"))??;
             for replica in nodes {
-                let replica = replica?;
+                let (replica, id) = replica?;
+                map.ids.extend(id);
                 if !map.nodes.contains(&replica) {
                     map.nodes.push(replica);
                 }
             }
+            let (master, id) = master;
+            map.ids.extend(id);
             if !map.nodes.contains(&master) {
                 map.nodes.push(master.clone());
             }
@@ -116,14 +121,18 @@ fn slot(value: &Value) -> Result<u16, String> {
     }
 }
 
-fn node(value: &Value, asked_host: &str) -> Result<NodeAddr, String> {
+/// A node's address, and its id when listed.
+fn node(value: &Value, asked_host: &str) -> Result<(NodeAddr, Option<String>), String> {
     let Value::Array(fields) = value else {
         return Err(format!("expected a node, got {value:?}"));
     };
-    let host = match fields.first() {
-        Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-        Some(Value::SimpleString(text)) => text.clone(),
-        other => return Err(format!("expected a node's host, got {other:?}")),
+    let text = |field: Option<&Value>| match field {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        Some(Value::SimpleString(text)) => Some(text.clone()),
+        _ => None,
+    };
+    let Some(host) = text(fields.first()) else {
+        return Err(format!("expected a node's host, got {:?}", fields.first()));
     };
     let host = if host.is_empty() || host == "?" {
         asked_host.to_string()
@@ -136,10 +145,11 @@ fn node(value: &Value, asked_host: &str) -> Result<NodeAddr, String> {
         }
         other => return Err(format!("expected a node's port, got {other:?}")),
     };
-    Ok(NodeAddr {
+    let addr = NodeAddr {
         host: host.into(),
         port,
-    })
+    };
+    Ok((addr, text(fields.get(2))))
 }
 
 #[cfg(test)]
@@ -185,6 +195,32 @@ mod tests {
         assert!(map.is_master(&at("10.0.0.1", 7000)));
         assert!(!map.is_master(&at("10.0.0.3", 7002)));
         assert_eq!(map.nodes().len(), 4);
+    }
+
+    #[test]
+    fn reads_node_ids_and_the_ranges_of_masters() {
+        let node = |port: i64, id: &str| {
+            Value::Array(vec![
+                Value::BulkString(b"127.0.0.1".to_vec()),
+                Value::Int(port),
+                Value::BulkString(id.as_bytes().to_vec()),
+                Value::Array(vec![]),
+            ])
+        };
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                node(7000, "a"),
+                node(7003, "d"),
+            ]),
+            Value::Array(vec![Value::Int(8192), Value::Int(16383), node(7001, "b")]),
+        ]);
+        let map = SlotMap::parse(&reply, "h").unwrap();
+        let ids: Vec<&str> = map.ids.iter().map(String::as_str).collect();
+        assert_eq!(ids, ["a", "b", "d"]);
+        assert_eq!(map.ranges_of(&["127.0.0.1:7001".into()]), [(8192, 16383)]);
+        assert!(map.ranges_of(&["127.0.0.1:7003".into()]).is_empty());
     }
 
     #[test]
