@@ -193,6 +193,12 @@ impl<'s> EvalSha<'s> {
         EvalSha { script, cmd, keys }
     }
 
+    /// The call as it goes on the wire.
+    #[cfg(test)]
+    pub(crate) fn packed(&self) -> Vec<u8> {
+        self.cmd.get_packed_command()
+    }
+
     /// Appends a key or an argument.
     pub(crate) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
         self.cmd.arg(arg);

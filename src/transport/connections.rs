@@ -151,7 +151,7 @@ pub(crate) struct Connections {
     reconnects: Arc<Reconnects>,
     /// Cancelled when the runtime the connections were opened on has shut down: their
     /// drivers are gone with it, and every call would fail with a broken pipe.
-    runtime_gone: CancellationToken,
+    runtime_gone: Arc<AtomicBool>,
     /// Whether the background services last found Redis out of reach.
     outage: AtomicBool,
     /// Cancelled when the connections go (their client is gone, or shut down): the tasks
@@ -164,6 +164,17 @@ pub(crate) struct Connections {
 impl Drop for Connections {
     fn drop(&mut self) {
         self.closing.cancel();
+    }
+}
+
+/// Sets its flag when dropped: held by a task that never ends, it is dropped when the
+/// runtime that runs the task shuts down. A flag rather than a `CancellationToken`: every
+/// call reads it, and `is_cancelled` takes the token's lock.
+struct RuntimeWatch(Arc<AtomicBool>);
+
+impl Drop for RuntimeWatch {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -210,14 +221,14 @@ impl Connections {
             next_generation: AtomicU64::new(1),
             timeouts_in_a_row: AtomicU32::new(0),
             reconnects,
-            runtime_gone: CancellationToken::new(),
+            runtime_gone: Arc::new(AtomicBool::new(false)),
             outage: AtomicBool::new(false),
             closing,
             lifecycle: Lifecycle::default(),
         };
         // The drivers of the connections run on the current runtime; a task that lasts as
         // long as the connections tells when it is gone first.
-        let watch = connections.runtime_gone.clone().drop_guard();
+        let watch = RuntimeWatch(connections.runtime_gone.clone());
         let closed = connections.closing.clone();
         tokio::spawn(async move {
             // Dropped with the task: when the runtime shuts down, or (telling nobody) when
@@ -258,7 +269,7 @@ impl Connections {
     pub(super) fn check_runtime(&self) -> Result<()> {
         // First: closing the connections ends the runtime watch too.
         self.lifecycle.check_open()?;
-        if self.runtime_gone.is_cancelled() {
+        if self.runtime_gone.load(Ordering::Acquire) {
             return Err(Error::RuntimeGone);
         }
         Ok(())

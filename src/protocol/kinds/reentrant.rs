@@ -1,6 +1,7 @@
 //! Redisson's `RLock`: the hash and its channel only. Its acquires and releases are batched
-//! (`acquire.lua` and `unlock.lua` take many locks; see `scripts::acquire` and
-//! `scripts::unlock`), so their shapes here are those of one lock alone.
+//! (`acquire.lua` and `unlock.lua` take many locks), and written out by hand on that hot
+//! path (`scripts::acquire` and `scripts::unlock`, tested equal to the shapes here, which
+//! are those of one lock alone).
 
 use std::sync::LazyLock;
 

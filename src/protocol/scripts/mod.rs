@@ -84,6 +84,9 @@ pub(crate) async fn load_all(conn: &mut Conn) -> RedisResult<()> {
 /// The most bytes a number argument takes.
 const NUMBER_BYTES: usize = 20;
 
+/// The last argument of a batched script called for one item alone: the reply comes bare.
+const LONE: &str = "1";
+
 /// The batched scripts' answer for a key that is not a lock (below any PTTL).
 const NOT_A_LOCK: i64 = -4;
 
