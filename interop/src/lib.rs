@@ -9,8 +9,8 @@
 //! are reported through [`figures`].
 //!
 //! Run it with `interop/redisson/run` (it builds the driver first); the crate is not a
-//! default member of the workspace, so a plain `cargo test` never needs Java. TESTING.md
-//! describes the scenarios and the differences found.
+//! default member of the workspace, so a plain `cargo test` never needs Java.
+//! `interop/README.md` describes the scenarios and the differences found.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]

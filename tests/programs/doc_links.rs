@@ -1,4 +1,5 @@
-//! Every relative link in the Markdown files at the repository's root points somewhere: a
+//! Every relative link in the Markdown files at the repository's root (and the README of
+//! each part of the workspace that has one) points somewhere: a
 //! `[text](path)` (or a `[label]: path` definition) names a file or folder that exists, and
 //! a `#anchor` on a Markdown file (or alone, for the file itself) names one of its headings,
 //! slugged as GitHub slugs them. Links with a scheme (`https://…`) and rustdoc intra-doc
@@ -14,13 +15,20 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The Markdown files at the root, sorted.
+/// The Markdown files at the root and the parts' READMEs, sorted.
 fn markdown_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(root())
         .expect("read the repository's root")
         .map(|entry| entry.expect("a root entry").path())
         .filter(|path| path.is_file() && path.extension().is_some_and(|ext| ext == "md"))
         .collect();
+    // The guides of the workspace's other parts.
+    for dir in ["benches", "interop", "rlock", "testkit", "torture"] {
+        let readme = root().join(dir).join("README.md");
+        if readme.is_file() {
+            files.push(readme);
+        }
+    }
     files.sort();
     files
 }

@@ -218,7 +218,7 @@ async fn a_deleted_latch_lets_rust_waiters_go_while_redissons_wait_on() {
     assert!(!a_delete_while_both_sides_wait(false).await);
 }
 
-/// Difference S1 (see TESTING.md): Redisson's waiters on a latch that is deleted go on
+/// Difference S1 (see interop/README.md): Redisson's waiters on a latch that is deleted go on
 /// waiting for its next zero, although a deleted latch's count reads 0 (its timed
 /// `await` returns true at its timeout); this crate's waiters return at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -257,7 +257,7 @@ async fn a_mixed_queue_behind_a_java_holder_is_served_in_arrival_order() {
     served_in_arrival_order(true, None, true, &MIXED).await;
 }
 
-/// Difference D1 (see TESTING.md), when the Rust client is not told the Java side's wait:
+/// Difference D1 (see interop/README.md), when the Rust client is not told the Java side's wait:
 /// the first Java waiter to take the lock puts the Rust waiters' deadlines (server time +
 /// `fair_waiter_timeout`, 5 s) 5 min in the past; they are dropped from the queue and
 /// rejoin at its tail, and the order seen is J1, J2, R1, R2.
@@ -365,7 +365,7 @@ async fn a_dead_java_waiter_is_passed_over_when_java_unlocks() {
     dead_java_waiter_passed_over(true).await;
 }
 
-/// Difference D2 (see TESTING.md), fixed: Redisson's `lock()` joins the queue with its
+/// Difference D2 (see interop/README.md), fixed: Redisson's `lock()` joins the queue with its
 /// first script call and subscribes to its own channel after that reply. A Rust release in
 /// between finds nobody listening for that head; it tells the head all the same, as
 /// Redisson does, and the head keeps its turn for 100 ms, enough to subscribe and take it.

@@ -4,7 +4,7 @@
 //! writers of the other language; wake-ups by the unlock message within 500 ms (every
 //! reader behind a writer, a writer behind the last reader); the write→read downgrade
 //! across. Re-entry counts, renewals and force unlocks are in `read_write_lock_holds.rs`.
-//! Two differences are kept as ignored tests here, D3 and D6 (see TESTING.md).
+//! Two differences are kept as ignored tests here, D3 and D6 (see interop/README.md).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

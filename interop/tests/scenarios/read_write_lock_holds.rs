@@ -2,7 +2,7 @@
 //! re-entry counts of both sides as raw commands see them (the `:write` field, a timeout
 //! key per read hold); watchdog renewals of read and write holds seen from the other side;
 //! force unlocks across, by mode, waking a waiter of the forcing side, the old holder told.
-//! Two differences are kept as ignored tests here, D4 and D5 (see TESTING.md).
+//! Two differences are kept as ignored tests here, D4 and D5 (see interop/README.md).
 
 use std::time::{Duration, Instant};
 
