@@ -32,9 +32,6 @@ static LEAVE: LazyLock<LuaScript> = fair_script!("fair_leave.lua");
 static HEARTBEAT: LazyLock<LuaScript> = fair_script!("fair_heartbeat.lua");
 static NOTIFY: LazyLock<LuaScript> = fair_script!("fair_notify.lua");
 
-/// The scripts of the queue's own calls, for loading at connect.
-pub(super) static QUEUE_SCRIPTS: [&LazyLock<LuaScript>; 3] = [&LEAVE, &HEARTBEAT, &NOTIFY];
-
 /// Every fair script's keys: the lock, the queue, the deadlines.
 const KEYS: &[Arg] = &[Arg::Key, Arg::Kept(0), Arg::Kept(1)];
 
@@ -90,6 +87,7 @@ pub(crate) static FAIR: Kind = Kind {
         args: TELL_HEAD,
     },
     inspect: &INSPECT_CALL,
+    more_scripts: &[&LEAVE, &HEARTBEAT, &NOTIFY],
     commands: &[
         &["hset", "$key", "f", "1"],
         &["lindex", "$0", "0"],

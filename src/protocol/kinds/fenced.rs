@@ -18,9 +18,6 @@ static SET: LazyLock<LuaScript> = script!("fenced_set.lua", "lock_common.lua", "
 static RAISE: LazyLock<LuaScript> =
     script!("fenced_raise.lua", "lock_common.lua", "fence_common.lua");
 
-/// The scripts of the fenced writes, for loading at connect.
-pub(super) static WRITE_SCRIPTS: [&LazyLock<LuaScript>; 2] = [&SET, &RAISE];
-
 /// Redisson's `RFencedLock`: reentrant, and every acquire draws a fencing token.
 pub(crate) static FENCED: Kind = Kind {
     label: "fenced",
@@ -43,6 +40,7 @@ pub(crate) static FENCED: Kind = Kind {
     unlock: &UNLOCK_CALL,
     force_unlock: &FORCE_UNLOCK_CALL,
     inspect: &INSPECT_CALL,
+    more_scripts: &[&SET, &RAISE],
     commands: &[&["incr", "$0"]],
 };
 

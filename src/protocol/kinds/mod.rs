@@ -53,6 +53,8 @@ pub struct Kind {
     pub(crate) unlock: &'static Call,
     pub(crate) force_unlock: &'static Call,
     pub(crate) inspect: &'static Call,
+    /// Its other scripts, called by its own calls (a fair queue's, a fenced write's).
+    pub(crate) more_scripts: &'static [&'static LazyLock<LuaScript>],
     /// The commands its scripts run beyond those of every kind, for the ACL check, with
     /// [`Kind::word`]'s placeholders for its names.
     pub(crate) commands: &'static [&'static [&'static str]],
@@ -197,14 +199,22 @@ impl Call {
 }
 
 impl Kind {
-    /// Every script of every kind, for loading at connect.
-    pub(crate) fn scripts() -> impl Iterator<Item = &'static LazyLock<LuaScript>> {
-        ALL.iter()
-            .flat_map(|kind| [kind.acquire, kind.unlock, kind.force_unlock, kind.inspect])
-            .map(|call| call.script)
-            .chain(fair::QUEUE_SCRIPTS)
-            .chain(fenced::WRITE_SCRIPTS)
-            .chain([&read_write::RENEW])
+    /// Every script of every kind, each once, for loading at connect.
+    pub(crate) fn scripts() -> Vec<&'static LazyLock<LuaScript>> {
+        let mut scripts: Vec<&'static LazyLock<LuaScript>> = Vec::new();
+        for kind in ALL {
+            let calls = [kind.acquire, kind.unlock, kind.force_unlock, kind.inspect];
+            for script in calls
+                .map(|call| call.script)
+                .iter()
+                .chain(kind.more_scripts)
+            {
+                if !scripts.iter().any(|known| std::ptr::eq(*known, *script)) {
+                    scripts.push(script);
+                }
+            }
+        }
+        scripts
     }
 
     /// Where this kind stands in [`ALL`].

@@ -25,7 +25,7 @@ static READ_UNLOCK: LazyLock<LuaScript> = rw_script!("read_unlock.lua");
 static WRITE_UNLOCK: LazyLock<LuaScript> = rw_script!("write_unlock.lua");
 static FORCE_UNLOCK: LazyLock<LuaScript> = rw_script!("rw_force_unlock.lua");
 static INSPECT: LazyLock<LuaScript> = rw_script!("rw_inspect.lua");
-pub(super) static RENEW: LazyLock<LuaScript> = script!("rw_renew.lua");
+static RENEW: LazyLock<LuaScript> = script!("rw_renew.lua");
 
 /// `{<key>}` (the key as it is when it has a brace already): read hold `n` of owner `o`
 /// has the timeout key `<this>:<o>:rwlock_timeout:<n>`. The scripts take it as an
@@ -105,6 +105,7 @@ pub(crate) static READ: Kind = Kind {
         keys: &[Arg::Key],
         args: &[Arg::Owner, Arg::Text("read")],
     },
+    more_scripts: &[&RENEW],
     commands: COMMANDS,
 };
 
@@ -138,6 +139,7 @@ pub(crate) static WRITE: Kind = Kind {
         keys: &[Arg::Key],
         args: &[Arg::Owner, Arg::Text("write")],
     },
+    more_scripts: &[&RENEW],
     commands: COMMANDS,
 };
 

@@ -64,5 +64,6 @@ pub(crate) static REENTRANT: Kind = Kind {
     unlock: &UNLOCK_CALL,
     force_unlock: &FORCE_UNLOCK_CALL,
     inspect: &INSPECT_CALL,
+    more_scripts: &[],
     commands: &[],
 };
