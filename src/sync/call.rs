@@ -153,30 +153,31 @@ where
     outcome.result
 }
 
-/// [`run`], for a call whose answer alone matters.
-pub(crate) async fn answer<T, F, Fut>(
+/// One try of a waiting call, sent once on the shared connection (the waiting loop paces
+/// and repeats the tries), its outcome reported to the connection's health and its
+/// refusal explained. `call` runs only once the connection is there.
+pub(crate) async fn once<T, Fut>(
     core: &Core,
     names: &SyncNames,
     operation: &'static str,
-    retry: Retry,
-    call: F,
+    call: impl FnOnce(Conn) -> Fut,
 ) -> Result<T>
 where
-    F: FnMut(Conn) -> Fut,
     Fut: Future<Output = redis::RedisResult<T>>,
 {
-    run(core, names, operation, retry, call).await.result
+    let shared = core.connections.shared().await?;
+    let outcome = call(shared.conn.clone()).await;
+    core.connections.report_outcome(&shared, &outcome);
+    match outcome {
+        Ok(answer) => Ok(answer),
+        Err(e) => Err(explain(core, names, operation, e.into()).await),
+    }
 }
 
 /// `error`, from `operation` on the synchronizer `names`, as the typed error it stands
 /// for: a key that holds other data ([`Error::NotALock`], saying what it holds), a
 /// missing ACL permission, a count that would overflow ([`Error::Rejected`]).
-pub(crate) async fn explain(
-    core: &Core,
-    names: &SyncNames,
-    operation: &'static str,
-    error: Error,
-) -> Error {
+async fn explain(core: &Core, names: &SyncNames, operation: &'static str, error: Error) -> Error {
     if let Error::Redis(e) = &error {
         if e.code() == Some("NOTALOCK") {
             let key = e.detail().unwrap_or(&names.key).to_string();
