@@ -81,7 +81,7 @@ pub enum PubSubMode {
 
 /// The redis-rs clients a client's connections are opened from, made by
 /// [`Settings::validated`].
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct Endpoints {
     /// One per node URL given (the URL, or each cluster seed), with the TLS certificates:
     /// the pool and the pub/sub connection open theirs from these. Empty for Sentinel,
@@ -270,8 +270,7 @@ impl Settings {
         let endpoints = match &s.topology {
             Topology::Standalone => Endpoints {
                 nodes: vec![s.redis_client(&s.url)?],
-                cluster: None,
-                sentinel: None,
+                ..Endpoints::default()
             },
             Topology::Cluster { seeds } => {
                 if seeds.is_empty() {
@@ -287,21 +286,20 @@ impl Settings {
                 Endpoints {
                     nodes,
                     cluster: Some(cluster),
-                    sentinel: None,
+                    ..Endpoints::default()
                 }
             }
             Topology::Sentinel {
                 sentinels,
                 master_name,
             } => Endpoints {
-                nodes: Vec::new(),
-                cluster: None,
                 sentinel: Some(SentinelEndpoints::new(
                     sentinels,
                     master_name,
                     s.master_credentials.as_ref(),
                     &s.tls,
                 )?),
+                ..Endpoints::default()
             },
         };
         if s.master_credentials.is_some() && !matches!(s.topology, Topology::Sentinel { .. }) {

@@ -351,7 +351,7 @@ impl Try for TakePermit {
         let taken = call::once(core, names, "acquiring a permit of", |conn| {
             started = Some(Instant::now());
             let call =
-                async move { scripts::permit_acquire(conn, &sent_names, lease_ms, &[id]).await };
+                async move { scripts::permit_acquire(conn, &sent_names, lease_ms, &id).await };
             // The script call finishes if the caller leaves; a permit it took for nobody
             // is released at once.
             FinishOnDrop::new(call, move |outcome| {

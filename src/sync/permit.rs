@@ -228,22 +228,16 @@ impl ExpirablePermit {
 /// Releases one permit, unless the client's shutdown released it already. The client stops
 /// watching it at once, before anything is sent.
 fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'static {
-    let PermitState {
-        core,
-        names,
-        id,
-        hold,
-        ticket,
-    } = state;
-    let sending = core.handed_out.take(ticket).then(|| {
+    let sending = state.core.handed_out.take(state.ticket).then(|| {
         // Whether it was lost is decided before the release retires it. Past its deadline
         // it is only assumed expired, and the release asks Redis: its lease may have been
         // extended elsewhere. A shutdown that marked it after this guard took its ticket
         // leaves the release to the guard.
-        let lost = hold
+        let lost = state
+            .hold
             .known_lost()
             .filter(|reason| *reason != LostReason::ShutDown);
-        release_one(core, names, id, hold, lost)
+        release_one(state.core, state.names, state.id, state.hold, lost)
     });
     async move {
         match sending {
@@ -327,19 +321,17 @@ async fn confirm_expiry(core: &Core, names: &SyncNames, id: &[u8; 16], hold: &Ho
         Ok(Ok(Some(left_ms))) if Duration::from_millis(left_ms) > own_end => {
             tracing::debug!(semaphore = %names.key, permit = %hold.owner, left_ms, "the permit's lease was extended elsewhere");
             hold.lease_applied(started, Applied::within(left_ms, None, started));
+            return;
         }
-        Ok(Ok(_)) => {
-            hold.mark_lost(LostReason::Expired);
-        }
+        Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             tracing::debug!(semaphore = %names.key, error = %e, "cannot ask whether a permit expired; taken as expired");
-            hold.mark_lost(LostReason::Expired);
         }
         Err(_) => {
             tracing::debug!(semaphore = %names.key, "no answer on whether a permit expired; taken as expired");
-            hold.mark_lost(LostReason::Expired);
         }
     }
+    hold.mark_lost(LostReason::Expired);
 }
 
 /// Sets the lease of the permit `id` of the semaphore `names` to `lease_ms` from now, and

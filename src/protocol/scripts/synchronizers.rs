@@ -233,34 +233,28 @@ pub(crate) async fn count_down(
 /// What `permit_acquire.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PermitAcquire {
-    /// Taken, with the ids asked for.
+    /// Taken, with the id asked for.
     Acquired,
     /// Not enough permits free; the nearest expiry of a taken one is this many ms away
     /// (`None`: no taken permit expires).
     Busy(Option<u64>),
 }
 
-/// `permit_acquire.lua`: takes one permit per id in `ids`, each expiring `lease_ms` after
-/// the script ran (on the server's clock).
+/// `permit_acquire.lua`: takes one permit with the id `id` (the script takes one per id
+/// given, as Redisson's takes several), expiring `lease_ms` after the script ran (on the
+/// server's clock).
 pub(crate) async fn permit_acquire(
     mut conn: Conn,
     names: &SyncNames,
     lease_ms: u64,
-    ids: &[[u8; 16]],
+    id: &[u8; 16],
 ) -> RedisResult<PermitAcquire> {
-    let mut call = call(
-        &PERMIT_ACQUIRE,
-        names,
-        names.timeouts.as_deref(),
-        4 + ids.len(),
-    );
+    let mut call = call(&PERMIT_ACQUIRE, names, names.timeouts.as_deref(), 5);
     call.arg(&*names.channel)
         .arg(names.publish_command())
         .arg(lease_ms)
-        .arg(NO_EXPIRY);
-    for id in ids {
-        call.arg(&id[..]);
-    }
+        .arg(NO_EXPIRY)
+        .arg(&id[..]);
     let (taken, nearest_ms): (i64, i64) = call.query(&mut conn).await?;
     Ok(if taken == 1 {
         PermitAcquire::Acquired
