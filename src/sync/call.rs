@@ -58,21 +58,16 @@ impl CountChange {
     /// A new request on `names`; with a latch on a cluster client's names.
     pub(crate) fn new(core: &Core, names: &SyncNames) -> Self {
         let now = Instant::now();
-        let Some(key) = names.request_latch(rand::random()) else {
-            return CountChange {
-                latch: None,
-                until: now,
-                may_have_run: false,
-            };
-        };
         let settings = &core.settings;
         let ttl = latch_ttl(settings, true);
+        let latch = names.request_latch(rand::random()).map(|key| RequestLatch {
+            key,
+            ttl_ms: crate::util::time::millis(ttl),
+        });
         CountChange {
-            latch: Some(RequestLatch {
-                key,
-                ttl_ms: crate::util::time::millis(ttl),
-            }),
-            // A try started then reaches Redis within `longest_try`, pause included.
+            latch,
+            // A try started then reaches Redis within `longest_try`, pause included (only
+            // a request with a latch is sent again on its account).
             until: now + ttl.saturating_sub(longest_try(settings)),
             may_have_run: false,
         }

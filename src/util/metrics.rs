@@ -105,10 +105,7 @@ pub(crate) fn describe() {
 /// When a timed operation started: `None` without the feature, which spares the clock
 /// read on every lock call.
 pub(crate) fn start() -> Option<std::time::Instant> {
-    #[cfg(feature = "metrics")]
-    return Some(std::time::Instant::now());
-    #[cfg(not(feature = "metrics"))]
-    None
+    cfg!(feature = "metrics").then(std::time::Instant::now)
 }
 
 /// An acquire call of a `kind`, started at `started` (see [`start`]), ended.
