@@ -17,7 +17,6 @@ use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::permit::{lost_error, lost_in_release, release_id, update_lease, ExpirablePermit};
 use crate::sync::waiting::{wait_until, Try, RECHECK};
-use crate::transport::calls::Retry;
 use crate::transport::pubsub::Wake;
 use crate::util::detach::FinishOnDrop;
 
@@ -301,7 +300,7 @@ impl PermitExpirableSemaphore {
     async fn count(&self, acquired: bool) -> Result<u64> {
         let count = self
             .handle
-            .answer("reading", Retry::Always, |conn, names| {
+            .answer("reading", |conn, names| {
                 scripts::permit_count(conn, names, acquired)
             })
             .await?;

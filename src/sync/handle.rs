@@ -54,12 +54,11 @@ impl Handle {
         Ok((&self.core, names))
     }
 
-    /// Runs `script` on the synchronizer's names (see [`call::run`]): `operation` names
-    /// the call in errors, `retry` says when it may be sent again.
+    /// Runs `script`, harmless to run twice (a read, a set, a delete), on the
+    /// synchronizer's names (see [`call::run`]): `operation` names the call in errors.
     pub(crate) async fn answer<'a, T, F, Fut>(
         &'a self,
         operation: &'static str,
-        retry: Retry,
         mut script: F,
     ) -> Result<T>
     where
@@ -68,7 +67,10 @@ impl Handle {
     {
         let (core, names) = self.parts().await?;
         let names: &'a SyncNames = names;
-        let outcome = call::run(core, names, operation, retry, |conn| script(conn, names)).await;
+        let outcome = call::run(core, names, operation, Retry::Always, |conn| {
+            script(conn, names)
+        })
+        .await;
         outcome.result
     }
 
@@ -94,7 +96,7 @@ impl Handle {
     /// Sets the count (permits, or a latch's count), checked already, if none is set: true
     /// when set. Harmless to send twice.
     pub(crate) async fn try_set_count(&self, operation: &'static str, count: u64) -> Result<bool> {
-        self.answer(operation, Retry::Always, |conn, names| {
+        self.answer(operation, |conn, names| {
             scripts::try_set_count(conn, names, count)
         })
         .await
@@ -118,16 +120,13 @@ impl Handle {
 
     /// The count at the name (free permits, or a latch's count); 0 when none is set.
     pub(crate) async fn read_count(&self) -> Result<u64> {
-        let count = self
-            .answer("reading", Retry::Always, scripts::read_count)
-            .await?;
+        let count = self.answer("reading", scripts::read_count).await?;
         Ok(count.max(0).unsigned_abs())
     }
 
     /// Deletes the synchronizer's keys and tells its waiters: true when something was there.
     pub(crate) async fn delete(&self) -> Result<bool> {
-        self.answer("deleting", Retry::Always, scripts::delete)
-            .await
+        self.answer("deleting", scripts::delete).await
     }
 
     /// `f` shows the synchronizer as `kind` with its name: the `Debug` of every handle.
