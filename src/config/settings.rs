@@ -345,12 +345,14 @@ impl Settings {
     fn redis_client(&self, url: &ServerUrl) -> Result<redis::Client> {
         use redis::IntoConnectionInfo;
         let info = url.raw().into_connection_info().map_err(|e| {
-            let reason = if url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
-                "rediss:// needs the `tls` feature of redis-rlock (on by default)".to_string()
+            if url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
+                Error::invalid(format!(
+                    "invalid Redis URL `{url}`: rediss:// needs the `tls` feature of \
+                     redis-rlock (on by default)"
+                ))
             } else {
-                url.scrub(&e.to_string())
-            };
-            Error::invalid(format!("invalid Redis URL `{url}`: {reason}"))
+                url.invalid("Redis URL", &e)
+            }
         })?;
         client_with_tls(&self.tls, url, info)
     }
@@ -367,12 +369,7 @@ pub(crate) fn client_with_tls(
         install_crypto_provider();
     }
     if !tls.is_set() {
-        return redis::Client::open(info).map_err(|e| {
-            Error::invalid(format!(
-                "invalid Redis URL `{url}`: {}",
-                url.scrub(&e.to_string())
-            ))
-        });
+        return redis::Client::open(info).map_err(|e| url.invalid("Redis URL", &e));
     }
     tls_client(tls, url, info)
 }

@@ -114,17 +114,6 @@ async fn change<T: redis::FromRedisValue>(
     call.query(&mut conn).await
 }
 
-/// A decimal count as the scripts answer it.
-fn parse_count(text: &str) -> RedisResult<i64> {
-    text.parse().map_err(|_| {
-        RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "a count script answered a malformed number",
-            text.to_string(),
-        ))
-    })
-}
-
 /// `count_try_set.lua`: sets the count to `count` if there is none, telling the waiters.
 /// True when set.
 pub(crate) async fn try_set_count(
@@ -145,8 +134,15 @@ pub(crate) async fn try_set_count(
 
 /// `count_read.lua`: the count (0 when there is none).
 pub(crate) async fn read_count(mut conn: Conn, names: &SyncNames) -> RedisResult<i64> {
+    // A decimal string, as Redis keeps the count.
     let text: String = call(&COUNT_READ, names, None, 0).query(&mut conn).await?;
-    parse_count(&text)
+    text.parse().map_err(|_| {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "a count script answered a malformed number",
+            text,
+        ))
+    })
 }
 
 /// `count_delete.lua`: deletes the count (and an expirable semaphore's permits); a latch's
