@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::client_core::Core;
 use crate::config::sentinel::MasterCredentials;
 use crate::config::settings::{PubSubMode, Settings};
 use crate::error::Result;
@@ -25,28 +26,10 @@ use crate::error::Result;
 #[must_use = "a builder does nothing until `build` is awaited"]
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
-    settings: Settings,
+    pub(super) settings: Settings,
 }
 
 impl ClientBuilder {
-    pub(crate) fn new(url: impl Into<String>) -> Self {
-        ClientBuilder {
-            settings: Settings::new(url.into()),
-        }
-    }
-
-    pub(crate) fn cluster(seeds: Vec<String>) -> Self {
-        ClientBuilder {
-            settings: Settings::cluster(seeds),
-        }
-    }
-
-    pub(crate) fn sentinel(sentinels: Vec<String>, master_name: String) -> Self {
-        ClientBuilder {
-            settings: Settings::sentinel(sentinels, master_name),
-        }
-    }
-
     /// The user and password a [Sentinel client](Client::sentinel_builder) gives the
     /// master, when they are not the sentinels' (Redisson's `password`, where the sentinel
     /// URLs' credentials are its `sentinelPassword`). `username: None` is the `default`
@@ -320,6 +303,8 @@ impl ClientBuilder {
     /// reached within the connect and response timeouts.
     pub async fn build(self) -> Result<Client> {
         let (settings, endpoints) = self.settings.validated()?;
-        Client::from_settings(settings, endpoints).await
+        Ok(Client {
+            core: Core::start(settings, endpoints).await?,
+        })
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::client_core::Core;
-use crate::config::settings::{Endpoints, Settings};
+use crate::config::settings::Settings;
 use crate::error::Result;
 use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock, ReadWriteLock};
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
@@ -72,7 +72,9 @@ impl Client {
 
     /// A builder for a client with non-default settings; see [`ClientBuilder`].
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
-        ClientBuilder::new(url)
+        ClientBuilder {
+            settings: Settings::new(url.into()),
+        }
     }
 
     /// Connects to a Redis Cluster with default settings: `seeds` are URLs of some of its
@@ -110,7 +112,10 @@ impl Client {
     /// A builder for a Redis Cluster client with non-default settings (see
     /// [`connect_cluster`](Client::connect_cluster) and [`ClientBuilder`]).
     pub fn cluster_builder(seeds: impl IntoIterator<Item = impl AsRef<str>>) -> ClientBuilder {
-        ClientBuilder::cluster(seeds.into_iter().map(|s| s.as_ref().to_string()).collect())
+        let seeds = seeds.into_iter().map(|s| s.as_ref().to_string()).collect();
+        ClientBuilder {
+            settings: Settings::cluster(seeds),
+        }
     }
 
     /// Connects, with default settings, to the master that Redis Sentinel monitors as
@@ -158,20 +163,11 @@ impl Client {
         sentinels: impl IntoIterator<Item = impl AsRef<str>>,
         master_name: impl AsRef<str>,
     ) -> ClientBuilder {
-        ClientBuilder::sentinel(
-            sentinels
-                .into_iter()
-                .map(|s| s.as_ref().to_string())
-                .collect(),
-            master_name.as_ref().to_string(),
-        )
-    }
-
-    /// `endpoints`: the redis-rs clients of the settings' URLs and certificates.
-    pub(crate) async fn from_settings(settings: Settings, endpoints: Endpoints) -> Result<Client> {
-        Ok(Client {
-            core: Core::start(settings, endpoints).await?,
-        })
+        let sentinels = sentinels.into_iter().map(|s| s.as_ref().to_string());
+        let master_name = master_name.as_ref().to_string();
+        ClientBuilder {
+            settings: Settings::sentinel(sentinels.collect(), master_name),
+        }
     }
 
     /// This client's id: the `<client-uuid>` part of the hash fields it writes.

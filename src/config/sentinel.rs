@@ -67,12 +67,8 @@ impl SentinelEndpoints {
         let mut sentinels = Vec::with_capacity(sentinel_urls.len());
         let mut template = None;
         for url in sentinel_urls {
-            let info = url.raw().into_connection_info().map_err(|e| {
-                Error::invalid(format!(
-                    "invalid sentinel URL `{url}`: {}",
-                    url.scrub(&e.to_string())
-                ))
-            })?;
+            let info = url.raw().into_connection_info();
+            let info = info.map_err(|e| url.invalid("sentinel URL", &e))?;
             if matches!(info.addr(), redis::ConnectionAddr::Unix(_)) {
                 return Err(Error::invalid(format!(
                     "sentinel URL `{url}`: sentinels name masters by host and port, so a \

@@ -9,6 +9,8 @@
 
 use std::fmt;
 
+use crate::error::Error;
+
 /// What a password is replaced with.
 const REDACTED: &str = "***";
 
@@ -47,6 +49,13 @@ impl ServerUrl {
             }
         }
         scrubbed
+    }
+
+    /// [`Error::InvalidArgument`] for this URL, which redis-rs refused with `error`:
+    /// `what` names it ("Redis URL", "sentinel URL"), and the secrets are scrubbed.
+    pub(crate) fn invalid(&self, what: &str, error: &redis::RedisError) -> Error {
+        let reason = self.scrub(&error.to_string());
+        Error::invalid(format!("invalid {what} `{self}`: {reason}"))
     }
 }
 

@@ -81,7 +81,7 @@ pub enum PubSubMode {
 
 /// The redis-rs clients a client's connections are opened from, made by
 /// [`Settings::validated`].
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub(crate) struct Endpoints {
     /// One per node URL given (the URL, or each cluster seed), with the TLS certificates:
     /// the pool and the pub/sub connection open theirs from these. Empty for Sentinel,
@@ -94,7 +94,11 @@ pub(crate) struct Endpoints {
 }
 
 /// Settings of a client, checked by [`Settings::validated`].
-#[derive(Clone)]
+///
+/// `Debug` is derived, and safe to print: each setting that carries a secret has a type
+/// whose own `Debug` hides it ([`ServerUrl`], [`TlsSettings`], [`MasterCredentials`]), as
+/// a new secret setting must.
+#[derive(Clone, Debug)]
 pub(crate) struct Settings {
     /// The URL (standalone), the first seed (cluster) or the first sentinel: what messages
     /// name.
@@ -137,6 +141,22 @@ impl TlsSettings {
     pub(crate) fn is_set(&self) -> bool {
         self.root_certificate.is_some() || self.client_certificate.is_some()
     }
+
+    /// The certificates as redis-rs takes them.
+    #[cfg(feature = "tls")]
+    fn certificates(&self) -> redis::TlsCertificates {
+        let client_tls =
+            self.client_certificate
+                .as_ref()
+                .map(|(chain, key)| redis::ClientTlsConfig {
+                    client_cert: chain.clone(),
+                    client_key: key.clone(),
+                });
+        redis::TlsCertificates {
+            client_tls,
+            root_cert: self.root_certificate.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for TlsSettings {
@@ -145,54 +165,6 @@ impl fmt::Debug for TlsSettings {
         f.debug_struct("TlsSettings")
             .field("root_certificate", &self.root_certificate.is_some())
             .field("client_certificate", &self.client_certificate.is_some())
-            .finish()
-    }
-}
-
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Written out so that a new field is a decision about whether it may be printed.
-        let Settings {
-            url,
-            topology,
-            pubsub,
-            key_prefix,
-            watchdog_timeout,
-            watchdog_batch_size,
-            connect_timeout,
-            response_timeout,
-            retry_attempts,
-            retry_delay,
-            subscribe_timeout,
-            pool_size,
-            fair_waiter_timeout,
-            redisson_fair_lock_wait,
-            replica_sync,
-            allow_evicting_policy,
-            ping_interval,
-            tls,
-            master_credentials,
-        } = self;
-        f.debug_struct("Settings")
-            .field("url", url)
-            .field("topology", topology)
-            .field("pubsub", pubsub)
-            .field("key_prefix", key_prefix)
-            .field("watchdog_timeout", watchdog_timeout)
-            .field("watchdog_batch_size", watchdog_batch_size)
-            .field("connect_timeout", connect_timeout)
-            .field("response_timeout", response_timeout)
-            .field("retry_attempts", retry_attempts)
-            .field("retry_delay", retry_delay)
-            .field("subscribe_timeout", subscribe_timeout)
-            .field("pool_size", pool_size)
-            .field("fair_waiter_timeout", fair_waiter_timeout)
-            .field("redisson_fair_lock_wait", redisson_fair_lock_wait)
-            .field("replica_sync", replica_sync)
-            .field("allow_evicting_policy", allow_evicting_policy)
-            .field("ping_interval", ping_interval)
-            .field("tls", tls)
-            .field("master_credentials", master_credentials)
             .finish()
     }
 }
@@ -225,22 +197,16 @@ impl Settings {
 
     /// The defaults, for a cluster reached through `seeds`.
     pub(crate) fn cluster(seeds: Vec<String>) -> Self {
-        let seeds: Vec<ServerUrl> = seeds.into_iter().map(ServerUrl::new).collect();
-        let mut settings = Settings::new(String::new());
-        if let Some(first) = seeds.first() {
-            settings.url = first.clone();
-        }
+        let mut settings = Settings::new(seeds.first().cloned().unwrap_or_default());
+        let seeds = seeds.into_iter().map(ServerUrl::new).collect();
         settings.topology = Topology::Cluster { seeds };
         settings
     }
 
     /// The defaults, for the master the `sentinels` monitor as `master_name`.
     pub(crate) fn sentinel(sentinels: Vec<String>, master_name: String) -> Self {
-        let sentinels: Vec<ServerUrl> = sentinels.into_iter().map(ServerUrl::new).collect();
-        let mut settings = Settings::new(String::new());
-        if let Some(first) = sentinels.first() {
-            settings.url = first.clone();
-        }
+        let mut settings = Settings::new(sentinels.first().cloned().unwrap_or_default());
+        let sentinels = sentinels.into_iter().map(ServerUrl::new).collect();
         settings.topology = Topology::Sentinel {
             sentinels,
             master_name,
@@ -304,8 +270,7 @@ impl Settings {
         let endpoints = match &s.topology {
             Topology::Standalone => Endpoints {
                 nodes: vec![s.redis_client(&s.url)?],
-                cluster: None,
-                sentinel: None,
+                ..Endpoints::default()
             },
             Topology::Cluster { seeds } => {
                 if seeds.is_empty() {
@@ -321,21 +286,20 @@ impl Settings {
                 Endpoints {
                     nodes,
                     cluster: Some(cluster),
-                    sentinel: None,
+                    ..Endpoints::default()
                 }
             }
             Topology::Sentinel {
                 sentinels,
                 master_name,
             } => Endpoints {
-                nodes: Vec::new(),
-                cluster: None,
                 sentinel: Some(SentinelEndpoints::new(
                     sentinels,
                     master_name,
                     s.master_credentials.as_ref(),
                     &s.tls,
                 )?),
+                ..Endpoints::default()
             },
         };
         if s.master_credentials.is_some() && !matches!(s.topology, Topology::Sentinel { .. }) {
@@ -365,15 +329,7 @@ impl Settings {
             .response_timeout(self.response_timeout);
         #[cfg(feature = "tls")]
         if self.tls.is_set() {
-            builder = builder.certs(redis::TlsCertificates {
-                client_tls: self.tls.client_certificate.as_ref().map(|(chain, key)| {
-                    redis::ClientTlsConfig {
-                        client_cert: chain.clone(),
-                        client_key: key.clone(),
-                    }
-                }),
-                root_cert: self.tls.root_certificate.clone(),
-            });
+            builder = builder.certs(self.tls.certificates());
         }
         builder.build().map_err(|e| {
             let mut message = e.to_string();
@@ -389,12 +345,14 @@ impl Settings {
     fn redis_client(&self, url: &ServerUrl) -> Result<redis::Client> {
         use redis::IntoConnectionInfo;
         let info = url.raw().into_connection_info().map_err(|e| {
-            let reason = if url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
-                "rediss:// needs the `tls` feature of redis-rlock (on by default)".to_string()
+            if url.raw().starts_with("rediss://") && !cfg!(feature = "tls") {
+                Error::invalid(format!(
+                    "invalid Redis URL `{url}`: rediss:// needs the `tls` feature of \
+                     redis-rlock (on by default)"
+                ))
             } else {
-                url.scrub(&e.to_string())
-            };
-            Error::invalid(format!("invalid Redis URL `{url}`: {reason}"))
+                url.invalid("Redis URL", &e)
+            }
         })?;
         client_with_tls(&self.tls, url, info)
     }
@@ -411,12 +369,7 @@ pub(crate) fn client_with_tls(
         install_crypto_provider();
     }
     if !tls.is_set() {
-        return redis::Client::open(info).map_err(|e| {
-            Error::invalid(format!(
-                "invalid Redis URL `{url}`: {}",
-                url.scrub(&e.to_string())
-            ))
-        });
+        return redis::Client::open(info).map_err(|e| url.invalid("Redis URL", &e));
     }
     tls_client(tls, url, info)
 }
@@ -455,17 +408,7 @@ fn tls_client(
             Error::invalid(format!("the TLS client key is not a PEM private key: {e}"))
         })?;
     }
-    let certificates = redis::TlsCertificates {
-        client_tls: tls
-            .client_certificate
-            .as_ref()
-            .map(|(chain, key)| redis::ClientTlsConfig {
-                client_cert: chain.clone(),
-                client_key: key.clone(),
-            }),
-        root_cert: tls.root_certificate.clone(),
-    };
-    redis::Client::build_with_tls(info, certificates)
+    redis::Client::build_with_tls(info, tls.certificates())
         .map_err(|e| Error::invalid(format!("TLS settings for `{url}`: {e}")))
 }
 

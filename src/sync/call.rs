@@ -58,21 +58,16 @@ impl CountChange {
     /// A new request on `names`; with a latch on a cluster client's names.
     pub(crate) fn new(core: &Core, names: &SyncNames) -> Self {
         let now = Instant::now();
-        let Some(key) = names.request_latch(rand::random()) else {
-            return CountChange {
-                latch: None,
-                until: now,
-                may_have_run: false,
-            };
-        };
         let settings = &core.settings;
         let ttl = latch_ttl(settings, true);
+        let latch = names.request_latch(rand::random()).map(|key| RequestLatch {
+            key,
+            ttl_ms: crate::util::time::millis(ttl),
+        });
         CountChange {
-            latch: Some(RequestLatch {
-                key,
-                ttl_ms: crate::util::time::millis(ttl),
-            }),
-            // A try started then reaches Redis within `longest_try`, pause included.
+            latch,
+            // A try started then reaches Redis within `longest_try`, pause included (only
+            // a request with a latch is sent again on its account).
             until: now + ttl.saturating_sub(longest_try(settings)),
             may_have_run: false,
         }
@@ -153,30 +148,31 @@ where
     outcome.result
 }
 
-/// [`run`], for a call whose answer alone matters.
-pub(crate) async fn answer<T, F, Fut>(
+/// One try of a waiting call, sent once on the shared connection (the waiting loop paces
+/// and repeats the tries), its outcome reported to the connection's health and its
+/// refusal explained. `call` runs only once the connection is there.
+pub(crate) async fn once<T, Fut>(
     core: &Core,
     names: &SyncNames,
     operation: &'static str,
-    retry: Retry,
-    call: F,
+    call: impl FnOnce(Conn) -> Fut,
 ) -> Result<T>
 where
-    F: FnMut(Conn) -> Fut,
     Fut: Future<Output = redis::RedisResult<T>>,
 {
-    run(core, names, operation, retry, call).await.result
+    let shared = core.connections.shared().await?;
+    let outcome = call(shared.conn.clone()).await;
+    core.connections.report_outcome(&shared, &outcome);
+    match outcome {
+        Ok(answer) => Ok(answer),
+        Err(e) => Err(explain(core, names, operation, e.into()).await),
+    }
 }
 
 /// `error`, from `operation` on the synchronizer `names`, as the typed error it stands
 /// for: a key that holds other data ([`Error::NotALock`], saying what it holds), a
 /// missing ACL permission, a count that would overflow ([`Error::Rejected`]).
-pub(crate) async fn explain(
-    core: &Core,
-    names: &SyncNames,
-    operation: &'static str,
-    error: Error,
-) -> Error {
+async fn explain(core: &Core, names: &SyncNames, operation: &'static str, error: Error) -> Error {
     if let Error::Redis(e) = &error {
         if e.code() == Some("NOTALOCK") {
             let key = e.detail().unwrap_or(&names.key).to_string();

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::protocol::scripts::PERMITS_RANGE;
-use crate::util::validate::{lease_millis, MAX_NAME_BYTES};
+use crate::util::validate::lease_millis;
+pub(crate) use crate::util::validate::name;
 
 /// The most permits a semaphore holds, or one call takes, gives back or adds: Redisson
 /// reads a semaphore's count as a Java `int`.
@@ -13,20 +14,6 @@ pub(crate) const MAX_PERMITS: u64 = *PERMITS_RANGE.end() as u64;
 
 /// The largest count a latch takes: Redisson's `long`, Redis' integers.
 pub(crate) const MAX_COUNT: u64 = i64::MAX as u64;
-
-/// A name: non-empty and at most [`MAX_NAME_BYTES`].
-pub(crate) fn name(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid(format!("{what} name must not be empty")));
-    }
-    if name.len() > MAX_NAME_BYTES {
-        return Err(Error::invalid(format!(
-            "{what} name must be at most {MAX_NAME_BYTES} bytes, got {} bytes",
-            name.len()
-        )));
-    }
-    Ok(())
-}
 
 /// Permits one call takes or gives back: from 1 to [`MAX_PERMITS`].
 pub(crate) fn permits(what: &str, permits: u64) -> Result<u64> {
@@ -76,37 +63,28 @@ pub(crate) fn lease(lease: Duration) -> Result<u64> {
 
 /// The 16 bytes a permit id spells in 32 hex digits (either case), as Redisson writes it.
 pub(crate) fn permit_id(id: &str) -> Result<[u8; 16]> {
-    let invalid = || {
-        let shown: String = id.chars().take(40).collect();
-        Error::invalid(format!(
-            "a permit id is 32 hex digits (16 bytes), got `{shown}`"
-        ))
-    };
-    if id.len() != 32 {
-        return Err(invalid());
+    // Checked digit by digit first: `from_str_radix` would also take a leading `+`.
+    let digits = id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    match u128::from_str_radix(id, 16) {
+        Ok(value) if digits => Ok(value.to_be_bytes()),
+        _ => {
+            let shown: String = id.chars().take(40).collect();
+            Err(Error::invalid(format!(
+                "a permit id is 32 hex digits (16 bytes), got `{shown}`"
+            )))
+        }
     }
-    let mut bytes = [0; 16];
-    for (byte, pair) in bytes.iter_mut().zip(id.as_bytes().chunks(2)) {
-        let pair = std::str::from_utf8(pair).map_err(|_| invalid())?;
-        *byte = u8::from_str_radix(pair, 16).map_err(|_| invalid())?;
-    }
-    Ok(bytes)
 }
 
 /// `bytes` in lowercase hex: a permit's id as Redisson shows it (`ByteBufUtil.hexDump`).
 pub(crate) fn hex(bytes: &[u8; 16]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(32);
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    text
+    format!("{:032x}", u128::from_be_bytes(*bytes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::validate::MAX_NAME_BYTES;
 
     #[test]
     fn permits_are_positive_java_ints() {

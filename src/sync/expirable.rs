@@ -7,17 +7,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client_core::Core;
-use crate::error::{Error, LostReason, Result};
-use crate::holds::{Applied, Lease, Renewal, Terms};
+use crate::error::{LostReason, Result};
+use crate::holds::{Applied, Hold, Lease, Renewal, Terms};
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change, PermitAcquire, PermitRelease};
 use crate::sync::call;
 use crate::sync::check;
 use crate::sync::handle::Handle;
-use crate::sync::permit::{lost_error, release_id, update_id, ExpirablePermit};
+use crate::sync::permit::{lost_error, lost_in_release, release_id, update_lease, ExpirablePermit};
 use crate::sync::waiting::{wait_until, Try, RECHECK};
-use crate::transport::calls::Retry;
 use crate::transport::pubsub::Wake;
 use crate::util::detach::FinishOnDrop;
 
@@ -56,9 +55,7 @@ pub struct PermitExpirableSemaphore {
 
 impl std::fmt::Debug for PermitExpirableSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PermitExpirableSemaphore")
-            .field("name", &self.handle.name)
-            .finish()
+        self.handle.debug("PermitExpirableSemaphore", f)
     }
 }
 
@@ -92,10 +89,7 @@ impl PermitExpirableSemaphore {
     /// Not cancel safe: if dropped, the count may or may not have been set.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        let permits = check::permits_to_set(permits)?;
-        self.handle
-            .try_set_count("setting the permits of", permits)
-            .await
+        self.handle.try_set_permits(permits).await
     }
 
     /// Adds `permits` free permits (negative: takes that many away, as Redisson's
@@ -108,13 +102,7 @@ impl PermitExpirableSemaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been added.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
-        let permits = check::permits_added(permits)?;
-        self.handle
-            .change("adding permits to", |conn, names, latch| {
-                scripts::change_permits(conn, names, latch, permits, Change::AddExpirable)
-            })
-            .await
-            .map(drop)
+        self.handle.add_permits(permits, Change::AddExpirable).await
     }
 
     /// Takes one permit with a `lease`, waiting as long as it takes for one to be free.
@@ -178,13 +166,7 @@ impl PermitExpirableSemaphore {
         wait: Option<Duration>,
     ) -> Result<Option<ExpirablePermit>> {
         let lease_ms = check::lease(lease)?;
-        let (core, names) = self.handle.waiting_parts()?;
-        let take = TakePermit {
-            core: core.clone(),
-            names: names.clone(),
-            lease_ms,
-        };
-        wait_until(core, names, Wake::Permits, take, wait).await
+        wait_until(&self.handle, Wake::Permits, TakePermit { lease_ms }, wait).await
     }
 
     /// Releases the permit `id` (32 hex digits, as [`ExpirablePermit::id`] and Redisson
@@ -206,14 +188,8 @@ impl PermitExpirableSemaphore {
     /// Not cancel safe: if dropped, the permit may or may not have been released.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_release(&self, id: &str) -> Result<bool> {
-        let bytes = check::permit_id(id)?;
-        let (core, names) = self.handle.parts().await?;
-        let outcome = release_id(core, names, &bytes).await;
-        let released = outcome.result? == PermitRelease::Released;
-        if released {
-            self.tell_local_holder(core, names, id);
-        }
-        Ok(released)
+        let (found, _) = self.release_told(id).await?;
+        Ok(found == PermitRelease::Released)
     }
 
     /// Releases the permit `id` (Redisson's `release(id)`), as
@@ -230,20 +206,11 @@ impl PermitExpirableSemaphore {
     /// As [`try_release`](PermitExpirableSemaphore::try_release).
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn release_by_id(&self, id: &str) -> Result<()> {
-        let bytes = check::permit_id(id)?;
-        let (core, names) = self.handle.parts().await?;
-        let outcome = release_id(core, names, &bytes).await;
-        let reason = match outcome.result? {
-            PermitRelease::Released => {
-                self.tell_local_holder(core, names, id);
-                return Ok(());
-            }
-            // A retry that finds nothing after a try that may have run: that try did it.
-            PermitRelease::NotFound if outcome.earlier_may_have_run => return Ok(()),
-            PermitRelease::Expired => LostReason::Expired,
-            PermitRelease::NotFound => LostReason::Released,
-        };
-        Err(lost_error(&names.key, id, reason, None))
+        let (found, earlier_may_have_run) = self.release_told(id).await?;
+        match lost_in_release(found, earlier_may_have_run) {
+            None => Ok(()),
+            Some(reason) => Err(lost_error(&self.handle.names()?.key, id, reason, None)),
+        }
     }
 
     /// Sets the lease of the permit `id` (32 hex digits), taken by any client, Rust or Java,
@@ -281,34 +248,28 @@ impl PermitExpirableSemaphore {
         let lease_ms = check::lease(lease)?;
         let (core, names) = self.handle.parts().await?;
         // A guard of this client on the permit: its expiry checks wait for the new lease.
-        let local = names.timeouts.as_ref().and_then(|timeouts| {
-            let holds = &core.holds;
-            holds.not_known_lost(&holds.id(timeouts, &Arc::from(id.to_ascii_lowercase())))
-        });
+        let local = local_permit(core, names, id);
         let _changing = match &local {
             Some(hold) => hold.lease_change().await,
             None => None,
         };
-        let started = Instant::now();
-        let updated = update_id(core, names, &bytes, lease_ms).await.result?;
-        if let (true, Some(hold)) = (updated, &local) {
-            hold.set_fixed_lease(lease_ms);
-            hold.lease_applied(started, Applied::within(lease_ms, None, started));
-        }
-        Ok(updated)
+        update_lease(core, names, &bytes, lease_ms, local.as_deref()).await
     }
 
-    /// A permit of this client released by id: its guard reports it lost at once.
-    fn tell_local_holder(&self, core: &Core, names: &SyncNames, id: &str) {
-        let Some(timeouts) = &names.timeouts else {
-            return;
-        };
-        let holds = &core.holds;
-        // Past its deadline too: it was only assumed expired, and is released now.
-        let id = holds.id(timeouts, &Arc::from(id.to_ascii_lowercase()));
-        if let Some(hold) = holds.not_known_lost(&id) {
-            hold.mark_lost(LostReason::Released);
+    /// Releases the permit `id` (see [`try_release`](PermitExpirableSemaphore::try_release)):
+    /// what Redis found of it, and whether an earlier try may have run. A permit of this
+    /// client released so: its guard reports it lost at once.
+    async fn release_told(&self, id: &str) -> Result<(PermitRelease, bool)> {
+        let bytes = check::permit_id(id)?;
+        let (core, names) = self.handle.parts().await?;
+        let outcome = release_id(core, names, &bytes).await;
+        let found = outcome.result?;
+        if found == PermitRelease::Released {
+            if let Some(hold) = local_permit(core, names, id) {
+                hold.mark_lost(LostReason::Released);
+            }
         }
+        Ok((found, outcome.earlier_may_have_run))
     }
 
     /// How many permits are free, after giving back those whose lease ran out.
@@ -339,7 +300,7 @@ impl PermitExpirableSemaphore {
     async fn count(&self, acquired: bool) -> Result<u64> {
         let count = self
             .handle
-            .answer("reading", Retry::Always, |conn, names| {
+            .answer("reading", |conn, names| {
                 scripts::permit_count(conn, names, acquired)
             })
             .await?;
@@ -360,44 +321,49 @@ impl PermitExpirableSemaphore {
     }
 }
 
+/// This client's guard on the permit `id` of `names`, unless it is known lost: past its
+/// deadline it is only assumed expired, and still counts.
+fn local_permit(core: &Core, names: &SyncNames, id: &str) -> Option<Arc<Hold>> {
+    let timeouts = names.timeouts.as_ref()?;
+    let holds = &core.holds;
+    holds.not_known_lost(&holds.id(timeouts, &Arc::from(id.to_ascii_lowercase())))
+}
+
 /// One try at taking a permit, as the waiting loop drives it: a new id each time.
 struct TakePermit {
-    core: Arc<Core>,
-    names: Arc<SyncNames>,
     lease_ms: u64,
 }
 
 impl Try for TakePermit {
     type Output = ExpirablePermit;
 
-    async fn try_once(&mut self) -> Result<Tried<ExpirablePermit>> {
-        let (core, names, lease_ms) = (&self.core, &self.names, self.lease_ms);
+    async fn try_once(
+        &mut self,
+        core: &Arc<Core>,
+        names: &Arc<SyncNames>,
+    ) -> Result<Tried<ExpirablePermit>> {
+        let lease_ms = self.lease_ms;
         let id: [u8; 16] = rand::random();
-        let shared = core.connections.shared().await?;
-        let started = Instant::now();
-        let call = {
-            let (conn, names) = (shared.conn.clone(), names.clone());
-            async move { scripts::permit_acquire(conn, &names, lease_ms, &[id]).await }
-        };
-        let (orphan_core, orphan_names) = (core.clone(), names.clone());
-        // The script call finishes if the caller leaves; a permit it took for nobody is
-        // released at once.
-        let outcome = FinishOnDrop::new(call, move |outcome| {
-            if let Ok(PermitAcquire::Acquired) = outcome {
-                let core = orphan_core.clone();
-                orphan_core.spawn(async move {
-                    let _ = release_id(&core, &orphan_names, &id).await;
-                });
-            }
+        // Set when the call goes out, once the connection is there.
+        let mut started = None;
+        let (sent_names, orphan_core, orphan_names) = (names.clone(), core.clone(), names.clone());
+        let taken = call::once(core, names, "acquiring a permit of", |conn| {
+            started = Some(Instant::now());
+            let call =
+                async move { scripts::permit_acquire(conn, &sent_names, lease_ms, &id).await };
+            // The script call finishes if the caller leaves; a permit it took for nobody
+            // is released at once.
+            FinishOnDrop::new(call, move |outcome| {
+                if let Ok(PermitAcquire::Acquired) = outcome {
+                    orphan_core.spawn(release_quietly(orphan_core.clone(), orphan_names, id));
+                }
+            })
+            .on(core.background())
         })
-        .on(core.background())
         .await;
-        match &outcome {
-            Ok(_) => core.connections.report_success(),
-            Err(e) => core.connections.report(&shared, e),
-        }
-        match outcome {
+        match taken {
             Ok(PermitAcquire::Acquired) => {
+                let started = started.expect("an answer comes from a call that went out");
                 let hex = check::hex(&id);
                 let timeouts = names
                     .timeouts
@@ -433,24 +399,23 @@ impl Try for TakePermit {
                 }))))
             }
             Err(e) => {
-                let e = Error::from(e);
-                if e.may_have_run() {
+                if started.is_some() && e.may_have_run() {
                     // The permit may be taken: released by its id (which nobody else has)
                     // before the next try. Awaited, so that it is sent before that try on
                     // the same connection.
-                    let (core, names) = (core.clone(), names.clone());
-                    let runtime = core.background().clone();
-                    FinishOnDrop::new(
-                        async move {
-                            let _ = release_id(&core, &names, &id).await;
-                        },
-                        |()| {},
-                    )
-                    .on(&runtime)
-                    .await;
+                    let releasing = release_quietly(core.clone(), names.clone(), id);
+                    FinishOnDrop::new(releasing, |()| {})
+                        .on(core.background())
+                        .await;
                 }
-                Err(call::explain(&self.core, &self.names, "acquiring a permit of", e).await)
+                Err(e)
             }
         }
     }
+}
+
+/// Releases the permit `id` that a try may have taken for nobody; a failure leaves it to
+/// its lease.
+async fn release_quietly(core: Arc<Core>, names: Arc<SyncNames>, id: [u8; 16]) {
+    let _ = release_id(&core, &names, &id).await;
 }

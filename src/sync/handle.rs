@@ -9,7 +9,7 @@ use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
 use crate::protocol::names::{SyncKind, SyncNames};
-use crate::protocol::scripts::{self, RequestLatch};
+use crate::protocol::scripts::{self, Change, RequestLatch};
 use crate::sync::call;
 use crate::sync::check;
 use crate::transport::calls::Retry;
@@ -43,14 +43,6 @@ impl Handle {
         }
     }
 
-    /// The client and names a waiting call uses: [`wait_until`] checks the user's
-    /// permissions in each try, so that a wait rides out an outage from its start.
-    ///
-    /// [`wait_until`]: crate::sync::waiting::wait_until
-    pub(crate) fn waiting_parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
-        Ok((&self.core, self.names()?))
-    }
-
     /// The client and names a call uses, once the connected user is known to be allowed
     /// every command of this kind (checked at the kind's first use).
     pub(crate) async fn parts(&self) -> Result<(&Arc<Core>, &Arc<SyncNames>)> {
@@ -62,12 +54,11 @@ impl Handle {
         Ok((&self.core, names))
     }
 
-    /// Runs `script` on the synchronizer's names (see [`call::answer`]): `operation` names
-    /// the call in errors, `retry` says when it may be sent again.
+    /// Runs `script`, harmless to run twice (a read, a set, a delete), on the
+    /// synchronizer's names (see [`call::run`]): `operation` names the call in errors.
     pub(crate) async fn answer<'a, T, F, Fut>(
         &'a self,
         operation: &'static str,
-        retry: Retry,
         mut script: F,
     ) -> Result<T>
     where
@@ -76,7 +67,11 @@ impl Handle {
     {
         let (core, names) = self.parts().await?;
         let names: &'a SyncNames = names;
-        call::answer(core, names, operation, retry, |conn| script(conn, names)).await
+        let outcome = call::run(core, names, operation, Retry::Always, |conn| {
+            script(conn, names)
+        })
+        .await;
+        outcome.result
     }
 
     /// Runs the count change `script` on the synchronizer's names (see [`call::change`]):
@@ -101,29 +96,47 @@ impl Handle {
     /// Sets the count (permits, or a latch's count), checked already, if none is set: true
     /// when set. Harmless to send twice.
     pub(crate) async fn try_set_count(&self, operation: &'static str, count: u64) -> Result<bool> {
-        self.answer(operation, Retry::Always, |conn, names| {
+        self.answer(operation, |conn, names| {
             scripts::try_set_count(conn, names, count)
         })
         .await
     }
 
+    /// A semaphore's `try_set_permits`: `permits` checked, then set if none are.
+    pub(crate) async fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        let permits = check::permits_to_set(permits)?;
+        self.try_set_count("setting the permits of", permits).await
+    }
+
+    /// A semaphore's `add_permits`: `permits` checked, then added as `change` says.
+    pub(crate) async fn add_permits(&self, permits: i64, change: Change) -> Result<()> {
+        let permits = check::permits_added(permits)?;
+        self.change("adding permits to", |conn, names, latch| {
+            scripts::change_permits(conn, names, latch, permits, change)
+        })
+        .await
+        .map(drop)
+    }
+
     /// The count at the name (free permits, or a latch's count); 0 when none is set.
     pub(crate) async fn read_count(&self) -> Result<u64> {
-        let count = self
-            .answer("reading", Retry::Always, scripts::read_count)
-            .await?;
+        let count = self.answer("reading", scripts::read_count).await?;
         Ok(count.max(0).unsigned_abs())
     }
 
     /// Deletes the synchronizer's keys and tells its waiters: true when something was there.
     pub(crate) async fn delete(&self) -> Result<bool> {
-        self.answer("deleting", Retry::Always, scripts::delete)
-            .await
+        self.answer("deleting", scripts::delete).await
+    }
+
+    /// `f` shows the synchronizer as `kind` with its name: the `Debug` of every handle.
+    pub(crate) fn debug(&self, kind: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(kind).field("name", &self.name).finish()
     }
 
     /// The names every call uses: an invalid name, or one whose derived names a cluster
     /// would put in another slot, is the error.
-    fn names(&self) -> Result<&Arc<SyncNames>> {
+    pub(crate) fn names(&self) -> Result<&Arc<SyncNames>> {
         match &self.names {
             Some(names) => match names.split() {
                 None => Ok(names),

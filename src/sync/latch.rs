@@ -43,9 +43,7 @@ pub struct CountDownLatch {
 
 impl std::fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.handle.name)
-            .finish()
+        self.handle.debug("CountDownLatch", f)
     }
 }
 
@@ -155,14 +153,8 @@ impl CountDownLatch {
     }
 
     async fn open_within(&self, wait: Option<Duration>) -> Result<bool> {
-        let (core, names) = self.handle.waiting_parts()?;
-        let open = Open {
-            core: core.clone(),
-            names: names.clone(),
-        };
-        Ok(wait_until(core, names, Wake::All, open, wait)
-            .await?
-            .is_some())
+        let opened = wait_until(&self.handle, Wake::All, Open, wait).await?;
+        Ok(opened.is_some())
     }
 
     /// Deletes the latch's count, which opens it; its waiters are told (a message that
@@ -181,29 +173,17 @@ impl CountDownLatch {
 }
 
 /// One look at the latch, as the waiting loop drives it: through when the count is zero.
-struct Open {
-    core: Arc<Core>,
-    names: Arc<SyncNames>,
-}
+struct Open;
 
 impl Try for Open {
     type Output = ();
 
-    async fn try_once(&mut self) -> Result<Tried<()>> {
-        let names: &SyncNames = &self.names;
+    async fn try_once(&mut self, core: &Arc<Core>, names: &Arc<SyncNames>) -> Result<Tried<()>> {
         // One read per try: the waiting loop retries what fails to reach Redis.
-        let count = {
-            let shared = self.core.connections.shared().await?;
-            let outcome = scripts::read_count(shared.conn.clone(), names).await;
-            match &outcome {
-                Ok(_) => self.core.connections.report_success(),
-                Err(e) => self.core.connections.report(&shared, e),
-            }
-            match outcome {
-                Ok(count) => count,
-                Err(e) => return Err(call::explain(&self.core, names, "reading", e.into()).await),
-            }
-        };
+        let count = call::once(core, names, "reading", |conn| {
+            scripts::read_count(conn, names)
+        })
+        .await?;
         Ok(if count <= 0 {
             Tried::Acquired(())
         } else {

@@ -179,11 +179,7 @@ impl ExpirablePermit {
         if let Some(reason) = hold.known_lost() {
             return Err(lost_from(&state.names, hold, reason));
         }
-        let started = Instant::now();
-        let outcome = update_id(&state.core, &state.names, &state.id, lease_ms).await;
-        if outcome.result? {
-            hold.set_fixed_lease(lease_ms);
-            hold.lease_applied(started, Applied::within(lease_ms, None, started));
+        if update_lease(&state.core, &state.names, &state.id, lease_ms, Some(hold)).await? {
             return Ok(());
         }
         hold.found_gone();
@@ -232,22 +228,16 @@ impl ExpirablePermit {
 /// Releases one permit, unless the client's shutdown released it already. The client stops
 /// watching it at once, before anything is sent.
 fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'static {
-    let PermitState {
-        core,
-        names,
-        id,
-        hold,
-        ticket,
-    } = state;
-    let sending = core.handed_out.take(ticket).then(|| {
+    let sending = state.core.handed_out.take(state.ticket).then(|| {
         // Whether it was lost is decided before the release retires it. Past its deadline
         // it is only assumed expired, and the release asks Redis: its lease may have been
         // extended elsewhere. A shutdown that marked it after this guard took its ticket
         // leaves the release to the guard.
-        let lost = hold
+        let lost = state
+            .hold
             .known_lost()
             .filter(|reason| *reason != LostReason::ShutDown);
-        release_one(core, names, id, hold, lost)
+        release_one(state.core, state.names, state.id, state.hold, lost)
     });
     async move {
         match sending {
@@ -275,16 +265,8 @@ pub(crate) fn release_one(
             return Err(lost_from(&names, &hold, reason));
         }
         let outcome = release_id(&core, &names, &id).await;
-        let reason = match outcome.result {
-            Ok(PermitRelease::Released) => return Ok(()),
-            // A retry that finds nothing after a try that may have run: that try did it
-            // (the id is this permit's alone).
-            Ok(PermitRelease::NotFound) if outcome.earlier_may_have_run => return Ok(()),
-            Ok(PermitRelease::Expired) => LostReason::Expired,
-            Ok(PermitRelease::NotFound) if Instant::now() >= hold.valid_until() => {
-                LostReason::Expired
-            }
-            Ok(PermitRelease::NotFound) => LostReason::Released,
+        let found = match outcome.result {
+            Ok(found) => found,
             Err(e) => {
                 if e.is_not_a_lock() {
                     // Someone wrote other data over the semaphore: the permit is gone.
@@ -292,6 +274,14 @@ pub(crate) fn release_one(
                 }
                 return Err(e);
             }
+        };
+        let reason = match lost_in_release(found, outcome.earlier_may_have_run) {
+            None => return Ok(()),
+            // Not there past its deadline: its lease ran out.
+            Some(LostReason::Released) if Instant::now() >= hold.valid_until() => {
+                LostReason::Expired
+            }
+            Some(reason) => reason,
         };
         hold.release_found_lost(reason);
         Err(lost_from(
@@ -331,38 +321,44 @@ async fn confirm_expiry(core: &Core, names: &SyncNames, id: &[u8; 16], hold: &Ho
         Ok(Ok(Some(left_ms))) if Duration::from_millis(left_ms) > own_end => {
             tracing::debug!(semaphore = %names.key, permit = %hold.owner, left_ms, "the permit's lease was extended elsewhere");
             hold.lease_applied(started, Applied::within(left_ms, None, started));
+            return;
         }
-        Ok(Ok(_)) => {
-            hold.mark_lost(LostReason::Expired);
-        }
+        Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             tracing::debug!(semaphore = %names.key, error = %e, "cannot ask whether a permit expired; taken as expired");
-            hold.mark_lost(LostReason::Expired);
         }
         Err(_) => {
             tracing::debug!(semaphore = %names.key, "no answer on whether a permit expired; taken as expired");
-            hold.mark_lost(LostReason::Expired);
         }
     }
+    hold.mark_lost(LostReason::Expired);
 }
 
-/// Sets the lease of the permit `id` of the semaphore `names` to `lease_ms` from now: true
-/// when it was taken. Retried after failures to reach Redis: a second run sets the same
-/// lease a moment later.
-pub(crate) async fn update_id(
+/// Sets the lease of the permit `id` of the semaphore `names` to `lease_ms` from now, and
+/// moves `hold`'s deadline with it: true when it was taken. Retried after failures to
+/// reach Redis: a second run sets the same lease a moment later.
+pub(crate) async fn update_lease(
     core: &Core,
     names: &SyncNames,
     id: &[u8; 16],
     lease_ms: u64,
-) -> Outcome<bool> {
-    call::run(
+    hold: Option<&Hold>,
+) -> Result<bool> {
+    let started = Instant::now();
+    let outcome = call::run(
         core,
         names,
         "extending a permit of",
         Retry::Always,
         |conn| scripts::permit_update(conn, names, id, lease_ms),
     )
-    .await
+    .await;
+    let updated = outcome.result?;
+    if let (true, Some(hold)) = (updated, hold) {
+        hold.set_fixed_lease(lease_ms);
+        hold.lease_applied(started, Applied::within(lease_ms, None, started));
+    }
+    Ok(updated)
 }
 
 /// Releases the permit `id` of the semaphore `names`, retried after failures to reach
@@ -380,6 +376,21 @@ pub(crate) async fn release_id(
         |conn| scripts::permit_release(conn, names, id),
     )
     .await
+}
+
+/// Why a permit released by its id, which Redis `found` so, was lost; `None` when the
+/// release freed it, or when a retry finds nothing after a try that may have run (that
+/// try did it: the id is this permit's alone).
+pub(crate) fn lost_in_release(
+    found: PermitRelease,
+    earlier_may_have_run: bool,
+) -> Option<LostReason> {
+    match found {
+        PermitRelease::Released => None,
+        PermitRelease::NotFound if earlier_may_have_run => None,
+        PermitRelease::Expired => Some(LostReason::Expired),
+        PermitRelease::NotFound => Some(LostReason::Released),
+    }
 }
 
 fn lost_from(names: &SyncNames, hold: &Hold, reason: LostReason) -> Error {

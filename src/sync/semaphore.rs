@@ -46,9 +46,7 @@ pub struct Semaphore {
 
 impl std::fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.handle.name)
-            .finish()
+        self.handle.debug("Semaphore", f)
     }
 }
 
@@ -80,10 +78,7 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the count may or may not have been set.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        let permits = check::permits_to_set(permits)?;
-        self.handle
-            .try_set_count("setting the permits of", permits)
-            .await
+        self.handle.try_set_permits(permits).await
     }
 
     /// Adds `permits` free permits (a negative number takes that many away, down to below
@@ -101,13 +96,7 @@ impl Semaphore {
     /// Not cancel safe: if dropped, the permits may or may not have been added.
     #[tracing::instrument(level = "debug", skip(self), fields(semaphore = %self.handle.name))]
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
-        let permits = check::permits_added(permits)?;
-        self.handle
-            .change("adding permits to", |conn, names, latch| {
-                scripts::change_permits(conn, names, latch, permits, Change::Add)
-            })
-            .await
-            .map(drop)
+        self.handle.add_permits(permits, Change::Add).await
     }
 
     /// Takes `permits` permits, waiting as long as it takes for that many to be free. The
@@ -169,14 +158,11 @@ impl Semaphore {
 
     async fn take(&self, permits: u64, wait: Option<Duration>) -> Result<Option<SemaphoreGuard>> {
         let permits = check::permits("acquire", permits)?;
-        let (core, names) = self.handle.waiting_parts()?;
         let take = Take {
-            core: core.clone(),
-            names: names.clone(),
             permits,
             retrying: None,
         };
-        wait_until(core, names, Wake::Permits, take, wait).await
+        wait_until(&self.handle, Wake::Permits, take, wait).await
     }
 
     /// Gives `permits` permits back without a guard (Redisson's `release(n)`): for permits
@@ -250,8 +236,6 @@ impl Semaphore {
 
 /// One try at taking permits, as the waiting loop drives it.
 struct Take {
-    core: Arc<Core>,
-    names: Arc<SyncNames>,
     permits: u64,
     /// The request of a try that failed, which the next try sends again: with its latch
     /// on a cluster, so that a try that ran answers as it did (see `sync::call`). A try
@@ -262,58 +246,43 @@ struct Take {
 impl Try for Take {
     type Output = SemaphoreGuard;
 
-    async fn try_once(&mut self) -> Result<Tried<SemaphoreGuard>> {
-        let (core, names, permits) = (&self.core, &self.names, self.permits);
+    async fn try_once(
+        &mut self,
+        core: &Arc<Core>,
+        names: &Arc<SyncNames>,
+    ) -> Result<Tried<SemaphoreGuard>> {
+        let permits = self.permits;
         let mut request = self
             .retrying
             .take()
             .unwrap_or_else(|| CountChange::new(core, names));
-        let shared = match core.connections.shared().await {
-            Ok(shared) => shared,
-            Err(e) => {
-                request.failed(&e);
-                self.retrying = Some(request);
-                return Err(e);
-            }
-        };
-        let call = {
-            let (conn, names, latch) =
-                (shared.conn.clone(), names.clone(), request.latch().cloned());
-            async move { scripts::semaphore_acquire(conn, &names, latch, permits).await }
-        };
+        let (sent_names, latch) = (names.clone(), request.latch().cloned());
         let (orphan_core, orphan_names) = (core.clone(), names.clone());
-        // The script call finishes if the caller leaves; permits it took for nobody are
-        // given back at once.
-        let outcome = FinishOnDrop::new(call, move |outcome| {
-            if let Ok(true) = outcome {
-                let releasing = give_back(orphan_core.clone(), orphan_names, permits);
-                orphan_core.spawn(async move {
-                    if let Err(e) = releasing.await {
-                        tracing::warn!(error = %e, "permits taken for a caller who left could not be given back");
-                    }
-                });
-            }
+        let taken = call::once(core, names, "acquiring permits of", |conn| {
+            let call = async move {
+                scripts::semaphore_acquire(conn, &sent_names, latch, permits).await
+            };
+            // The script call finishes if the caller leaves; permits it took for nobody
+            // are given back at once.
+            FinishOnDrop::new(call, move |outcome| {
+                if let Ok(true) = outcome {
+                    let releasing = give_back(orphan_core.clone(), orphan_names, permits);
+                    orphan_core.spawn(async move {
+                        if let Err(e) = releasing.await {
+                            tracing::warn!(error = %e, "permits taken for a caller who left could not be given back");
+                        }
+                    });
+                }
+            })
+            .on(core.background())
         })
-        .on(core.background())
         .await;
-        match &outcome {
-            Ok(_) => core.connections.report_success(),
-            Err(e) => core.connections.report(&shared, e),
-        }
-        let outcome = match outcome {
-            Ok(answer) => {
+        match taken {
+            Ok(taken) => {
                 request.done(core);
-                Ok(answer)
-            }
-            Err(e) => {
-                let e = Error::from(e);
-                request.failed(&e);
-                self.retrying = Some(request);
-                Err(e)
-            }
-        };
-        match outcome {
-            Ok(true) => {
+                if !taken {
+                    return Ok(Tried::Busy(Some(RECHECK)));
+                }
                 tracing::debug!(semaphore = %names.key, permits, "acquired");
                 Ok(Tried::Acquired(SemaphoreGuard::new(
                     core.clone(),
@@ -321,8 +290,11 @@ impl Try for Take {
                     permits,
                 )))
             }
-            Ok(false) => Ok(Tried::Busy(Some(RECHECK))),
-            Err(e) => Err(call::explain(core, names, "acquiring permits of", e).await),
+            Err(e) => {
+                request.failed(&e);
+                self.retrying = Some(request);
+                Err(e)
+            }
         }
     }
 

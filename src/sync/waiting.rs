@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::locks::acquire::Timed;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
 use crate::protocol::names::SyncNames;
+use crate::sync::handle::Handle;
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::{Subscription, Wake};
 
@@ -31,8 +32,13 @@ pub(crate) trait Try: Send {
     /// What a try that got through returns.
     type Output: Send;
 
-    /// One try: `Busy` with the longest wait before the next.
-    fn try_once(&mut self) -> impl Future<Output = Result<Tried<Self::Output>>> + Send;
+    /// One try on the synchronizer `names` of the client `core`: `Busy` with the longest
+    /// wait before the next.
+    fn try_once(
+        &mut self,
+        core: &Arc<Core>,
+        names: &Arc<SyncNames>,
+    ) -> impl Future<Output = Result<Tried<Self::Output>>> + Send;
 
     /// Whether a try that failed with `error` may be sent again.
     fn may_retry(&self, _error: &Error) -> bool {
@@ -41,20 +47,21 @@ pub(crate) trait Try: Send {
 }
 
 /// Tries `tried` until it gets through, waiting up to `wait` (`None`: as long as it takes)
-/// for messages on `names`' channel; `Ok(None)` when the wait ran out.
+/// for messages on the channel of `handle`'s synchronizer; `Ok(None)` when the wait ran
+/// out. The user's permissions are checked in each try, so that a wait rides out an
+/// outage from its start.
 pub(crate) async fn wait_until<T: Try>(
-    core: &Arc<Core>,
-    names: &Arc<SyncNames>,
+    handle: &Handle,
     wake: Wake,
     tried: T,
     wait: Option<Duration>,
 ) -> Result<Option<T::Output>> {
+    let (core, names) = (&handle.core, handle.names()?);
     let mut timed = Timed::start(names.kind.label());
     let _admitted = timed.admit(core)?;
     let mut waiter = Waiter {
         core,
         names,
-        channel: names.channel.clone(),
         wake,
         tried,
         subscription: None,
@@ -68,7 +75,6 @@ pub(crate) async fn wait_until<T: Try>(
 struct Waiter<'a, T> {
     core: &'a Arc<Core>,
     names: &'a Arc<SyncNames>,
-    channel: Arc<str>,
     wake: Wake,
     tried: T,
     subscription: Option<Subscription>,
@@ -89,7 +95,7 @@ impl<T: Try> Contender for Waiter<'_, T> {
         if let Some(subscription) = self.subscription.as_mut() {
             subscription.trying();
         }
-        self.tried.try_once().await
+        self.tried.try_once(self.core, self.names).await
     }
 
     fn may_retry(&self, error: &Error) -> bool {
@@ -104,7 +110,7 @@ impl<T: Try> Contender for Waiter<'_, T> {
         match self
             .core
             .listener
-            .subscribe_as(&self.channel, self.wake, limit.min(remaining))
+            .subscribe_as(&self.names.channel, self.wake, limit.min(remaining))
             .await
         {
             Ok(subscribed) => self.subscription = Some(subscribed),

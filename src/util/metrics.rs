@@ -7,8 +7,9 @@
 //! The names, their meaning and an alert worth having are in the
 //! [`operations`](crate::operations) module docs.
 
-// Without the feature, the names are unused: they stay, so the docs list every metric.
-#![cfg_attr(not(feature = "metrics"), allow(dead_code))]
+// Without the feature, the names and the functions' arguments are unused: they stay, so
+// that the docs list every metric and the callers are the same either way.
+#![cfg_attr(not(feature = "metrics"), allow(dead_code, unused_variables))]
 
 use std::time::Duration;
 
@@ -104,10 +105,7 @@ pub(crate) fn describe() {
 /// When a timed operation started: `None` without the feature, which spares the clock
 /// read on every lock call.
 pub(crate) fn start() -> Option<std::time::Instant> {
-    #[cfg(feature = "metrics")]
-    return Some(std::time::Instant::now());
-    #[cfg(not(feature = "metrics"))]
-    None
+    cfg!(feature = "metrics").then(std::time::Instant::now)
 }
 
 /// An acquire call of a `kind`, started at `started` (see [`start`]), ended.
@@ -125,24 +123,18 @@ pub(crate) fn acquire_ended(
                 .record(started.elapsed().as_secs_f64());
         }
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (kind, outcome.label(), started);
 }
 
 /// A release of a `kind` ended with `outcome` (see [`RELEASES`]).
 pub(crate) fn released(kind: &'static str, outcome: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!(RELEASES, "kind" => kind, "outcome" => outcome).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (kind, outcome);
 }
 
 /// An owner's hold of a `kind` ended after `held()` (only asked with the feature).
 pub(crate) fn hold_ended(kind: &'static str, held: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
     metrics::histogram!(HOLD, "kind" => kind).record(held().as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = (kind, held);
 }
 
 /// One renewal call came back: `renewed` locks renewed, `not_held` found gone.
@@ -152,8 +144,6 @@ pub(crate) fn renewals(renewed: u64, not_held: u64) {
         metrics::counter!(RENEWALS, "outcome" => "renewed").increment(renewed);
         metrics::counter!(RENEWALS, "outcome" => "not_held").increment(not_held);
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (renewed, not_held);
 }
 
 /// One renewal call failed.
@@ -166,40 +156,30 @@ pub(crate) fn renewal_failed() {
 pub(crate) fn lost(reason: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!(LOST, "reason" => reason).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = reason;
 }
 
 /// The process holds one lock more (`1.0`) or fewer (`-1.0`).
 pub(crate) fn held(change: f64) {
     #[cfg(feature = "metrics")]
     metrics::gauge!(HELD).increment(change);
-    #[cfg(not(feature = "metrics"))]
-    let _ = change;
 }
 
 /// One call more (`1.0`) or fewer (`-1.0`) is waiting for a lock.
 pub(crate) fn waiting(change: f64) {
     #[cfg(feature = "metrics")]
     metrics::gauge!(WAITING).increment(change);
-    #[cfg(not(feature = "metrics"))]
-    let _ = change;
 }
 
 /// The process listens on one channel more (`1.0`) or fewer (`-1.0`).
 pub(crate) fn channels(change: f64) {
     #[cfg(feature = "metrics")]
     metrics::gauge!(CHANNELS).increment(change);
-    #[cfg(not(feature = "metrics"))]
-    let _ = change;
 }
 
 /// `count` waiters were woken from `source` (see [`WAKEUPS`]).
 pub(crate) fn woken(source: &'static str, count: u64) {
     #[cfg(feature = "metrics")]
     metrics::counter!(WAKEUPS, "source" => source).increment(count);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (source, count);
 }
 
 /// A channel was subscribed again.
@@ -212,8 +192,6 @@ pub(crate) fn resubscribed() {
 pub(crate) fn replica_sync(outcome: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!(REPLICA_SYNC, "outcome" => outcome).increment(1);
-    #[cfg(not(feature = "metrics"))]
-    let _ = outcome;
 }
 
 /// Counts one waiting call in [`WAITING`] while it lives.

@@ -77,12 +77,17 @@ pub(crate) fn count_within(what: &str, value: usize, min: usize, max: usize) -> 
 /// A lock name: non-empty and at most [`MAX_NAME_BYTES`]. Redis keys are binary-safe, so
 /// nothing else is forbidden; names containing `{` keep their own hash tag, as in Redisson.
 pub(crate) fn lock_name(name: &str) -> Result<()> {
+    self::name("lock", name)
+}
+
+/// The name of a `what` ("lock", "semaphore"): non-empty and at most [`MAX_NAME_BYTES`].
+pub(crate) fn name(what: &str, name: &str) -> Result<()> {
     if name.is_empty() {
-        return Err(Error::invalid("lock name must not be empty"));
+        return Err(Error::invalid(format!("{what} name must not be empty")));
     }
     if name.len() > MAX_NAME_BYTES {
         return Err(Error::invalid(format!(
-            "lock name must be at most {MAX_NAME_BYTES} bytes, got {} bytes",
+            "{what} name must be at most {MAX_NAME_BYTES} bytes, got {} bytes",
             name.len()
         )));
     }

@@ -65,12 +65,22 @@ pub(crate) const PERMITS_RANGE: std::ops::RangeInclusive<i64> = i32::MIN as i64.
 /// The most bytes a number argument takes.
 const NUMBER_BYTES: usize = 20;
 
-fn call<'s>(script: &'s LuaScript, names: &SyncNames, keys: usize, args: usize) -> EvalSha<'s> {
-    let bytes = names.key.len() * 3 + names.channel.len() + args * NUMBER_BYTES + 32;
-    let mut call = EvalSha::new(script, keys, keys + args, bytes);
+/// A call of `script` on the count's key and, when given, a second key (the expirable
+/// semaphore's permits, or a count change's request latch), with room for `args`
+/// arguments.
+fn call<'s>(
+    script: &'s LuaScript,
+    names: &SyncNames,
+    second: Option<&str>,
+    args: usize,
+) -> EvalSha<'s> {
+    let keys = 1 + usize::from(second.is_some());
+    let second_bytes = second.map_or(0, str::len);
+    let bytes = names.key.len() + second_bytes + names.channel.len() + args * NUMBER_BYTES;
+    let mut call = EvalSha::new(script, keys, keys + args, bytes + 32);
     call.arg(&*names.key);
-    if keys == 2 {
-        call.arg(names.timeouts.as_deref().unwrap_or_default());
+    if let Some(second) = second {
+        call.arg(second);
     }
     call
 }
@@ -84,41 +94,23 @@ pub(crate) struct RequestLatch {
     pub(crate) ttl_ms: u64,
 }
 
-/// A call of a count change: the count, then the latch when there is one. The latch's
-/// time-to-live goes last of the arguments ([`latch_ttl`]).
-fn change_call<'s>(
-    script: &'s LuaScript,
+/// Sends the count change `script`: on the count and the request latch when there is
+/// one, with the arguments `args` appends (`count` of them), and the latch's time-to-live
+/// last.
+async fn change<T: redis::FromRedisValue>(
+    mut conn: Conn,
+    script: &LuaScript,
     names: &SyncNames,
     latch: Option<&RequestLatch>,
-    args: usize,
-) -> EvalSha<'s> {
-    let keys = 1 + usize::from(latch.is_some());
-    let latch_bytes = latch.map_or(0, |l| l.key.len());
-    let bytes = names.key.len() + latch_bytes + names.channel.len() + (args + 1) * NUMBER_BYTES;
-    let mut call = EvalSha::new(script, keys, keys + args + 1, bytes + 32);
-    call.arg(&*names.key);
-    if let Some(latch) = latch {
-        call.arg(&*latch.key);
-    }
-    call
-}
-
-/// Appends the latch's time-to-live, the last argument of a count change with a latch.
-fn latch_ttl(call: &mut EvalSha<'_>, latch: Option<&RequestLatch>) {
+    count: usize,
+    args: impl FnOnce(&mut EvalSha<'_>),
+) -> RedisResult<T> {
+    let mut call = call(script, names, latch.map(|l| &*l.key), count + 1);
+    args(&mut call);
     if let Some(latch) = latch {
         call.arg(latch.ttl_ms);
     }
-}
-
-/// A decimal count as the scripts answer it.
-fn parse_count(text: &str) -> RedisResult<i64> {
-    text.parse().map_err(|_| {
-        RedisError::from((
-            ErrorKind::UnexpectedReturnType,
-            "a count script answered a malformed number",
-            text.to_string(),
-        ))
-    })
+    call.query(&mut conn).await
 }
 
 /// `count_try_set.lua`: sets the count to `count` if there is none, telling the waiters.
@@ -128,7 +120,7 @@ pub(crate) async fn try_set_count(
     names: &SyncNames,
     count: u64,
 ) -> RedisResult<bool> {
-    let mut call = call(&COUNT_TRY_SET, names, 1, 4);
+    let mut call = call(&COUNT_TRY_SET, names, None, 4);
     call.arg(count)
         .arg(&*names.channel)
         .arg(names.publish_command());
@@ -141,15 +133,21 @@ pub(crate) async fn try_set_count(
 
 /// `count_read.lua`: the count (0 when there is none).
 pub(crate) async fn read_count(mut conn: Conn, names: &SyncNames) -> RedisResult<i64> {
-    let text: String = call(&COUNT_READ, names, 1, 0).query(&mut conn).await?;
-    parse_count(&text)
+    // A decimal string, as Redis keeps the count.
+    let text: String = call(&COUNT_READ, names, None, 0).query(&mut conn).await?;
+    text.parse().map_err(|_| {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "a count script answered a malformed number",
+            text,
+        ))
+    })
 }
 
 /// `count_delete.lua`: deletes the count (and an expirable semaphore's permits); a latch's
 /// waiters are told. True when something was there.
 pub(crate) async fn delete(mut conn: Conn, names: &SyncNames) -> RedisResult<bool> {
-    let keys = if names.timeouts.is_some() { 2 } else { 1 };
-    let mut call = call(&COUNT_DELETE, names, keys, 3);
+    let mut call = call(&COUNT_DELETE, names, names.timeouts.as_deref(), 3);
     call.arg(&*names.channel).arg(names.publish_command());
     match names.kind {
         SyncKind::Latch => call.arg(NEW_COUNT_MESSAGE),
@@ -160,16 +158,15 @@ pub(crate) async fn delete(mut conn: Conn, names: &SyncNames) -> RedisResult<boo
 
 /// `semaphore_acquire.lua`: takes `permits` if that many are free. True when taken.
 pub(crate) async fn semaphore_acquire(
-    mut conn: Conn,
+    conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
     permits: u64,
 ) -> RedisResult<bool> {
-    let latch = latch.as_ref();
-    let mut call = change_call(&SEMAPHORE_ACQUIRE, names, latch, 1);
-    call.arg(permits);
-    latch_ttl(&mut call, latch);
-    call.query(&mut conn).await
+    change(conn, &SEMAPHORE_ACQUIRE, names, latch.as_ref(), 1, |call| {
+        call.arg(permits);
+    })
+    .await
 }
 
 /// How `semaphore_change.lua` changes a count.
@@ -186,79 +183,73 @@ pub(crate) enum Change {
 /// `semaphore_change.lua`: adds `permits` (negative: takes them away) as `change` says,
 /// keeping the count in [`PERMITS_RANGE`]. The new count.
 pub(crate) async fn change_permits(
-    mut conn: Conn,
+    conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
     permits: i64,
-    change: Change,
+    how: Change,
 ) -> RedisResult<i64> {
-    let latch = latch.as_ref();
-    let mut call = change_call(&SEMAPHORE_CHANGE, names, latch, 6);
-    call.arg(permits)
-        .arg(&*names.channel)
-        .arg(names.publish_command())
-        .arg(match change {
-            Change::Release => "release",
-            Change::Add => "add",
-            Change::AddExpirable => "add-expirable",
-        })
-        .arg(*PERMITS_RANGE.start())
-        .arg(*PERMITS_RANGE.end());
-    latch_ttl(&mut call, latch);
-    call.query(&mut conn).await
+    change(conn, &SEMAPHORE_CHANGE, names, latch.as_ref(), 6, |call| {
+        call.arg(permits)
+            .arg(&*names.channel)
+            .arg(names.publish_command())
+            .arg(match how {
+                Change::Release => "release",
+                Change::Add => "add",
+                Change::AddExpirable => "add-expirable",
+            })
+            .arg(*PERMITS_RANGE.start())
+            .arg(*PERMITS_RANGE.end());
+    })
+    .await
 }
 
 /// `semaphore_drain.lua`: takes every free permit; the count there was.
 pub(crate) async fn drain(
-    mut conn: Conn,
+    conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
 ) -> RedisResult<i64> {
-    let latch = latch.as_ref();
-    let mut call = change_call(&SEMAPHORE_DRAIN, names, latch, 0);
-    latch_ttl(&mut call, latch);
-    call.query(&mut conn).await
+    change(conn, &SEMAPHORE_DRAIN, names, latch.as_ref(), 0, |_| {}).await
 }
 
 /// `latch_count_down.lua`: counts the latch down by one, opening it at zero. The count left.
 pub(crate) async fn count_down(
-    mut conn: Conn,
+    conn: Conn,
     names: &SyncNames,
     latch: Option<RequestLatch>,
 ) -> RedisResult<i64> {
-    let latch = latch.as_ref();
-    let mut call = change_call(&LATCH_COUNT_DOWN, names, latch, 2);
-    call.arg(&*names.channel).arg(names.publish_command());
-    latch_ttl(&mut call, latch);
-    call.query(&mut conn).await
+    change(conn, &LATCH_COUNT_DOWN, names, latch.as_ref(), 2, |call| {
+        call.arg(&*names.channel).arg(names.publish_command());
+    })
+    .await
 }
 
 /// What `permit_acquire.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PermitAcquire {
-    /// Taken, with the ids asked for.
+    /// Taken, with the id asked for.
     Acquired,
     /// Not enough permits free; the nearest expiry of a taken one is this many ms away
     /// (`None`: no taken permit expires).
     Busy(Option<u64>),
 }
 
-/// `permit_acquire.lua`: takes one permit per id in `ids`, each expiring `lease_ms` after
-/// the script ran (on the server's clock).
+/// `permit_acquire.lua`: takes one permit with the id `id` (the script takes one per id
+/// given, as Redisson's takes several), expiring `lease_ms` after the script ran (on the
+/// server's clock).
 pub(crate) async fn permit_acquire(
     mut conn: Conn,
     names: &SyncNames,
     lease_ms: u64,
-    ids: &[[u8; 16]],
+    id: &[u8; 16],
 ) -> RedisResult<PermitAcquire> {
-    let mut call = call(&PERMIT_ACQUIRE, names, 2, 4 + ids.len());
+    let mut call = call(&PERMIT_ACQUIRE, names, names.timeouts.as_deref(), 5);
     call.arg(&*names.channel)
         .arg(names.publish_command())
         .arg(lease_ms)
-        .arg(NO_EXPIRY);
-    for id in ids {
-        call.arg(&id[..]);
-    }
+        .arg(NO_EXPIRY)
+        .arg(&id[..]);
     let (taken, nearest_ms): (i64, i64) = call.query(&mut conn).await?;
     Ok(if taken == 1 {
         PermitAcquire::Acquired
@@ -284,7 +275,7 @@ pub(crate) async fn permit_release(
     names: &SyncNames,
     id: &[u8; 16],
 ) -> RedisResult<PermitRelease> {
-    let mut call = call(&PERMIT_RELEASE, names, 2, 3);
+    let mut call = call(&PERMIT_RELEASE, names, names.timeouts.as_deref(), 3);
     call.arg(&*names.channel)
         .arg(names.publish_command())
         .arg(&id[..]);
@@ -304,7 +295,7 @@ pub(crate) async fn permit_update(
     id: &[u8; 16],
     lease_ms: u64,
 ) -> RedisResult<bool> {
-    let mut call = call(&PERMIT_UPDATE, names, 2, 4);
+    let mut call = call(&PERMIT_UPDATE, names, names.timeouts.as_deref(), 4);
     call.arg(&*names.channel)
         .arg(names.publish_command())
         .arg(&id[..])
@@ -320,7 +311,7 @@ pub(crate) async fn permit_left(
     names: &SyncNames,
     id: &[u8; 16],
 ) -> RedisResult<Option<u64>> {
-    let mut call = call(&PERMIT_LEFT, names, 2, 1);
+    let mut call = call(&PERMIT_LEFT, names, names.timeouts.as_deref(), 1);
     call.arg(&id[..]);
     let left: i64 = call.query(&mut conn).await?;
     Ok(u64::try_from(left).ok())
@@ -333,7 +324,7 @@ pub(crate) async fn permit_count(
     names: &SyncNames,
     acquired: bool,
 ) -> RedisResult<i64> {
-    let mut call = call(&PERMIT_COUNT, names, 2, 3);
+    let mut call = call(&PERMIT_COUNT, names, names.timeouts.as_deref(), 3);
     call.arg(&*names.channel)
         .arg(names.publish_command())
         .arg(if acquired { "acquired" } else { "available" });
