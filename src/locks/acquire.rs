@@ -14,11 +14,11 @@ use crate::error::{Error, Result};
 use crate::locks::attempt::{attempt, Request};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
-use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
+use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried, WakeUps};
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::Identity;
 use crate::transport::connections::Connections;
-use crate::transport::pubsub::Subscription;
+use crate::transport::pubsub::Wake;
 use crate::util::metrics::{self, AcquireOutcome};
 
 /// Takes the lock for `identity` (by default the task calling this), waiting up to `wait`
@@ -45,7 +45,7 @@ pub(crate) async fn acquire(
         names,
         owner,
         request,
-        subscription: None,
+        wake_ups: WakeUps::default(),
         turn: None,
     };
     let outcome = wait_for(&mut contender, deadline_after(wait)).await;
@@ -111,7 +111,7 @@ struct OneLock<'a> {
     names: &'a Arc<LockNames>,
     owner: Arc<str>,
     request: Request,
-    subscription: Option<Subscription>,
+    wake_ups: WakeUps,
     /// Set once the call listens for unlocks, that is, once it is willing to wait.
     turn: Option<Turn>,
 }
@@ -135,36 +135,22 @@ impl Contender for OneLock<'_> {
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
-        if self.subscription.is_some() {
-            return Ok(Listening::Already);
+        let channel = || self.names.wait_channel(&self.owner);
+        let listening = (self.wake_ups)
+            .listen(self.core, channel, Wake::Lock, remaining)
+            .await?;
+        if matches!(listening, Listening::Started) {
+            self.turn = Some(Turn::start(self.core, self.names, &self.owner));
         }
-        let limit = self.core.settings.subscribe_timeout;
-        let channel = self.names.wait_channel(&self.owner);
-        match self
-            .core
-            .listener
-            .subscribe(&channel, limit.min(remaining))
-            .await
-        {
-            Ok(subscribed) => self.subscription = Some(subscribed),
-            // The caller's own wait ran out while subscribing: a plain "not acquired".
-            Err(e) if e.is_timeout() && remaining <= limit => return Ok(Listening::GaveUp),
-            Err(e) => return Err(e),
-        }
-        self.turn = Some(Turn::start(self.core, self.names, &self.owner));
-        Ok(Listening::Started)
+        Ok(listening)
     }
 
     async fn wait(&mut self, bound: Duration) {
-        if let Some(subscription) = self.subscription.as_mut() {
-            subscription.wait(bound).await;
-        }
+        self.wake_ups.wait(bound).await;
     }
 
     fn wakeups_used(&mut self) {
-        if let Some(subscription) = self.subscription.as_mut() {
-            subscription.wakeup_used();
-        }
+        self.wake_ups.used();
     }
 
     fn pacing(&self) -> &Connections {

@@ -25,13 +25,16 @@
 //! about two `cluster-node-timeout`s, far longer than a few quick retries.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::transport::calls::TopologyWait;
 use crate::transport::connections::Connections;
+use crate::transport::pubsub::{Subscription, Wake};
 use crate::util::metrics;
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
@@ -55,6 +58,60 @@ pub(crate) enum Listening {
     Started,
     /// The caller's wait ran out while it was setting up.
     GaveUp,
+}
+
+/// The one channel a single lock's or a synchronizer's waiting call hears its wake-ups on,
+/// subscribed when the call first listens; unsubscribed when the call ends.
+#[derive(Default)]
+pub(crate) struct WakeUps(Option<Subscription>);
+
+impl WakeUps {
+    /// Subscribes to the channel `channel` names, once (`Already` after that), waking as
+    /// `wake` says, within the caller's `remaining` wait.
+    pub(crate) async fn listen(
+        &mut self,
+        core: &Core,
+        channel: impl FnOnce() -> Arc<str>,
+        wake: Wake,
+        remaining: Duration,
+    ) -> Result<Listening> {
+        if self.0.is_some() {
+            return Ok(Listening::Already);
+        }
+        let limit = core.settings.subscribe_timeout;
+        match core
+            .listener
+            .subscribe_as(&channel(), wake, limit.min(remaining))
+            .await
+        {
+            Ok(subscribed) => self.0 = Some(subscribed),
+            // The caller's own wait ran out while subscribing: a plain "not yet".
+            Err(e) if e.is_timeout() && remaining <= limit => return Ok(Listening::GaveUp),
+            Err(e) => return Err(e),
+        }
+        Ok(Listening::Started)
+    }
+
+    /// [`Contender::wait`], on this channel: at once when not subscribed.
+    pub(crate) async fn wait(&mut self, bound: Duration) {
+        if let Some(subscription) = self.0.as_mut() {
+            subscription.wait(bound).await;
+        }
+    }
+
+    /// [`Contender::wakeups_used`], on this channel.
+    pub(crate) fn used(&mut self) {
+        if let Some(subscription) = self.0.as_mut() {
+            subscription.wakeup_used();
+        }
+    }
+
+    /// A try begins: a message that comes while it runs makes the next wait return at once.
+    pub(crate) fn trying(&mut self) {
+        if let Some(subscription) = self.0.as_mut() {
+            subscription.trying();
+        }
+    }
 }
 
 /// A single lock or a group, as the waiting loop drives it.

@@ -15,11 +15,11 @@ use std::time::Duration;
 use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::locks::acquire::Timed;
-use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried};
+use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried, WakeUps};
 use crate::protocol::names::SyncNames;
 use crate::sync::handle::Handle;
 use crate::transport::connections::Connections;
-use crate::transport::pubsub::{Subscription, Wake};
+use crate::transport::pubsub::Wake;
 
 /// The longest a waiter waits without a message before it tries again: the safety net
 /// for a message lost in a way the listener cannot see (Redisson's semaphore and latch
@@ -64,7 +64,7 @@ pub(crate) async fn wait_until<T: Try>(
         names,
         wake,
         tried,
-        subscription: None,
+        wake_ups: WakeUps::default(),
     };
     let outcome = wait_for(&mut waiter, deadline_after(wait)).await;
     timed.ended(&outcome);
@@ -77,7 +77,7 @@ struct Waiter<'a, T> {
     names: &'a Arc<SyncNames>,
     wake: Wake,
     tried: T,
-    subscription: Option<Subscription>,
+    wake_ups: WakeUps,
 }
 
 impl<T: Try> Contender for Waiter<'_, T> {
@@ -92,9 +92,7 @@ impl<T: Try> Contender for Waiter<'_, T> {
             .await?;
         // Before the try: a message that comes while it runs makes the next wait return
         // at once, whether or not the try saw what the message announced.
-        if let Some(subscription) = self.subscription.as_mut() {
-            subscription.trying();
-        }
+        self.wake_ups.trying();
         self.tried.try_once(self.core, self.names).await
     }
 
@@ -103,34 +101,18 @@ impl<T: Try> Contender for Waiter<'_, T> {
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
-        if self.subscription.is_some() {
-            return Ok(Listening::Already);
-        }
-        let limit = self.core.settings.subscribe_timeout;
-        match self
-            .core
-            .listener
-            .subscribe_as(&self.names.channel, self.wake, limit.min(remaining))
+        let channel = || self.names.channel.clone();
+        (self.wake_ups)
+            .listen(self.core, channel, self.wake, remaining)
             .await
-        {
-            Ok(subscribed) => self.subscription = Some(subscribed),
-            // The caller's own wait ran out while subscribing: a plain "not yet".
-            Err(e) if e.is_timeout() && remaining <= limit => return Ok(Listening::GaveUp),
-            Err(e) => return Err(e),
-        }
-        Ok(Listening::Started)
     }
 
     async fn wait(&mut self, bound: Duration) {
-        if let Some(subscription) = self.subscription.as_mut() {
-            subscription.wait(bound).await;
-        }
+        self.wake_ups.wait(bound).await;
     }
 
     fn wakeups_used(&mut self) {
-        if let Some(subscription) = self.subscription.as_mut() {
-            subscription.wakeup_used();
-        }
+        self.wake_ups.used();
     }
 
     fn pacing(&self) -> &Connections {
