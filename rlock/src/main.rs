@@ -120,17 +120,21 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
+mod acl;
 mod args;
 mod commands;
 mod connect;
 mod exit;
 mod glob;
 mod inspect;
+mod keys;
 mod model;
 mod redact;
 mod render;
 mod reply;
 mod scan;
+mod shell;
+mod survey;
 
 use std::process::ExitCode;
 
