@@ -3,7 +3,7 @@
 //! the inspector reads every key as bytes, so that one such key never fails a walk, and a
 //! lock whose name is not UTF-8 is still read and listed.
 //!
-//! The library's [`layout`](redis_rlock::protocol::layout) names keys as text. Its functions
+//! The library's [`layout`] names keys as text. Its functions
 //! only look for and add ASCII (`{`, `}`, `:`, the Redisson prefixes), so they are applied
 //! here to a lossless text form of the bytes (backslashes doubled, each byte that is not
 //! part of UTF-8 written `\xHH`) and the result turned back into bytes: one layout, written

@@ -49,14 +49,14 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table with these column headers (made [printable](printable)).
+    /// A table with these column headers (made [printable]).
     pub fn new(headers: &[&str]) -> Self {
         Table {
             rows: vec![headers.iter().map(|h| printable(h)).collect()],
         }
     }
 
-    /// Adds a row. Every cell is made [printable](printable): one cell is one line of one
+    /// Adds a row. Every cell is made [printable]: one cell is one line of one
     /// column, whatever the data it shows.
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows
