@@ -13,7 +13,7 @@ use crate::exit::Failure;
 use crate::keys::Key;
 
 /// How complete the scan was.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct ScanReport {
     /// Whether every pass walked every node's whole keyspace.
     pub complete: bool,
