@@ -1,6 +1,6 @@
 //! Running the locks in production: the metrics (cargo feature `metrics`), the traces, an
-//! alert worth having, the ACL rules of a lock user, deploys, and what to do when a lock is
-//! stuck. No code lives here.
+//! alert worth having, the ACL rules of a lock user and of the inspector, deploys, and what
+//! to do when a lock is stuck. No code lives here.
 //!
 //! # Metrics
 //!
@@ -102,6 +102,33 @@
 //! naming it, with nothing half-done in Redis. The `transport` module docs cover what a client
 //! trusts, what it checks of the server at connect, and what each missing rule does.
 //!
+//! ## The inspector's rules
+//!
+//! The README's "Operations" section shows the read-only rules of `rlock`'s user (`ACL
+//! SETUSER inspector`), with its lock names in the key patterns. What each is for:
+//!
+//! | rule | for |
+//! |---|---|
+//! | `~<your lock names>` | the lock hashes, and the semaphores' and latches' numbers |
+//! | `~{<your lock names>` | expirable semaphores' taken permits (`{<name>}:timeout`) |
+//! | `~redisson_*` | fair queues and deadlines, fencing counters, unlock latches |
+//! | `+scan` | finding keys, page by page on every master (never `KEYS`) |
+//! | `+type +pttl +hscan +llen +zcard +zcount +get` | reading each lock: its type, lease, holders (one bounded `HSCAN`), queue, stale waiters, fencing counter |
+//! | `+zmscore +lrange +zrange` | `show`: the fair queue with deadlines, expirable permits |
+//! | `+time` | the server clock that deadlines are read against |
+//! | `+pubsub\|numsub +pubsub\|channels` | who listens on a lock's channels; semaphores and latches with waiters |
+//! | `+info` | the check that a one-server URL is not a cluster node |
+//!
+//! On a Redis Cluster add `+cluster|slots` (every master is read), and `+pubsub|shardnumsub
+//! +pubsub|shardchannels` for sharded subscribers (without them, those count as none); on
+//! Sentinel, `+sentinel|get-master-addr-by-name` for its user on the sentinels. `rlock
+//! unlock` reads the lock first (these rules), then frees it through the library's client:
+//! add the lock user's rules (README, "Security"), with the additions above for the kinds
+//! it frees. A refused command is named as the library names one, with the rule to grant
+//! ("Redis refused reading `host:port`: the user lacks permission to run `+scan`", exit code
+//! 4); a key outside the patterns (`SCAN` lists every key, whatever the user may read) is
+//! named too: narrow the walk with `--pattern`.
+//!
 //! # Deploys
 //!
 //! A process that exits without [`Client::shutdown`](crate::Client::shutdown) leaves each
@@ -115,9 +142,12 @@
 //!
 //! `rlock`, the inspector in this repository (`cargo run --bin rlock -- --help`), reads the
 //! layout this crate and Redisson share, on one Redis, a cluster or a Sentinel master (tables,
-//! or `--json`; exit codes for scripts). `rlock list` shows every lock, the expirable
-//! semaphores, and any semaphore or latch with waiters; `rlock watch` refreshes every second.
-//! A session:
+//! or `--json`; exit codes for scripts). `rlock list` shows every lock (kind, TTL, fair queue,
+//! fencing token, holders), the expirable semaphores, and any semaphore or latch with
+//! waiters; `rlock watch` refreshes every second. It walks the keyspace a `SCAN` page at a
+//! time, reading each page before the next, so its memory stays bounded on a keyspace of
+//! millions of keys; keys that are not UTF-8 are read as bytes and shown with `\xHH`, and
+//! control characters in names are printed escaped. A session:
 //!
 //! ```text
 //! $ rlock list
@@ -128,8 +158,9 @@
 //! report:daily  reentrant  no TTL  -            -      127.0.0.1:7399  c3d2e1f0-aaaa-4bbb-8ccc-ddddeeeeffff:9 ×1
 //! $ rlock leaks
 //! report:daily [no_ttl] on 127.0.0.1:7399
+//!   key:  report:daily
 //!   what: held by c3d2e1f0-aaaa-4bbb-8ccc-ddddeeeeffff:9 with no TTL: it never expires, and a crashed holder keeps it forever
-//!   fix:  rlock --url redis://127.0.0.1:7399 unlock report:daily --yes
+//!   fix:  rlock --url redis://127.0.0.1:7399 unlock --yes -- report:daily
 //! ```
 //!
 //! To free a stuck lock:

@@ -23,7 +23,9 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// error (such as a missing ACL permission) or the lock kind cannot be unlocked here;
 /// 5 `unlock` found the lock held by others than it showed, and left it alone.
 ///
-/// Passwords are never printed: URLs show them as `***`.
+/// Passwords are never printed: URLs show them as `***`. A command Redis refuses for
+/// lack of an ACL permission is named with the rule to grant; the read-only rules are in
+/// the README's Operations section.
 #[derive(Debug, Parser)]
 #[command(name = "rlock", version, max_term_width = 100)]
 pub struct Cli {
@@ -144,7 +146,16 @@ pub enum Command {
     /// when that bound stopped the scan. A fair lock with nobody queued has the layout of a
     /// reentrant lock, and is listed as one. Semaphores and latches follow: expirable
     /// semaphores, and any with waiters (a plain one nobody waits on is a bare number: see
-    /// `show`).
+    /// `show`). Keys are bytes: a name that is not UTF-8 shows its other bytes as \xHH;
+    /// control characters in names print escaped (\n, \u{1b}); --json keeps them exact.
+    ///
+    /// What a walk costs, per node: one SCAN call per page (--scan-count keys walked), and
+    /// for each page, read before the next is asked for: one pipeline of HSCAN (the first
+    /// 256 fields of each hash of the page), one more of seven reads per lock hash found
+    /// there; for the redisson_* keys, one pipeline of TYPE and one of reads. Then one
+    /// SCAN … TYPE zset pass (expirable semaphores), one PUBSUB CHANNELS, and the
+    /// synchronizers shown. Memory holds one page and the locks shown (--limit), whatever
+    /// the keyspace.
     List(ListArgs),
 
     /// One lock in full: holders and counts, PTTL, the fair queue in order with each
@@ -167,6 +178,12 @@ pub enum Command {
     /// Find leaks: locks without a TTL, fair queues whose waiters are all past their
     /// deadline, stale unlock latches; for each, what is wrong and the command that fixes
     /// it. Exit code 1 when something is found.
+    ///
+    /// The walk is `list`'s (see `rlock list --help` for what it costs), with one PTTL per
+    /// unlock latch found. Printed commands quote names for a POSIX shell ($'…' for
+    /// control characters and bytes that are not UTF-8) and put `--` before them:
+    /// `rlock … unlock --yes -- NAME`. A lock whose name is not UTF-8 is fixed with
+    /// redis-cli (rlock and the library take names as text).
     Leaks(ScanArgs),
 
     /// A live view, refreshed every interval, of every lock or of one: holders, TTLs,
@@ -185,7 +202,8 @@ pub struct ScanArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub limit: usize,
 
-    /// The COUNT hint of each SCAN call: keys Redis walks per call.
+    /// The COUNT hint of each SCAN call: keys Redis walks per call, and so the size of
+    /// the page read before the next is asked for.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub scan_count: u64,
 

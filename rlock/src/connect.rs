@@ -15,6 +15,7 @@ use redis_rlock::redact_url;
 use crate::args::{Connection, DEFAULT_URL};
 use crate::exit::Failure;
 use crate::reply::masters_of;
+use crate::shell::quote;
 
 /// Where Redis is and how to talk to it, from the command line.
 #[derive(Debug)]
@@ -402,11 +403,11 @@ impl Target {
 
 impl Nodes {
     /// The index of the node serving `key`'s slot (the only node of a single server).
-    pub fn of_key(&self, key: &str) -> usize {
+    pub fn of_key(&self, key: &[u8]) -> usize {
         if self.nodes.len() == 1 {
             return 0;
         }
-        let slot = redis_rlock::protocol::key_slot(key.as_bytes());
+        let slot = redis_rlock::protocol::key_slot(key);
         self.nodes
             .iter()
             .position(|node| node.slots.iter().any(|&(a, b)| a <= slot && slot <= b))
@@ -425,7 +426,10 @@ impl Nodes {
             let (seconds, micros): (i64, i64) = redis::cmd("TIME")
                 .query_async(&mut node.conn.clone())
                 .await
-                .map_err(|e| Failure::from_redis(&format!("TIME on {}", node.addr), &e))?;
+                .map_err(|e| {
+                    let context = format!("TIME on {}", node.addr);
+                    crate::acl::failure(&context, &node.addr, "time", None, &e)
+                })?;
             times.push(seconds * 1000 + micros / 1000);
         }
         Ok(times)
@@ -495,30 +499,4 @@ fn redacted_list(urls: &[String]) -> String {
         .map(|u| redact_url(u))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// `text` quoted for a POSIX shell when it needs to be.
-pub fn quote(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c));
-    if plain {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_quoting() {
-        assert_eq!(quote("order:1001"), "order:1001");
-        assert_eq!(quote("{jobs}"), "'{jobs}'");
-        assert_eq!(quote("it's"), r"'it'\''s'");
-        assert_eq!(quote(""), "''");
-    }
 }

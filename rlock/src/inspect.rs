@@ -10,8 +10,10 @@
 use redis::{Cmd, Value};
 use redis_rlock::protocol::layout::{self, parse_owner, Derived};
 
+use crate::acl;
 use crate::connect::Nodes;
 use crate::exit::Failure;
+use crate::keys::{self, shown, Key};
 use crate::model::{
     ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, PermitView, SyncDetail,
     Waiter,
@@ -36,52 +38,80 @@ pub enum Read {
     Absent,
 }
 
+/// One command of a [`Batch`]: the node of its key, its ACL name and key (to name a
+/// refusal), and the command.
+struct Queued {
+    node: usize,
+    acl: &'static str,
+    key: Key,
+    cmd: Cmd,
+}
+
 /// Commands routed by key, run as one pipeline per node.
 #[derive(Default)]
-struct Batch {
-    commands: Vec<(usize, Cmd)>,
+pub struct Batch {
+    commands: Vec<Queued>,
 }
 
 impl Batch {
-    /// Adds `cmd` for the node of `key`; returns its index in the results.
-    fn push(&mut self, nodes: &Nodes, key: &str, cmd: Cmd) -> usize {
-        self.commands.push((nodes.of_key(key), cmd));
+    /// Adds `cmd` (whose ACL name is `acl`, such as `hscan`) for the node of `key`;
+    /// returns its index in the results.
+    pub fn push(&mut self, nodes: &Nodes, key: &[u8], acl: &'static str, cmd: &Cmd) -> usize {
+        self.commands.push(Queued {
+            node: nodes.of_key(key),
+            acl,
+            key: key.to_vec(),
+            cmd: cmd.clone(),
+        });
         self.commands.len() - 1
     }
 
     /// Runs everything; one reply per command, in order. A command's error reply is a
     /// `Value::ServerError` in its place (a key of another type is an answer too).
-    async fn run(self, nodes: &Nodes) -> Result<Vec<Value>, Failure> {
+    ///
+    /// # Errors
+    /// When a node does not answer, or answers an error other than `WRONGTYPE` (a refusal
+    /// is named with the ACL rule it needs).
+    pub async fn run(self, nodes: &Nodes) -> Result<Vec<Value>, Failure> {
         let mut replies = vec![Value::Nil; self.commands.len()];
         for (index, node) in nodes.nodes.iter().enumerate() {
-            let mine: Vec<(usize, &Cmd)> = self
+            let mine: Vec<(usize, &Queued)> = self
                 .commands
                 .iter()
                 .enumerate()
-                .filter(|(_, (n, _))| *n == index)
-                .map(|(i, (_, cmd))| (i, cmd))
+                .filter(|(_, queued)| queued.node == index)
                 .collect();
             for chunk in mine.chunks(PIPELINE) {
                 let mut pipe = redis::pipe();
                 pipe.ignore_errors();
-                for (_, cmd) in chunk {
-                    pipe.add_command((*cmd).clone());
+                for (_, queued) in chunk {
+                    pipe.add_command(queued.cmd.clone());
                 }
                 let answers: Vec<Value> = pipe
                     .query_async(&mut node.conn.clone())
                     .await
                     .map_err(|e| Failure::from_redis(&format!("reading from {}", node.addr), &e))?;
-                for ((i, _), answer) in chunk.iter().zip(answers) {
+                for ((i, queued), answer) in chunk.iter().zip(answers) {
                     // WRONGTYPE is an answer (a derived name holding other data); any other
                     // error, such as a missing ACL permission, must not read as "empty".
                     if let Value::ServerError(error) = &answer {
                         if error.code() != "WRONGTYPE" {
-                            return Err(Failure::redis(format!(
-                                "{} answered {}: {}",
-                                node.addr,
+                            let detail = error.details().unwrap_or_default();
+                            let object = Some(queued.key.as_slice()).filter(|k| !k.is_empty());
+                            return Err(acl::refused(
+                                &node.addr,
+                                queued.acl,
+                                object,
                                 error.code(),
-                                error.details().unwrap_or_default()
-                            )));
+                                detail,
+                            )
+                            .unwrap_or_else(|| {
+                                Failure::redis(format!(
+                                    "{} answered {}: {detail}",
+                                    node.addr,
+                                    error.code(),
+                                ))
+                            }));
                         }
                     }
                     replies[*i] = answer;
@@ -103,6 +133,33 @@ struct LockReads {
     token: usize,
 }
 
+/// Of the hashes at `keys`, those whose first fields are a lock's (owners, or a read-write
+/// lock's `mode`): one `HSCAN` each, in one pipeline per node. Most hashes of a keyspace are
+/// other data, and cost this one read.
+///
+/// # Errors
+/// When a node does not answer or refuses the read.
+pub async fn owner_hashes(nodes: &Nodes, keys: Vec<Key>) -> Result<Vec<Key>, Failure> {
+    let mut batch = Batch::default();
+    for key in &keys {
+        batch.push(nodes, key, "hscan", &hscan(key));
+    }
+    let replies = batch.run(nodes).await?;
+    Ok(keys
+        .into_iter()
+        .zip(replies)
+        .filter(|(_, reply)| holders(&hash_fields(reply).0).is_some())
+        .map(|(key, _)| key)
+        .collect())
+}
+
+/// One bounded read of a hash's fields.
+fn hscan(key: &[u8]) -> Cmd {
+    let mut cmd = redis::cmd("HSCAN");
+    cmd.arg(key).arg(0).arg("COUNT").arg(HASH_FIELDS);
+    cmd
+}
+
 /// Reads the locks at `keys` (full Redis keys), one [`Read`] each, in order. `now` is each
 /// node's clock ([`Nodes::server_times`]), against which fair waiters are stale.
 ///
@@ -111,30 +168,33 @@ struct LockReads {
 pub async fn read_locks(
     nodes: &Nodes,
     key_prefix: &str,
-    keys: &[String],
+    keys: &[Key],
     now: &[i64],
 ) -> Result<Vec<Read>, Failure> {
     let mut batch = Batch::default();
     let mut plan = Vec::with_capacity(keys.len());
     for key in keys {
-        let queue = Derived::FairQueue.of(key);
-        let timeouts = Derived::FairTimeouts.of(key);
-        let token = Derived::FencingToken.of(key);
+        let queue = keys::derived(Derived::FairQueue, key);
+        let timeouts = keys::derived(Derived::FairTimeouts, key);
+        let token = keys::derived(Derived::FencingToken, key);
         let mut stale = redis::cmd("ZCOUNT");
         stale
             .arg(&timeouts)
             .arg("-inf")
             .arg(now[nodes.of_key(&timeouts)]);
-        let mut hash = redis::cmd("HSCAN");
-        hash.arg(key).arg(0).arg("COUNT").arg(HASH_FIELDS);
         plan.push(LockReads {
-            kind: batch.push(nodes, key, redis::cmd("TYPE").arg(key).clone()),
-            pttl: batch.push(nodes, key, redis::cmd("PTTL").arg(key).clone()),
-            hash: batch.push(nodes, key, hash),
-            queue_len: batch.push(nodes, &queue, redis::cmd("LLEN").arg(&queue).clone()),
-            waiters: batch.push(nodes, &timeouts, redis::cmd("ZCARD").arg(&timeouts).clone()),
-            stale: batch.push(nodes, &timeouts, stale),
-            token: batch.push(nodes, &token, redis::cmd("GET").arg(&token).clone()),
+            kind: batch.push(nodes, key, "type", redis::cmd("TYPE").arg(key)),
+            pttl: batch.push(nodes, key, "pttl", redis::cmd("PTTL").arg(key)),
+            hash: batch.push(nodes, key, "hscan", &hscan(key)),
+            queue_len: batch.push(nodes, &queue, "llen", redis::cmd("LLEN").arg(&queue)),
+            waiters: batch.push(
+                nodes,
+                &timeouts,
+                "zcard",
+                redis::cmd("ZCARD").arg(&timeouts),
+            ),
+            stale: batch.push(nodes, &timeouts, "zcount", &stale),
+            token: batch.push(nodes, &token, "get", redis::cmd("GET").arg(&token)),
         });
     }
     let replies = batch.run(nodes).await?;
@@ -149,7 +209,7 @@ pub async fn read_locks(
 fn interpret(
     nodes: &Nodes,
     key_prefix: &str,
-    key: &str,
+    key: &[u8],
     reads: &LockReads,
     replies: &[Value],
 ) -> Read {
@@ -160,10 +220,11 @@ fn interpret(
     let stale = as_int(&replies[reads.stale]).unwrap_or(0).max(0) as u64;
     let token = as_text(&replies[reads.token]).and_then(|t| t.parse::<u64>().ok());
     let fair = queue_length > 0 || waiters > 0;
-    let name = key.strip_prefix(key_prefix).unwrap_or(key).to_string();
+    let name = shown(key.strip_prefix(key_prefix.as_bytes()).unwrap_or(key));
     let mut view = LockView {
         name,
-        key: key.to_string(),
+        key: shown(key),
+        raw_key: key.to_vec(),
         kind: if fair {
             Kind::Fair
         } else if token.is_some() {
@@ -276,7 +337,7 @@ pub async fn read_detail(
     key_prefix: &str,
     name: &str,
 ) -> Result<Result<LockDetail, Read>, Failure> {
-    let key = format!("{key_prefix}{name}");
+    let key = format!("{key_prefix}{name}").into_bytes();
     let now = nodes.server_times().await?;
     let read = read_locks(nodes, key_prefix, std::slice::from_ref(&key), &now)
         .await?
@@ -291,26 +352,29 @@ pub async fn read_detail(
     let mut queue = Vec::new();
     let mut queue_truncated = false;
     if lock.kind == Kind::Fair {
-        let list = Derived::FairQueue.of(&key);
-        let timeouts = Derived::FairTimeouts.of(&key);
+        let list = keys::derived(Derived::FairQueue, &key);
+        let timeouts = keys::derived(Derived::FairTimeouts, &key);
         let mut batch = Batch::default();
         let range = batch.push(
             nodes,
             &list,
+            "lrange",
             redis::cmd("LRANGE")
                 .arg(&list)
                 .arg(0)
-                .arg(QUEUE_SHOWN as i64 - 1)
-                .clone(),
+                .arg(QUEUE_SHOWN as i64 - 1),
         );
-        let owners: Vec<String> = batch
+        let owners: Vec<Key> = batch
             .run(nodes)
             .await?
             .get(range)
             .and_then(Value::as_sequence)
             .unwrap_or_default()
             .iter()
-            .filter_map(as_text)
+            .filter_map(|owner| match owner {
+                Value::BulkString(bytes) => Some(bytes.clone()),
+                _ => None,
+            })
             .collect();
         queue_truncated = lock.queue_length.unwrap_or(0) > owners.len() as u64;
         if !owners.is_empty() {
@@ -318,16 +382,17 @@ pub async fn read_detail(
             let deadlines = batch.push(
                 nodes,
                 &timeouts,
-                redis::cmd("ZMSCORE").arg(&timeouts).arg(&owners).clone(),
+                "zmscore",
+                redis::cmd("ZMSCORE").arg(&timeouts).arg(&owners),
             );
             let replies = batch.run(nodes).await?;
             let scores = replies[deadlines]
                 .as_sequence()
                 .unwrap_or_default()
                 .to_vec();
-            let channels: Vec<String> = owners
+            let channels: Vec<Key> = owners
                 .iter()
-                .map(|owner| layout::fair_waiter_channel(&key, owner))
+                .map(|owner| keys::fair_waiter_channel(&key, owner))
                 .collect();
             let counts = subscribers(nodes, &channels).await?;
             let deadline_now = now[nodes.of_key(&timeouts)];
@@ -335,7 +400,7 @@ pub async fn read_detail(
                 let deadline = scores.get(i).and_then(score);
                 queue.push(Waiter {
                     position: i + 1,
-                    owner: owner.clone(),
+                    owner: shown(owner),
                     deadline_ms: deadline,
                     remaining_ms: deadline.map(|d| d - deadline_now),
                     subscribers: counts.get(i).map_or(0, |c| c.total),
@@ -344,9 +409,9 @@ pub async fn read_detail(
         }
     }
 
-    let mut channels = vec![Derived::UnlockChannel.of(&key)];
+    let mut channels = vec![keys::derived(Derived::UnlockChannel, &key)];
     if lock.kind == Kind::ReadWrite {
-        channels.push(Derived::ReadWriteChannel.of(&key));
+        channels.push(keys::derived(Derived::ReadWriteChannel, &key));
     }
     let subscribers = subscribers(nodes, &channels).await?;
     let subscribers_note = if nodes.cluster {
@@ -366,35 +431,30 @@ pub async fn read_detail(
     }))
 }
 
-/// The semaphore or latch `name` (see [`SyncDetail`]); `None` when its key holds no
-/// number and it has no expirable permits.
+/// The semaphore or latch at `key` (the full key: see [`SyncDetail`]); `None` when its key
+/// holds no number and it has no expirable permits.
 ///
 /// # Errors
 /// When Redis cannot be reached or refuses a read.
 pub async fn read_synchronizer(
     nodes: &Nodes,
     key_prefix: &str,
-    name: &str,
+    key: &[u8],
 ) -> Result<Option<SyncDetail>, Failure> {
-    let key = format!("{key_prefix}{name}");
     // Redisson's `suffixName(name, "timeout")`, and its channels: in the key's slot.
-    let timeouts = if key.contains('{') {
-        format!("{key}:timeout")
-    } else {
-        format!("{{{key}}}:timeout")
-    };
+    let timeouts = keys::permit_timeouts(key);
     let mut batch = Batch::default();
-    let value = batch.push(nodes, &key, redis::cmd("GET").arg(&key).clone());
-    let pttl = batch.push(nodes, &key, redis::cmd("PTTL").arg(&key).clone());
+    let value = batch.push(nodes, key, "get", redis::cmd("GET").arg(key));
+    let pttl = batch.push(nodes, key, "pttl", redis::cmd("PTTL").arg(key));
     let permits = batch.push(
         nodes,
         &timeouts,
+        "zrange",
         redis::cmd("ZRANGE")
             .arg(&timeouts)
             .arg(0)
             .arg(99)
-            .arg("WITHSCORES")
-            .clone(),
+            .arg("WITHSCORES"),
     );
     let replies = batch.run(nodes).await?;
     let number = as_text(&replies[value]).and_then(|text| text.parse::<i64>().ok());
@@ -411,15 +471,15 @@ pub async fn read_synchronizer(
     if number.is_none() && taken.is_empty() {
         return Ok(None);
     }
-    let node = nodes.of_key(&key);
+    let node = nodes.of_key(key);
     let now = nodes.server_times().await?[node];
     let channels = [
-        Derived::SemaphoreChannel.of(&key),
-        layout::latch_channel(&key),
+        keys::derived(Derived::SemaphoreChannel, key),
+        keys::latch_channel(key),
     ];
     Ok(Some(SyncDetail {
-        name: name.to_string(),
-        key: key.clone(),
+        name: shown(key.strip_prefix(key_prefix.as_bytes()).unwrap_or(key)),
+        key: shown(key),
         node: nodes.nodes[node].addr.clone(),
         value: number,
         pttl_ms: as_int(&replies[pttl]).filter(|&ms| ms != -2),
@@ -441,19 +501,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The PTTL of each key (-2 when absent, -1 without TTL), one pipeline per node.
-///
-/// # Errors
-/// When a node does not answer.
-pub async fn pttls(nodes: &Nodes, keys: &[String]) -> Result<Vec<i64>, Failure> {
-    let mut batch = Batch::default();
-    for key in keys {
-        batch.push(nodes, key, redis::cmd("PTTL").arg(key).clone());
-    }
-    let replies = batch.run(nodes).await?;
-    Ok(replies.iter().map(|r| as_int(r).unwrap_or(-2)).collect())
-}
-
 /// A zset score as integer ms.
 fn score(value: &Value) -> Option<i64> {
     match value {
@@ -471,12 +518,12 @@ fn score(value: &Value) -> Option<i64> {
 /// When a node does not answer.
 pub async fn subscribers(
     nodes: &Nodes,
-    channels: &[String],
+    channels: &[Key],
 ) -> Result<Vec<ChannelSubscribers>, Failure> {
     let mut counts: Vec<ChannelSubscribers> = channels
         .iter()
         .map(|channel| ChannelSubscribers {
-            channel: channel.clone(),
+            channel: shown(channel),
             total: 0,
             per_node: Vec::new(),
         })
@@ -484,17 +531,20 @@ pub async fn subscribers(
     for chunk_start in (0..channels.len()).step_by(PIPELINE) {
         let chunk = &channels[chunk_start..(chunk_start + PIPELINE).min(channels.len())];
         for node in &nodes.nodes {
-            let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            let reply: Vec<(Key, i64)> = redis::cmd("PUBSUB")
                 .arg("NUMSUB")
                 .arg(chunk)
                 .query_async(&mut node.conn.clone())
                 .await
-                .map_err(|e| Failure::from_redis(&format!("PUBSUB NUMSUB on {}", node.addr), &e))?;
+                .map_err(|e| {
+                    let context = format!("PUBSUB NUMSUB on {}", node.addr);
+                    acl::failure(&context, &node.addr, "pubsub|numsub", None, &e)
+                })?;
             // A cluster client subscribes with SSUBSCRIBE by default (sharded pub/sub,
             // Redis 7): those count only in SHARDNUMSUB, and only on the slot's master,
             // which the others refuse with MOVED. Any refusal (an older Redis, a user
             // without `+pubsub|shardnumsub`) counts as none.
-            let sharded: Vec<(String, i64)> = if nodes.cluster {
+            let sharded: Vec<(Key, i64)> = if nodes.cluster {
                 redis::cmd("PUBSUB")
                     .arg("SHARDNUMSUB")
                     .arg(chunk)

@@ -20,14 +20,12 @@
 //! keys with it are read, and names are printed and taken without it. Passwords are never
 //! printed: URLs show `***` in their place, in output and in errors alike.
 //!
-//! A read-only ACL user needs `+scan +type +pttl +hscan +llen +zcard +zcount +zmscore
-//! +lrange +get +time +pubsub|numsub +pubsub|channels +zrange +info` with key patterns for
-//! the lock names and `~redisson_*` (and `~{*` for expirable semaphores' permits;
-//! `rlock/tests/cli/secrets.rs` checks these rules); on a cluster also `+cluster|slots` (and
-//! `+pubsub|shardnumsub +pubsub|shardchannels` for sharded subscribers), on Sentinel
-//! `+sentinel|get-master-addr-by-name` on the sentinels. A
-//! missing rule is named (`NOPERM`, exit code 4), never read as "no lock". `unlock` needs
-//! the rules the library's README lists for a lock user.
+//! The ACL rules of a read-only user are in the README's Operations section (an `ACL
+//! SETUSER inspector` block, which `rlock/tests/cli/keyspace.rs` runs with); the
+//! [`operations`](redis_rlock::operations) module docs add those of a cluster and of
+//! Sentinel, and what `unlock` needs. A missing rule is named as the library names one
+//! ("Redis refused reading `host:port`: the user lacks permission to run `+scan` …", exit
+//! code 4), never read as "no lock".
 //!
 //! # Commands
 //!
@@ -37,7 +35,11 @@
 //!   `SCAN` on every master, never `KEYS`: hashes matching the pattern (`SCAN … TYPE
 //!   hash`) and the `redisson_*` keys (queues, deadlines, counters, latches). Each pass
 //!   walks at most `--scan-limit` keys per node, `--scan-count` per call; the output says
-//!   when a scan stopped short. Then the semaphores and latches it can tell from other
+//!   when a scan stopped short. The keyspace is walked a `SCAN` page at a time, each page
+//!   read (pipelined) before the next is asked for, so memory stays bounded whatever the
+//!   keyspace (`rlock list --help` says what a walk costs). Keys are bytes: a key that is
+//!   not UTF-8 never fails the walk, and a lock so named is listed with its other bytes as
+//!   `\xHH`. Then the semaphores and latches it can tell from other
 //!   data: expirable semaphores (by their `{name}:timeout` sorted sets, `SCAN … TYPE zset`)
 //!   and any with waiters (by their channels, `PUBSUB CHANNELS`); a plain semaphore or latch
 //!   nobody waits on is a bare number, which `show NAME` gives by name.
@@ -66,8 +68,11 @@
 //! - `rlock leaks`: locks without a TTL (`PTTL` -1: never expire), fair queues whose
 //!   waiters are all past their deadline, unlock latches without a TTL or with one longer
 //!   than any retry; for each, what is wrong and the command that fixes it (`rlock … unlock
-//!   NAME --yes`, `redis-cli … PEXPIRE KEY 30000`, `redis-cli … DEL KEY`; redis-cli
-//!   commands use `--askpass` rather than a password).
+//!   --yes -- NAME`, `redis-cli … PEXPIRE KEY 30000`, `redis-cli … DEL KEY`; redis-cli
+//!   commands use `--askpass` rather than a password). Names and keys are quoted for a
+//!   POSIX shell (`$'…'` for control characters and bytes that are not UTF-8) and follow
+//!   `--`, so that a lock named `-h` is a name. A lock whose name is not UTF-8, which
+//!   neither `rlock` nor the library can take, is fixed with `redis-cli`.
 //! - `rlock watch [NAME] [--interval 1s] [--iterations N]`: `list` (or `show NAME`) again
 //!   every interval until Ctrl-C; a failed refresh prints its error and the next one
 //!   reconnects.
@@ -85,7 +90,9 @@
 //!
 //! # Output
 //!
-//! Tables for people; `--json` prints the same facts as one JSON document (`watch --json`:
+//! Tables for people, with the control characters of names, keys and waiters escaped
+//! (`\n`, `\u{1b}`: a name cannot draw a row or move the cursor); `--json` prints the same
+//! facts, exact, as one JSON document (`watch --json`:
 //! one line per refresh) for scripts. `list`: `{"locks": [{"name", "key", "kind", "held",
 //! "holders": [{"client_id", "task_id", "count"}], "pttl_ms", "queue_length",
 //! "stale_waiters", "fencing_token", "node"}], "total", "truncated", "scan": {"complete",
@@ -111,26 +118,32 @@
 //! # Layout of this crate
 //!
 //! [`args`] (the command line), [`connect`] (one server, cluster masters or the Sentinel
-//! master; the library client for `unlock`), [`scan`] (bounded `SCAN` per node),
-//! [`glob`] (Redis' patterns), [`inspect`] (Redis → [`model`], with the library's
-//! [`layout`](redis_rlock::protocol::layout): Redisson's names, both ways), [`render`]
-//! (tables and JSON), [`commands`] (one module per command), [`redact`] (secrets out of
-//! every message), [`exit`] (exit codes).
+//! master; the library client for `unlock`), [`keys`] (keys as bytes, and the library's
+//! [`layout`](redis_rlock::protocol::layout) on them: Redisson's names, both ways),
+//! [`scan`] (bounded `SCAN` per node, a page at a time), [`survey`] (the walk of `list`
+//! and `leaks`, page by page), [`glob`] (Redis' patterns), [`inspect`] (Redis →
+//! [`model`]), [`render`] (tables, printable text and JSON), [`shell`] (quoting printed
+//! commands), [`commands`] (one module per command), [`acl`] (refusals named as the rule
+//! to grant), [`redact`] (secrets out of every message), [`exit`] (exit codes).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, rust_2018_idioms)]
 
+mod acl;
 mod args;
 mod commands;
 mod connect;
 mod exit;
 mod glob;
 mod inspect;
+mod keys;
 mod model;
 mod redact;
 mod render;
 mod reply;
 mod scan;
+mod shell;
+mod survey;
 
 use std::process::ExitCode;
 

@@ -61,10 +61,15 @@ impl Holder {
 /// One lock, as `list` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct LockView {
-    /// The name, without the key prefix: what `show` and `unlock` take.
+    /// The name, without the key prefix: what `show` and `unlock` take (a name that is not
+    /// UTF-8 is printed with its other bytes as `\xHH`, and only `list` and `leaks` show it).
     pub name: String,
-    /// The Redis key of the lock hash.
+    /// The Redis key of the lock hash (as [`shown`](crate::keys::shown): escaped when it
+    /// is not UTF-8).
     pub key: String,
+    /// The key as Redis stores it.
+    #[serde(skip)]
+    pub raw_key: crate::keys::Key,
     /// The kind.
     pub kind: Kind,
     /// Whether anyone holds it (the hash exists).

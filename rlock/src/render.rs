@@ -17,22 +17,50 @@ pub fn json_line<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("the model serializes")
 }
 
+/// Whether a terminal acts on `c` rather than print it: control characters (escape
+/// sequences, newlines that would draw a fake row) and the bidirectional overrides that
+/// reorder what follows them.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` safe to print on a terminal: every [unsafe](is_unsafe) character escaped as Rust
+/// writes it (`\n`, `\u{1b}`). Names, keys and waiters are data anyone with write access
+/// to Redis chose; JSON output carries them exact, as JSON escapes them itself.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(is_unsafe) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if is_unsafe(c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// A table with aligned columns; the last column is not padded.
 pub struct Table {
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    /// A table with these column headers.
+    /// A table with these column headers (made [printable]).
     pub fn new(headers: &[&str]) -> Self {
         Table {
-            rows: vec![headers.iter().map(|h| h.to_string()).collect()],
+            rows: vec![headers.iter().map(|h| printable(h)).collect()],
         }
     }
 
-    /// Adds a row.
+    /// Adds a row. Every cell is made [printable]: one cell is one line of one
+    /// column, whatever the data it shows.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows
+            .push(cells.iter().map(|cell| printable(cell)).collect());
     }
 
     /// The table, each line prefixed with `indent`.
@@ -368,12 +396,18 @@ pub fn leaks(report: &LeakReport) -> String {
             report.latches_examined
         );
         for leak in &report.leaks {
-            let _ = writeln!(out, "\n{} [{}] on {}", leak.name, leak.problem, leak.node);
-            let _ = writeln!(out, "  key:  {}", leak.key);
-            let _ = writeln!(out, "  what: {}", leak.detail);
-            let _ = writeln!(out, "  fix:  {}", leak.fix);
+            let _ = writeln!(
+                out,
+                "\n{} [{}] on {}",
+                printable(&leak.name),
+                leak.problem,
+                leak.node
+            );
+            let _ = writeln!(out, "  key:  {}", printable(&leak.key));
+            let _ = writeln!(out, "  what: {}", printable(&leak.detail));
+            let _ = writeln!(out, "  fix:  {}", printable(&leak.fix));
             if let Some(alternative) = &leak.alternative {
-                let _ = writeln!(out, "  or:   {alternative}");
+                let _ = writeln!(out, "  or:   {}", printable(alternative));
             }
         }
         if report.leaks.iter().any(|l| l.fix.contains("***")) {

@@ -5,13 +5,13 @@
 use redis_rlock::protocol::layout::Derived;
 
 use crate::args::ScanArgs;
-use crate::connect::{quote, Node, Nodes, Target};
+use crate::connect::{Node, Nodes, Target};
 use crate::exit::{Exit, Failure, Outcome};
-use crate::inspect;
+use crate::keys::{self, shown, Key};
 use crate::model::{Leak, LeakReport, LockView};
 use crate::render;
-
-use super::list;
+use crate::shell::{quote, quote_bytes};
+use crate::survey::{self, Visit};
 
 /// A latch lives 16–20 s in Redisson and about 20 ms in the library: one that will still
 /// be there after this long was not written by an unlock in progress.
@@ -40,79 +40,113 @@ pub async fn run(target: &Target, args: &ScanArgs, json: bool) -> Outcome {
     })
 }
 
-/// Scans, reads and judges.
+/// Walks the keyspace and judges each lock and unlock latch as it is read.
 ///
 /// # Errors
 /// When Redis cannot be reached or refuses a read.
 pub async fn find(target: &Target, nodes: &Nodes, args: &ScanArgs) -> Result<LeakReport, Failure> {
-    let found = crate::scan::find(nodes, &target.key_prefix, args).await?;
-    let locks = list::read_found(nodes, &target.key_prefix, &found).await?;
-    let mut leaks = Vec::new();
-    for lock in &locks {
-        leaks.extend(lock_leak(target, nodes, lock));
+    let mut judge = Judge {
+        target,
+        nodes,
+        locks: Vec::new(),
+        latches: Vec::new(),
+        locks_examined: 0,
+        latches_examined: 0,
+    };
+    let walked = survey::walk(nodes, &target.key_prefix, args, true, &mut judge).await?;
+    // Locks by name, each lock's problems in the order found; then the latches.
+    judge.locks.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut leaks = judge.locks;
+    leaks.extend(judge.latches);
+    Ok(LeakReport {
+        leaks,
+        locks_examined: judge.locks_examined,
+        latches_examined: judge.latches_examined,
+        scan: walked.report,
+    })
+}
+
+/// The leaks found so far: only they are kept, not the locks read.
+struct Judge<'a> {
+    target: &'a Target,
+    nodes: &'a Nodes,
+    locks: Vec<Leak>,
+    latches: Vec<Leak>,
+    locks_examined: usize,
+    latches_examined: usize,
+}
+
+impl Visit for Judge<'_> {
+    fn lock(&mut self, lock: LockView) {
+        self.locks_examined += 1;
+        self.locks.extend(lock_leak(self.target, self.nodes, &lock));
     }
-    let latch_keys: Vec<String> = found
-        .latches
-        .iter()
-        .map(|(latch, _)| latch.clone())
-        .collect();
-    let latch_ttls = inspect::pttls(nodes, &latch_keys).await?;
-    for ((latch, lock_key), pttl) in found.latches.iter().zip(latch_ttls) {
+
+    fn latch(&mut self, latch: Key, lock_key: Key, pttl: i64) {
+        self.latches_examined += 1;
         let detail = match pttl {
             -1 => "an unlock latch without a TTL: it is never removed".to_string(),
             ms if ms > LATCH_STALE_MS => format!(
                 "an unlock latch that expires only in {}: no unlock retries that long",
                 render::millis(ms)
             ),
-            _ => continue,
+            _ => return,
         };
-        let node = &nodes.nodes[nodes.of_key(latch)];
-        leaks.push(Leak {
+        let (target, nodes) = (self.target, self.nodes);
+        let node = &nodes.nodes[nodes.of_key(&latch)];
+        let prefix = target.key_prefix.as_bytes();
+        self.latches.push(Leak {
             problem: "stale_latch",
-            name: lock_key
-                .strip_prefix(&target.key_prefix)
-                .unwrap_or(lock_key)
-                .to_string(),
-            key: latch.clone(),
+            name: shown(lock_key.strip_prefix(prefix).unwrap_or(&lock_key)),
+            key: shown(&latch),
             node: node.addr.clone(),
             detail,
-            fix: redis_cli(target, node, &["DEL", latch]),
+            fix: redis_cli(target, node, &[b"DEL", &latch]),
             alternative: None,
         });
     }
-    Ok(LeakReport {
-        leaks,
-        locks_examined: locks.len(),
-        latches_examined: found.latches.len(),
-        scan: found.report,
-    })
 }
 
 /// The leaks of one lock: no TTL, or a queue of dead waiters.
 fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
-    let node = &nodes.nodes[nodes.of_key(&lock.key)];
-    let unlock = format!(
-        "rlock {}unlock {} --yes",
-        if target.shown_flags.is_empty() {
-            String::new()
-        } else {
-            format!("{} ", target.shown_flags)
-        },
-        quote(&lock.name)
-    );
+    let node = &nodes.nodes[nodes.of_key(&lock.raw_key)];
+    // `--` before the name: a lock named `-h` is a name, not a flag. A name that is not
+    // UTF-8 cannot be given to `rlock` (nor to the library): Redis' own commands fix it.
+    let name = lock
+        .raw_key
+        .strip_prefix(target.key_prefix.as_bytes())
+        .and_then(|name| std::str::from_utf8(name).ok());
+    let unlock = name.map(|name| {
+        format!(
+            "rlock {}unlock --yes -- {}",
+            if target.shown_flags.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", target.shown_flags)
+            },
+            quote(name)
+        )
+    });
     let pexpire = redis_cli(
         target,
         node,
-        &["PEXPIRE", &lock.key, &FIX_LEASE_MS.to_string()],
+        &[
+            b"PEXPIRE",
+            &lock.raw_key,
+            FIX_LEASE_MS.to_string().as_bytes(),
+        ],
     );
     let mut leaks = Vec::new();
     if lock.held && lock.pttl_ms == Some(-1) {
-        let (fix, alternative) = (
-            unlock.clone(),
-            Some(format!(
-                "{pexpire}   # lets a live holder finish; a watchdog keeps renewing it"
-            )),
-        );
+        let (fix, alternative) = match &unlock {
+            Some(unlock) => (
+                unlock.clone(),
+                Some(format!(
+                    "{pexpire}   # lets a live holder finish; a watchdog keeps renewing it"
+                )),
+            ),
+            None => (pexpire, None),
+        };
         leaks.push(Leak {
             problem: "no_ttl",
             name: lock.name.clone(),
@@ -128,8 +162,9 @@ fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
     }
     if let (Some(length), Some(stale)) = (lock.queue_length, lock.stale_waiters) {
         if stale > 0 && stale >= length {
-            let queue = Derived::FairQueue.of(&lock.key);
-            let timeouts = Derived::FairTimeouts.of(&lock.key);
+            let queue = keys::derived(Derived::FairQueue, &lock.raw_key);
+            let timeouts = keys::derived(Derived::FairTimeouts, &lock.raw_key);
+            let drop_queue = redis_cli(target, node, &[b"DEL", &queue, &timeouts]);
             let (detail, fix) = if lock.held {
                 (
                     format!(
@@ -137,7 +172,7 @@ fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
                          stopped refreshing them); the lock is held, and live waiters rejoin \
                          the queue on their next attempt"
                     ),
-                    redis_cli(target, node, &["DEL", &queue, &timeouts]),
+                    drop_queue,
                 )
             } else {
                 (
@@ -146,13 +181,13 @@ fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
                          free: nobody will take it until a new caller comes; the fair \
                          force-unlock script drops them and tells the next waiter"
                     ),
-                    unlock.clone(),
+                    unlock.clone().unwrap_or(drop_queue),
                 )
             };
             leaks.push(Leak {
                 problem: "dead_queue",
                 name: lock.name.clone(),
-                key: queue,
+                key: shown(&queue),
                 node: node.addr.clone(),
                 detail,
                 fix,
@@ -177,7 +212,7 @@ fn holders(lock: &LockView) -> String {
 
 /// A `redis-cli` command for `node`: its address, TLS files, user and database; a password
 /// is asked for (`--askpass`), never written out.
-fn redis_cli(target: &Target, node: &Node, args: &[&str]) -> String {
+fn redis_cli(target: &Target, node: &Node, args: &[&[u8]]) -> String {
     let mut words = vec!["redis-cli".to_string()];
     match node.info.addr() {
         redis::ConnectionAddr::Tcp(host, port) => {
@@ -218,6 +253,6 @@ fn redis_cli(target: &Target, node: &Node, args: &[&str]) -> String {
     if settings.db() != 0 {
         words.extend(["-n".into(), settings.db().to_string()]);
     }
-    words.extend(args.iter().map(|a| quote(a)));
+    words.extend(args.iter().map(|a| quote_bytes(a)));
     words.join(" ")
 }

@@ -1,13 +1,15 @@
 //! `rlock list`: every lock, one line each.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::args::ScanArgs;
 use crate::connect::{Nodes, Target};
 use crate::exit::{Exit, Failure, Outcome};
-use crate::inspect::{self, Read};
+use crate::inspect;
+use crate::keys::Key;
 use crate::model::{Listing, LockView};
-use crate::{render, scan};
+use crate::render;
+use crate::survey::{self, Visit};
 
 /// Prints every lock matching the pattern. Exit code 0, found or not.
 ///
@@ -24,57 +26,51 @@ pub async fn run(target: &Target, args: &ScanArgs, json: bool) -> Outcome {
     Ok(Exit::Ok)
 }
 
-/// Scans and reads every lock, sorted by name, the first `args.limit` kept.
+/// Walks the keyspace and keeps the first `args.limit` locks by name, counting them all.
 ///
 /// # Errors
 /// When Redis cannot be reached or refuses a read.
 pub async fn collect(nodes: &Nodes, key_prefix: &str, args: &ScanArgs) -> Result<Listing, Failure> {
-    let found = scan::find(nodes, key_prefix, args).await?;
-    let mut locks = read_found(nodes, key_prefix, &found).await?;
-    let total = locks.len();
-    locks.truncate(args.limit);
+    let mut first = FirstByName {
+        limit: args.limit,
+        locks: BTreeMap::new(),
+        total: 0,
+    };
+    let walked = survey::walk(nodes, key_prefix, args, false, &mut first).await?;
     let mut synchronizers = Vec::new();
-    for key in found.synchronizers.iter().take(args.limit) {
-        let name = key.strip_prefix(key_prefix).unwrap_or(key);
-        if let Some(detail) = inspect::read_synchronizer(nodes, key_prefix, name).await? {
+    for key in &walked.synchronizers {
+        if let Some(detail) = inspect::read_synchronizer(nodes, key_prefix, key).await? {
             synchronizers.push(detail);
         }
     }
+    let locks: Vec<LockView> = first.locks.into_values().collect();
     Ok(Listing {
-        truncated: total > locks.len(),
-        total,
+        truncated: first.total > locks.len(),
+        total: first.total,
         locks,
         synchronizers,
-        scan: found.report,
+        scan: walked.report,
     })
 }
 
-/// Every lock the scan found, read, sorted by name (keys that are not locks left out).
-///
-/// # Errors
-/// When Redis cannot be reached or refuses a read.
-pub async fn read_found(
-    nodes: &Nodes,
-    key_prefix: &str,
-    found: &scan::Found,
-) -> Result<Vec<LockView>, Failure> {
-    let keys: BTreeSet<String> = found
-        .hashes
-        .iter()
-        .chain(found.derived.keys())
-        .filter(|key| key.starts_with(key_prefix))
-        .cloned()
-        .collect();
-    let keys: Vec<String> = keys.into_iter().collect();
-    let now = nodes.server_times().await?;
-    let reads = inspect::read_locks(nodes, key_prefix, &keys, &now).await?;
-    let mut locks: Vec<LockView> = reads
-        .into_iter()
-        .filter_map(|read| match read {
-            Read::Lock(lock) => Some(lock),
-            _ => None,
-        })
-        .collect();
-    locks.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(locks)
+/// The first `limit` locks by name, and how many there were: what `list` prints, in
+/// memory bounded by `--limit` whatever the number of locks.
+struct FirstByName {
+    limit: usize,
+    /// By name, then key (two keys may show the same name when one is not UTF-8).
+    locks: BTreeMap<(String, Key), LockView>,
+    total: usize,
+}
+
+impl Visit for FirstByName {
+    fn lock(&mut self, lock: LockView) {
+        self.total += 1;
+        self.locks
+            .insert((lock.name.clone(), lock.raw_key.clone()), lock);
+        if self.locks.len() > self.limit {
+            self.locks.pop_last();
+        }
+    }
+
+    fn latch(&mut self, _: Key, _: Key, _: i64) {}
 }

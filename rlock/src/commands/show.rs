@@ -25,7 +25,8 @@ pub async fn run(target: &Target, name: &str, json: bool) -> Outcome {
     };
     // Not a lock: a semaphore or a latch, whose layout is a number (or an expirable
     // semaphore's permits).
-    match inspect::read_synchronizer(&nodes, &target.key_prefix, name).await? {
+    let key = format!("{}{name}", target.key_prefix);
+    match inspect::read_synchronizer(&nodes, &target.key_prefix, key.as_bytes()).await? {
         Some(detail) => {
             if json {
                 println!("{}", render::json(&detail));
@@ -59,10 +60,10 @@ pub async fn detail(
     }
 }
 
-/// Why there is no lock `name`.
+/// Why there is no lock `name` (printable: the name is as given).
 pub fn not_found(key_prefix: &str, name: &str, read: &Read) -> String {
-    match read {
+    render::printable(&match read {
         Read::NotALock(what) => format!("`{key_prefix}{name}` holds {what}: not a lock"),
         _ => format!("no lock named `{name}` (key `{key_prefix}{name}`)"),
-    }
+    })
 }

@@ -77,14 +77,15 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
     // A free fair lock with a queue still gets its script: it drops dead waiters and tells
     // the head, which is what unsticks a stalled queue.
     if !lock.held && lock.kind != Kind::Fair {
-        eprintln!("rlock: `{}` is not held: nothing to unlock", lock.name);
+        let shown = render::printable(&lock.name);
+        eprintln!("rlock: `{shown}` is not held: nothing to unlock");
         return Ok(Exit::Found);
     }
     if lock.holders_truncated && !args.any_holder {
         eprintln!(
             "rlock: `{}` has more holders than one read shows, so they cannot be checked: \
              not unlocked (--any-holder frees whoever holds it)",
-            lock.name
+            render::printable(&lock.name)
         );
         return Ok(Exit::Found);
     }
@@ -113,7 +114,7 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
         Kind::ReadWrite => free(client.read_write_lock(name).read_lock(), seen).await,
     };
     let outcome = result.map_err(|e| {
-        let message = format!("force-unlocking `{name}`: {e}");
+        let message = format!("force-unlocking `{}`: {e}", render::printable(name));
         if e.is_connection_error() || e.is_timeout() {
             Failure::connect(message)
         } else {
@@ -153,7 +154,16 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
                 found,
             })
         );
-    } else if let Some(found) = &found {
+    } else {
+        report(name, &lock, found.as_ref(), was_held);
+    }
+    Ok(exit)
+}
+
+/// What `unlock` did, in words (the name made printable).
+fn report(name: &str, lock: &LockView, found: Option<&Found>, was_held: bool) {
+    let name = render::printable(name);
+    if let Some(found) = found {
         let now = if found.holders.is_empty() {
             "it is free now".to_string()
         } else {
@@ -180,7 +190,6 @@ pub async fn run(target: &Target, args: &UnlockArgs, json: bool) -> Outcome {
     } else {
         println!("`{name}` was no longer held: nothing to unlock");
     }
-    Ok(exit)
 }
 
 /// Force-unlocks `lock`: with `seen`, only if held by exactly those owner fields.
@@ -211,7 +220,7 @@ fn describe(lock: &LockView) -> String {
         .join(", ");
     format!(
         "`{}` ({}, held by {}, TTL {})",
-        lock.name,
+        render::printable(&lock.name),
         lock.kind.label(),
         if holders.is_empty() {
             "nobody"

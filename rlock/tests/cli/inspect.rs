@@ -268,11 +268,11 @@ async fn leaks_name_each_problem_and_the_fix_and_the_fixes_work() {
     };
     assert_eq!(
         fix("no_ttl"),
-        format!("rlock --url {url} unlock forever --yes")
+        format!("rlock --url {url} unlock --yes -- forever")
     );
     assert_eq!(
         fix("dead_queue"),
-        format!("rlock --url {url} unlock dead-queue --yes")
+        format!("rlock --url {url} unlock --yes -- dead-queue")
     );
     assert_eq!(
         fix("stale_latch"),

@@ -5,6 +5,7 @@
 mod support;
 
 mod inspect;
+mod keyspace;
 mod secrets;
 mod topologies;
 mod unlock;

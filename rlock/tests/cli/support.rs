@@ -40,7 +40,31 @@ pub async fn rlock(args: &[&str]) -> Run {
 
 /// Runs `rlock args…` with these environment variables set.
 pub async fn rlock_env(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_rlock"));
+    run(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_rlock")),
+        args,
+        env,
+    )
+    .await
+}
+
+/// Runs `rlock args…` in at most `data_mb` MB of data memory (`ulimit -d`: the heap and
+/// every private writable mapping): past it, allocation fails and the run aborts.
+pub async fn rlock_in_memory(data_mb: u64, args: &[&str]) -> Run {
+    let mut command = tokio::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "ulimit -d {} && exec \"$0\" \"$@\"",
+            data_mb * 1024
+        ))
+        .arg(env!("CARGO_BIN_EXE_rlock"));
+    run(command, args, &[]).await
+}
+
+/// Runs `command` with `args`, stdin closed and no `REDIS_URL` from the caller's
+/// environment, bounded in time.
+async fn run(mut command: tokio::process::Command, args: &[&str], env: &[(&str, &str)]) -> Run {
     command
         .args(args)
         .env_remove("REDIS_URL")
