@@ -134,7 +134,7 @@ impl Core {
         let replica_sync = settings
             .replica_sync
             .map(|(replicas, timeout)| Arc::new(ReplicaSync::new(replicas, timeout)));
-        let watchdog = Watchdog::new(
+        let watchdog = Watchdog::renewing(
             holds.clone(),
             connections.clone(),
             settings.watchdog_timeout,
@@ -142,13 +142,13 @@ impl Core {
             replica_sync.clone(),
             runtime.clone(),
         );
-        let lease_check = LeaseCheck::new(
+        let lease_check = LeaseCheck::checking(
             holds.clone(),
             connections.clone(),
             settings.watchdog_batch_size,
             runtime.clone(),
         );
-        let heartbeat = Heartbeat::new(
+        let heartbeat = Heartbeat::keeping_places(
             connections.clone(),
             listener.clone(),
             settings.fair_waiter_timeout,

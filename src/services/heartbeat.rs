@@ -28,12 +28,12 @@ use crate::transport::pubsub::UnlockListener;
 
 type PlaceKey = (Arc<str>, Arc<str>);
 
-/// Keeps every queued waiter of one client in its place.
-pub(crate) struct Heartbeat {
-    task: Periodic<Refreshes>,
-}
+/// Keeps every queued waiter of one client in its place: refresh rounds, run by a
+/// [`Periodic`] task.
+pub(crate) type Heartbeat = Periodic<Refreshes>;
 
-struct Refreshes {
+/// The places one client keeps, and how.
+pub(crate) struct Refreshes {
     /// (lock key, owner) → the lock's names and how many waits of that owner want it: one,
     /// unless one task awaits two acquires of the same lock at once.
     places: DashMap<PlaceKey, (Arc<LockNames>, usize)>,
@@ -45,14 +45,10 @@ struct Refreshes {
 }
 
 impl Heartbeat {
-    /// `waiter_timeout`: how long a dead waiter may hold its place at most (at the head of
-    /// the queue; `redisson_wait` more for each waiter ahead of it).
-    /// Stops refreshing queue places, for the client's shutdown.
-    pub(crate) fn stop(&self) {
-        self.task.stop();
-    }
-
-    pub(crate) fn new(
+    /// The heartbeat of one client's queued waiters, on `runtime`. `waiter_timeout`: how
+    /// long a dead waiter may hold its place at most (at the head of the queue;
+    /// `redisson_wait` more for each waiter ahead of it).
+    pub(crate) fn keeping_places(
         connections: Arc<Connections>,
         listener: UnlockListener,
         waiter_timeout: Duration,
@@ -72,30 +68,26 @@ impl Heartbeat {
             interval: waiter_timeout / 4,
             batch_size,
         };
-        Heartbeat {
-            task: Periodic::new(refreshes, runtime),
-        }
+        Periodic::new(refreshes, runtime)
     }
 
     /// How far ahead of the server's clock a waiter's deadline is set.
     pub(crate) fn place(&self) -> PlaceTerms {
-        self.task.rounds().place
+        self.rounds().place
     }
 
     pub(crate) fn register(&self, names: &Arc<LockNames>, owner: &Arc<str>) {
-        self.task
-            .rounds()
+        self.rounds()
             .places
             .entry((names.key.clone(), owner.clone()))
             .or_insert_with(|| (names.clone(), 0))
             .1 += 1;
-        self.task.ensure_running();
+        self.ensure_running();
     }
 
     /// Drops one want of the place; true when it was the last.
     pub(crate) fn deregister(&self, names: &LockNames, owner: &Arc<str>) -> bool {
-        self.task
-            .rounds()
+        self.rounds()
             .places
             .remove_if_mut(&(names.key.clone(), owner.clone()), |_, (_, wants)| {
                 *wants -= 1;
@@ -105,15 +97,14 @@ impl Heartbeat {
     }
 
     pub(crate) fn is_registered(&self, names: &LockNames, owner: &Arc<str>) -> bool {
-        self.task
-            .rounds()
+        self.rounds()
             .places
             .contains_key(&(names.key.clone(), owner.clone()))
     }
 
     /// How many (lock, owner) places this client keeps (for tests and diagnostics).
     pub(crate) fn len(&self) -> usize {
-        self.task.rounds().places.len()
+        self.rounds().places.len()
     }
 }
 

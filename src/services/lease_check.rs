@@ -34,11 +34,11 @@ const IDLE: Duration = Duration::from_secs(3600);
 /// On a cluster, after a check that could not reach every hold's master, the next try.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(200);
 
-pub(crate) struct LeaseCheck {
-    task: Periodic<Checks>,
-}
+/// The checks, run by a [`Periodic`] task.
+pub(crate) type LeaseCheck = Periodic<Checks>;
 
-struct Checks {
+/// What one client's lease check looks at, and what it found last.
+pub(crate) struct Checks {
     holds: Arc<Holds>,
     connections: Arc<Connections>,
     reconnected: Arc<Notify>,
@@ -51,12 +51,10 @@ struct Checks {
 }
 
 impl LeaseCheck {
-    /// Stops checking fixed leases, for the client's shutdown.
-    pub(crate) fn stop(&self) {
-        self.task.stop();
-    }
-
-    pub(crate) fn new(
+    /// The check of the holds in `holds`, on `runtime` (started by
+    /// [`ensure_running`](Periodic::ensure_running) after a fixed-lease hold is added, and on
+    /// a cluster after any hold).
+    pub(crate) fn checking(
         holds: Arc<Holds>,
         connections: Arc<Connections>,
         batch_size: usize,
@@ -70,15 +68,7 @@ impl LeaseCheck {
             connections,
             batch_size,
         };
-        LeaseCheck {
-            task: Periodic::new(checks, runtime),
-        }
-    }
-
-    /// Makes sure the task runs; call after adding a fixed-lease hold, and on a cluster
-    /// after adding any hold.
-    pub(crate) fn ensure_running(&self) {
-        self.task.ensure_running();
+        Periodic::new(checks, runtime)
     }
 }
 

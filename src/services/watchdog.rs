@@ -40,11 +40,11 @@ const SLOT_CALLS_IN_FLIGHT: usize = 256;
 /// short outage costs no lease.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_millis(500);
 
-pub(crate) struct Watchdog {
-    task: Periodic<Renewals>,
-}
+/// The renewal rounds, run by a [`Periodic`] task.
+pub(crate) type Watchdog = Periodic<Renewals>;
 
-struct Renewals {
+/// What one client's watchdog renews, and how.
+pub(crate) struct Renewals {
     holds: Arc<Holds>,
     connections: Arc<Connections>,
     /// Told when the client reconnects (see [`Rounds::cut_short`]).
@@ -56,12 +56,9 @@ struct Renewals {
 }
 
 impl Watchdog {
-    /// Stops renewing, for the client's shutdown.
-    pub(crate) fn stop(&self) {
-        self.task.stop();
-    }
-
-    pub(crate) fn new(
+    /// The watchdog of the holds in `holds`, renewing on `runtime` (started by
+    /// [`ensure_running`](Periodic::ensure_running) once a watchdog hold is added).
+    pub(crate) fn renewing(
         holds: Arc<Holds>,
         connections: Arc<Connections>,
         lease: Duration,
@@ -77,25 +74,12 @@ impl Watchdog {
             batch_size,
             replica_sync,
         };
-        Watchdog {
-            task: Periodic::new(renewals, runtime),
-        }
+        Periodic::new(renewals, runtime)
     }
 
     /// The lease of watchdog locks, in milliseconds.
     pub(crate) fn lease_ms(&self) -> u64 {
-        self.task.rounds().lease_ms
-    }
-
-    /// Makes sure a renewal task runs; call after adding a watchdog hold. It runs on the
-    /// client's runtime, whatever runtime the lock call came from.
-    pub(crate) fn ensure_running(&self) {
-        self.task.ensure_running();
-    }
-
-    /// Whether a renewal task is running (for tests and diagnostics).
-    pub(crate) fn is_running(&self) -> bool {
-        self.task.is_running()
+        self.rounds().lease_ms
     }
 }
 
