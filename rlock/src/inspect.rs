@@ -14,18 +14,16 @@ use crate::acl;
 use crate::connect::Nodes;
 use crate::exit::Failure;
 use crate::keys::{self, shown, Key};
-use crate::model::{
-    ChannelSubscribers, Holder, Kind, LockDetail, LockView, NodeCount, PermitView, SyncDetail,
-    Waiter,
-};
+use crate::model::{Holder, Kind, LockDetail, LockView, PermitView, SyncDetail, Waiter};
 use crate::reply::{as_int, as_text};
+use crate::subscribers::subscribers;
 
 /// How many fields one read of a hash asks for.
 const HASH_FIELDS: u64 = 256;
 /// How many waiters of a fair queue `show` lists.
 pub const QUEUE_SHOWN: usize = 1000;
 /// How many commands go into one pipeline.
-const PIPELINE: usize = 512;
+pub(crate) const PIPELINE: usize = 512;
 
 /// What a lock key holds.
 #[derive(Debug)]
@@ -509,63 +507,6 @@ fn score(value: &Value) -> Option<i64> {
             .and_then(|t| t.parse::<f64>().ok())
             .map(|d| d as i64),
     }
-}
-
-/// `PUBSUB NUMSUB` (and `SHARDNUMSUB` on a cluster) of `channels` on every master
-/// (subscribers are counted per node), per channel in order.
-///
-/// # Errors
-/// When a node does not answer.
-pub async fn subscribers(
-    nodes: &Nodes,
-    channels: &[Key],
-) -> Result<Vec<ChannelSubscribers>, Failure> {
-    let mut counts: Vec<ChannelSubscribers> = channels
-        .iter()
-        .map(|channel| ChannelSubscribers {
-            channel: shown(channel),
-            total: 0,
-            per_node: Vec::new(),
-        })
-        .collect();
-    for chunk_start in (0..channels.len()).step_by(PIPELINE) {
-        let chunk = &channels[chunk_start..(chunk_start + PIPELINE).min(channels.len())];
-        for node in &nodes.nodes {
-            let reply: Vec<(Key, i64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(chunk)
-                .query_async(&mut node.conn.clone())
-                .await
-                .map_err(|e| {
-                    let context = format!("PUBSUB NUMSUB on {}", node.addr);
-                    acl::failure(&context, &node.addr, "pubsub|numsub", None, &e)
-                })?;
-            // A cluster client subscribes with SSUBSCRIBE by default (sharded pub/sub,
-            // Redis 7): those count only in SHARDNUMSUB, and only on the slot's master,
-            // which the others refuse with MOVED. Any refusal (an older Redis, a user
-            // without `+pubsub|shardnumsub`) counts as none.
-            let sharded: Vec<(Key, i64)> = if nodes.cluster {
-                redis::cmd("PUBSUB")
-                    .arg("SHARDNUMSUB")
-                    .arg(chunk)
-                    .query_async(&mut node.conn.clone())
-                    .await
-                    .unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            for (i, (_, count)) in reply.into_iter().enumerate() {
-                let count = count + sharded.get(i).map_or(0, |(_, c)| *c);
-                let entry = &mut counts[chunk_start + i];
-                entry.total += count;
-                entry.per_node.push(NodeCount {
-                    node: node.addr.clone(),
-                    count,
-                });
-            }
-        }
-    }
-    Ok(counts)
 }
 
 #[cfg(test)]

@@ -143,6 +143,7 @@ mod render;
 mod reply;
 mod scan;
 mod shell;
+mod subscribers;
 mod survey;
 
 use std::process::ExitCode;
