@@ -127,11 +127,6 @@ impl GroupGuard {
         self.state.valid_until().into_std()
     }
 
-    /// [`valid_until`](GroupGuard::valid_until) on tokio's clock.
-    pub(crate) fn deadline(&self) -> Instant {
-        self.state.valid_until()
-    }
-
     /// Whether fewer than the quorum of holds remain.
     pub fn is_lost(&self) -> bool {
         self.state.live_holds() < self.state.quorum
@@ -224,16 +219,16 @@ impl GroupState {
         let holds = self.take_holds();
         let mut pending: FuturesUnordered<_> = holds.into_iter().map(LockGuard::unlock).collect();
         let mut outcomes = Vec::with_capacity(pending.len());
-        let (mut confirmed, mut released) = (0, false);
-        while !released {
+        let mut confirmed = 0;
+        let released = |confirmed| !was_lost && confirmed >= self.quorum;
+        while !released(confirmed) {
             let Some(outcome) = pending.next().await else {
                 break;
             };
             confirmed += usize::from(outcome.is_ok());
             outcomes.push(outcome);
-            released = !was_lost && confirmed >= self.quorum;
         }
-        if released {
+        if released(confirmed) {
             // The quorum confirmed: another owner can gather its own on those nodes. The
             // rest finish in the background (each release does, dropped or not); their
             // failures are only worth a warning.
