@@ -405,10 +405,8 @@ impl<K: GroupKind> Group<K> {
                 if let Some(cap) = max_hold {
                     validate::lease_millis("max_hold", cap)?;
                 }
-                let lease = match fixed_lease_ms {
-                    Some(ms) => Lease::Fixed(ms),
-                    None => Lease::Watchdog(core.watchdog.lease_ms()),
-                };
+                let lease = fixed_lease_ms
+                    .map_or_else(|| Lease::Watchdog(core.watchdog.lease_ms()), Lease::Fixed);
                 Ok(Node {
                     core: core.clone(),
                     names: names.clone(),

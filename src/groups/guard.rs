@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,9 +42,8 @@ struct GroupState {
     total: usize,
     /// A fenced `RedLock`'s token, agreed by its majority.
     token: Option<u64>,
-    holds: Mutex<Vec<LockGuard>>,
-    /// Set when the guard is released: a hold that arrives later releases itself.
-    released: AtomicBool,
+    /// `None` once the guard is released: a hold that arrives later releases itself.
+    holds: Mutex<Option<Vec<LockGuard>>>,
     /// Told when a hold joins, so that `lost()` counts it.
     joined: Notify,
 }
@@ -78,8 +76,7 @@ impl GroupGuard {
                 quorum,
                 total,
                 token,
-                holds: Mutex::new(holds),
-                released: AtomicBool::new(false),
+                holds: Mutex::new(Some(holds)),
                 joined: Notify::new(),
             }),
         }
@@ -166,7 +163,8 @@ impl GroupGuard {
 impl GroupState {
     fn live_holds(&self) -> usize {
         let holds = poison::locked(&self.holds);
-        holds.iter().filter(|hold| !hold.is_lost()).count()
+        let live = holds.iter().flatten().filter(|hold| !hold.is_lost());
+        live.count()
     }
 
     fn valid_until(&self) -> Instant {
@@ -175,13 +173,12 @@ impl GroupState {
         // once fewer than the quorum are live, this is when the group was lost.
         let mut deadlines: Vec<Instant> = holds
             .iter()
+            .flatten()
             .map(|hold| Instant::from_std(hold.valid_until()))
             .collect();
         deadlines.sort_unstable_by(|a, b| b.cmp(a));
-        match deadlines.get(self.quorum - 1) {
-            Some(deadline) => *deadline,
-            None => Instant::now(),
-        }
+        let quorum_th = deadlines.get(self.quorum - 1).copied();
+        quorum_th.unwrap_or_else(Instant::now)
     }
 
     async fn lost(&self) -> LostReason {
@@ -194,13 +191,15 @@ impl GroupState {
                 let holds = poison::locked(&self.holds);
                 let live = holds
                     .iter()
+                    .flatten()
                     .filter(|hold| !hold.is_lost())
                     .map(|hold| Box::pin(hold.lost()) as Lost)
                     .collect();
-                let reasons = holds.iter().filter_map(LockGuard::lost_reason).collect();
+                let reasons = holds.iter().flatten().filter_map(LockGuard::lost_reason);
+                let reasons = reasons.collect();
                 (live, reasons)
             };
-            if self.released.load(Ordering::Acquire) {
+            if poison::locked(&self.holds).is_none() {
                 std::future::pending::<()>().await;
             }
             if live.len() < self.quorum {
@@ -232,17 +231,13 @@ impl GroupState {
             // The quorum confirmed: another owner can gather its own on those nodes. The
             // rest finish in the background (each release does, dropped or not); their
             // failures are only worth a warning.
-            let late = pending.collect::<Vec<_>>();
             let name = self.name.clone();
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    for outcome in late.await {
-                        if let Err(e) = outcome {
-                            warn_unconfirmed(&name, &e);
-                        }
-                    }
-                });
-            }
+            let late = pending.collect::<Vec<_>>();
+            drop(FinishOnDrop::new(late, move |late| {
+                for e in late.iter().filter_map(|outcome| outcome.as_ref().err()) {
+                    warn_unconfirmed(&name, e);
+                }
+            }));
             for e in outcomes.iter().filter_map(|outcome| outcome.as_ref().err()) {
                 warn_unconfirmed(&self.name, e);
             }
@@ -292,9 +287,7 @@ impl GroupState {
     }
 
     fn take_holds(&self) -> Vec<LockGuard> {
-        let mut holds = poison::locked(&self.holds);
-        self.released.store(true, Ordering::Release);
-        std::mem::take(&mut *holds)
+        poison::locked(&self.holds).take().unwrap_or_default()
     }
 }
 
@@ -322,12 +315,10 @@ impl Joiner {
         let Some(state) = self.state.upgrade() else {
             return Some(hold);
         };
-        let mut holds = poison::locked(&state.holds);
-        if state.released.load(Ordering::Acquire) {
-            return Some(hold);
+        match poison::locked(&state.holds).as_mut() {
+            Some(holds) => holds.push(hold),
+            None => return Some(hold),
         }
-        holds.push(hold);
-        drop(holds);
         state.joined.notify_waiters();
         None
     }
