@@ -2,7 +2,6 @@
 //! of a group's locks ([`MultiLock`](crate::MultiLock)).
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -182,18 +181,17 @@ impl GroupState {
     }
 
     async fn lost(&self) -> LostReason {
-        type Lost = Pin<Box<dyn Future<Output = LostReason> + Send>>;
         loop {
             let joined = self.joined.notified();
             tokio::pin!(joined);
             joined.as_mut().enable();
-            let (live, reasons): (Vec<Lost>, Vec<LostReason>) = {
+            let (live, reasons): (Vec<_>, Vec<_>) = {
                 let holds = poison::locked(&self.holds);
                 let live = holds
                     .iter()
                     .flatten()
                     .filter(|hold| !hold.is_lost())
-                    .map(|hold| Box::pin(hold.lost()) as Lost)
+                    .map(|hold| Box::pin(hold.lost()))
                     .collect();
                 let reasons = holds.iter().flatten().filter_map(LockGuard::lost_reason);
                 let reasons = reasons.collect();

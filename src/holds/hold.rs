@@ -162,6 +162,7 @@ impl Hold {
         }
     }
 
+    /// Whether the watchdog keeps it: set by any of its acquires without a fixed lease.
     pub(crate) fn is_watchdog(&self) -> bool {
         self.watchdog.load(Ordering::Relaxed)
     }
