@@ -401,17 +401,12 @@ impl<K: GroupKind> Group<K> {
             .map(|lock| {
                 let (core, names) = lock.parts()?;
                 // The tighter of the group's cap and the lock's own.
-                let max_hold = match (self.max_hold, lock.max_hold()) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                let max_hold = self.max_hold.into_iter().chain(lock.max_hold()).min();
                 if let Some(cap) = max_hold {
                     validate::lease_millis("max_hold", cap)?;
                 }
-                let lease = match fixed_lease_ms {
-                    Some(ms) => Lease::Fixed(ms),
-                    None => Lease::Watchdog(core.watchdog.lease_ms()),
-                };
+                let lease = fixed_lease_ms
+                    .map_or_else(|| Lease::Watchdog(core.watchdog.lease_ms()), Lease::Fixed);
                 Ok(Node {
                     core: core.clone(),
                     names: names.clone(),
@@ -443,38 +438,32 @@ impl<K: GroupKind> Group<K> {
         wait: Option<Duration>,
     ) -> Result<Option<GroupGuard>> {
         let mut timed = Timed::start(self.quorum.label());
-        let outcome = self.contend(fixed_lease_ms, wait).await;
-        timed.ended(&outcome);
-        outcome
-    }
-
-    /// Takes the group, waiting up to `wait`: what [`Group::acquire`] measures.
-    async fn contend(
-        &self,
-        fixed_lease_ms: Option<u64>,
-        wait: Option<Duration>,
-    ) -> Result<Option<GroupGuard>> {
         // The caller's wait counts from the call, the independence check included.
         let deadline = deadline_after(wait);
-        let nodes = self.nodes(fixed_lease_ms)?;
-        if self.quorum == Quorum::Majority {
-            self.independence
-                .check(&nodes, self.quorum.type_name(), self.node_timeout)
-                .await?;
+        let outcome = async {
+            let nodes = self.nodes(fixed_lease_ms)?;
+            if self.quorum == Quorum::Majority {
+                self.independence
+                    .check(&nodes, self.quorum.type_name(), self.node_timeout)
+                    .await?;
+            }
+            let owner: Arc<str> = self.identity.field(&nodes[0].core.id_text);
+            let subscriptions = nodes.iter().map(|_| None).collect();
+            let mut contender = GroupContender {
+                quorum: self.quorum(),
+                fenced: K::KIND.fenced,
+                nodes,
+                owner,
+                node_timeout: self.node_timeout,
+                name: self.name(),
+                subscriptions,
+                busy: Vec::new(),
+                split: false,
+            };
+            wait_for(&mut contender, deadline).await
         }
-        let owner: Arc<str> = self.identity.field(&nodes[0].core.id_text);
-        let subscriptions = nodes.iter().map(|_| None).collect();
-        let mut contender = GroupContender {
-            quorum: self.quorum.of(nodes.len()),
-            fenced: K::KIND.fenced,
-            nodes,
-            owner,
-            node_timeout: self.node_timeout,
-            name: self.name(),
-            subscriptions,
-            busy: Vec::new(),
-            split: false,
-        };
-        wait_for(&mut contender, deadline).await
+        .await;
+        timed.ended(&outcome);
+        outcome
     }
 }

@@ -2,8 +2,6 @@
 //! of a group's locks ([`MultiLock`](crate::MultiLock)).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,9 +41,8 @@ struct GroupState {
     total: usize,
     /// A fenced `RedLock`'s token, agreed by its majority.
     token: Option<u64>,
-    holds: Mutex<Vec<LockGuard>>,
-    /// Set when the guard is released: a hold that arrives later releases itself.
-    released: AtomicBool,
+    /// `None` once the guard is released: a hold that arrives later releases itself.
+    holds: Mutex<Option<Vec<LockGuard>>>,
     /// Told when a hold joins, so that `lost()` counts it.
     joined: Notify,
 }
@@ -78,8 +75,7 @@ impl GroupGuard {
                 quorum,
                 total,
                 token,
-                holds: Mutex::new(holds),
-                released: AtomicBool::new(false),
+                holds: Mutex::new(Some(holds)),
                 joined: Notify::new(),
             }),
         }
@@ -127,11 +123,6 @@ impl GroupGuard {
         self.state.valid_until().into_std()
     }
 
-    /// [`valid_until`](GroupGuard::valid_until) on tokio's clock.
-    pub(crate) fn deadline(&self) -> Instant {
-        self.state.valid_until()
-    }
-
     /// Whether fewer than the quorum of holds remain.
     pub fn is_lost(&self) -> bool {
         self.state.live_holds() < self.state.quorum
@@ -171,7 +162,8 @@ impl GroupGuard {
 impl GroupState {
     fn live_holds(&self) -> usize {
         let holds = poison::locked(&self.holds);
-        holds.iter().filter(|hold| !hold.is_lost()).count()
+        let live = holds.iter().flatten().filter(|hold| !hold.is_lost());
+        live.count()
     }
 
     fn valid_until(&self) -> Instant {
@@ -180,32 +172,32 @@ impl GroupState {
         // once fewer than the quorum are live, this is when the group was lost.
         let mut deadlines: Vec<Instant> = holds
             .iter()
+            .flatten()
             .map(|hold| Instant::from_std(hold.valid_until()))
             .collect();
         deadlines.sort_unstable_by(|a, b| b.cmp(a));
-        match deadlines.get(self.quorum - 1) {
-            Some(deadline) => *deadline,
-            None => Instant::now(),
-        }
+        let quorum_th = deadlines.get(self.quorum - 1).copied();
+        quorum_th.unwrap_or_else(Instant::now)
     }
 
     async fn lost(&self) -> LostReason {
-        type Lost = Pin<Box<dyn Future<Output = LostReason> + Send>>;
         loop {
             let joined = self.joined.notified();
             tokio::pin!(joined);
             joined.as_mut().enable();
-            let (live, reasons): (Vec<Lost>, Vec<LostReason>) = {
+            let (live, reasons): (Vec<_>, Vec<_>) = {
                 let holds = poison::locked(&self.holds);
                 let live = holds
                     .iter()
+                    .flatten()
                     .filter(|hold| !hold.is_lost())
-                    .map(|hold| Box::pin(hold.lost()) as Lost)
+                    .map(|hold| Box::pin(hold.lost()))
                     .collect();
-                let reasons = holds.iter().filter_map(LockGuard::lost_reason).collect();
+                let reasons = holds.iter().flatten().filter_map(LockGuard::lost_reason);
+                let reasons = reasons.collect();
                 (live, reasons)
             };
-            if self.released.load(Ordering::Acquire) {
+            if poison::locked(&self.holds).is_none() {
                 std::future::pending::<()>().await;
             }
             if live.len() < self.quorum {
@@ -224,30 +216,26 @@ impl GroupState {
         let holds = self.take_holds();
         let mut pending: FuturesUnordered<_> = holds.into_iter().map(LockGuard::unlock).collect();
         let mut outcomes = Vec::with_capacity(pending.len());
-        let (mut confirmed, mut released) = (0, false);
-        while !released {
+        let mut confirmed = 0;
+        let released = |confirmed| !was_lost && confirmed >= self.quorum;
+        while !released(confirmed) {
             let Some(outcome) = pending.next().await else {
                 break;
             };
             confirmed += usize::from(outcome.is_ok());
             outcomes.push(outcome);
-            released = !was_lost && confirmed >= self.quorum;
         }
-        if released {
+        if released(confirmed) {
             // The quorum confirmed: another owner can gather its own on those nodes. The
             // rest finish in the background (each release does, dropped or not); their
             // failures are only worth a warning.
-            let late = pending.collect::<Vec<_>>();
             let name = self.name.clone();
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move {
-                    for outcome in late.await {
-                        if let Err(e) = outcome {
-                            warn_unconfirmed(&name, &e);
-                        }
-                    }
-                });
-            }
+            let late = pending.collect::<Vec<_>>();
+            drop(FinishOnDrop::new(late, move |late| {
+                for e in late.iter().filter_map(|outcome| outcome.as_ref().err()) {
+                    warn_unconfirmed(&name, e);
+                }
+            }));
             for e in outcomes.iter().filter_map(|outcome| outcome.as_ref().err()) {
                 warn_unconfirmed(&self.name, e);
             }
@@ -297,9 +285,7 @@ impl GroupState {
     }
 
     fn take_holds(&self) -> Vec<LockGuard> {
-        let mut holds = poison::locked(&self.holds);
-        self.released.store(true, Ordering::Release);
-        std::mem::take(&mut *holds)
+        poison::locked(&self.holds).take().unwrap_or_default()
     }
 }
 
@@ -327,12 +313,10 @@ impl Joiner {
         let Some(state) = self.state.upgrade() else {
             return Some(hold);
         };
-        let mut holds = poison::locked(&state.holds);
-        if state.released.load(Ordering::Acquire) {
-            return Some(hold);
+        match poison::locked(&state.holds).as_mut() {
+            Some(holds) => holds.push(hold),
+            None => return Some(hold),
         }
-        holds.push(hold);
-        drop(holds);
         state.joined.notify_waiters();
         None
     }

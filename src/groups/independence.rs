@@ -53,18 +53,14 @@ impl Independence {
         if self.settled.load(Ordering::Acquire) {
             return Ok(());
         }
-        let twice = |place: &str| {
-            Error::invalid(format!(
-                "a {group} needs one lock per independent master; {place} is given twice"
-            ))
-        };
         // Every place a lock's client reaches, and which lock named it first.
         let mut seen: HashMap<String, usize> = HashMap::new();
         for (i, node) in nodes.iter().enumerate() {
             for (place, shown) in places(node) {
-                match seen.insert(place, i) {
-                    Some(j) if j != i => return Err(twice(&shown)),
-                    _ => {}
+                if seen.insert(place, i).is_some_and(|j| j != i) {
+                    return Err(Error::invalid(format!(
+                        "a {group} needs one lock per independent master; {shown} is given twice"
+                    )));
                 }
             }
         }

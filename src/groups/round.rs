@@ -32,14 +32,12 @@ impl GroupContender<'_> {
                     // A node that does not answer in time is dropped from this round; the
                     // attempt finishes in the background and undoes what it took.
                     let asked = attempt(&node.core, &node.names, &owner, node.request, false);
-                    let outcome = match tokio::time::timeout(node_timeout, asked).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => Err(Error::Timeout {
-                            during: "a node's acquire",
-                            after: node_timeout,
-                        }),
+                    let outcome = tokio::time::timeout(node_timeout, asked).await;
+                    let timed_out = Error::Timeout {
+                        during: "a node's acquire",
+                        after: node_timeout,
                     };
-                    (index, outcome)
+                    (index, outcome.unwrap_or(Err(timed_out)))
                 }
             })
             .collect();
@@ -55,10 +53,8 @@ impl GroupContender<'_> {
                 }
                 Ok(Tried::Busy(bound)) => {
                     busy.push(index);
-                    retry_within = match (retry_within, bound) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+                    // The sooner of the bounds known.
+                    retry_within = retry_within.into_iter().chain(bound).min();
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "a node of the group failed to answer");
@@ -85,7 +81,7 @@ impl GroupContender<'_> {
             };
             let holds = held.into_iter().map(|(_, hold)| hold).collect();
             let guard = GroupGuard::new(name, owner.clone(), quorum, total, holds, token);
-            if guard.deadline() > Instant::now() {
+            if Instant::from_std(guard.valid_until()) > Instant::now() {
                 if !pending.is_empty() {
                     // Late answers join the guard, keeping the lock on every node that can
                     // (and, fenced, vouching for its token there too).

@@ -5,8 +5,8 @@
 //! confirmed acquire or renewal, plus the lease, minus a clock-drift allowance. Past it
 //! the lock may already have expired in Redis, so the guard must assume it lost.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -60,17 +60,18 @@ pub(crate) struct Hold {
     /// passes meanwhile: Redis did not answer in time, rather than nobody asked it (a
     /// paused process).
     renewal_unconfirmed: AtomicBool,
-    /// Why the hold was lost ([`LostCode`]), set once. Atomics and a `Notify` rather than
-    /// a watch channel: every acquire makes a hold, and a channel is an allocation, a lock
-    /// per read and eight notifiers to wake when dropped.
-    lost: AtomicU8,
+    /// Why the hold was lost, set once. A `OnceLock` and a `Notify` rather than a watch
+    /// channel: every acquire makes a hold, and a channel is an allocation, a lock per read
+    /// and eight notifiers to wake when dropped.
+    lost: OnceLock<LostReason>,
     /// Told when `lost` is set.
     lost_set: Notify,
     /// Set when the last guard was released: the deadline no longer means anything, and
     /// `lost()` stays pending.
     pub(super) retired: AtomicBool,
-    /// Its slot in the watchdog's [`WatchList`], or [`NOT_LISTED`].
-    watch_slot: AtomicUsize,
+    /// Its slot in the watchdog's [`WatchList`](super::watch_list::WatchList), or
+    /// [`NOT_LISTED`]; only the list reads or sets it.
+    pub(super) watch_slot: AtomicUsize,
     /// When its first acquire was sent.
     started: Instant,
     /// Still counted in the held-locks gauge: until it is lost or its last guard goes.
@@ -97,7 +98,8 @@ impl Hold {
     ) -> Self {
         let lease_change =
             (renewal == Renewal::Permit).then(|| Box::new(tokio::sync::Mutex::new(())));
-        let hold = Hold {
+        metrics::held(1.0);
+        Hold {
             key: id.key.clone(),
             owner: id.owner.clone(),
             renewal,
@@ -105,21 +107,18 @@ impl Hold {
             guards: AtomicU32::new(1),
             lease_ms: AtomicU64::new(terms.lease.millis()),
             watchdog: AtomicBool::new(matches!(terms.lease, Lease::Watchdog(_))),
-            valid_until: AtomicU64::new(0),
+            valid_until: AtomicU64::new(to_nanos(applied.deadline(started))),
             max_until: AtomicU64::new(terms.max_until.map_or(u64::MAX, to_nanos)),
-            capped: AtomicBool::new(false),
+            capped: AtomicBool::new(applied.capped),
             renewal_unconfirmed: AtomicBool::new(false),
-            lost: AtomicU8::new(LostCode::NOT_LOST),
+            lost: OnceLock::new(),
             lost_set: Notify::new(),
             retired: AtomicBool::new(false),
             watch_slot: AtomicUsize::new(NOT_LISTED),
             started,
             counted: AtomicBool::new(true),
             lease_change,
-        };
-        metrics::held(1.0);
-        hold.reset_validity(started, applied);
-        hold
+        }
     }
 
     /// How long since its first acquire was sent.
@@ -153,10 +152,7 @@ impl Hold {
     /// Serialises a permit's lease changes and expiry checks (see `lease_change`); for a
     /// lock, nothing to wait for.
     pub(crate) async fn lease_change(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        match &self.lease_change {
-            Some(lock) => Some(lock.lock().await),
-            None => None,
-        }
+        Some(self.lease_change.as_ref()?.lock().await)
     }
 
     /// A fixed-lease hold (an expirable permit's) was given a new lease of `lease_ms`.
@@ -166,13 +162,9 @@ impl Hold {
         }
     }
 
+    /// Whether the watchdog keeps it: set by any of its acquires without a fixed lease.
     pub(crate) fn is_watchdog(&self) -> bool {
         self.watchdog.load(Ordering::Relaxed)
-    }
-
-    /// Its slot in the watchdog's list; only [`WatchList`] reads or sets it.
-    pub(crate) fn watch_slot(&self) -> &AtomicUsize {
-        &self.watch_slot
     }
 
     /// The end of the maximum hold time, if one was set.
@@ -260,29 +252,14 @@ impl Hold {
     /// Marks the hold lost, once; returns whether this call did it. The validity deadline
     /// ends then at the latest: a lock known lost is not valid until a later deadline.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
-        if self.retired.load(Ordering::Acquire) {
-            return false;
-        }
-        self.set_lost(reason)
+        !self.retired.load(Ordering::Acquire) && self.release_found_lost(reason)
     }
 
     /// Marks the hold lost when its own release found the lock gone: the hold is retired
     /// by then, but the loss happened before, and a `lost()` future taken earlier must
     /// resolve rather than wait forever.
     pub(crate) fn release_found_lost(&self, reason: LostReason) -> bool {
-        self.set_lost(reason)
-    }
-
-    fn set_lost(&self, reason: LostReason) -> bool {
-        let marked = self
-            .lost
-            .compare_exchange(
-                LostCode::NOT_LOST,
-                LostCode::of(reason),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok();
+        let marked = self.lost.set(reason).is_ok();
         if marked {
             self.valid_until
                 .fetch_min(to_nanos(Instant::now()), Ordering::AcqRel);
@@ -316,18 +293,14 @@ impl Hold {
 
     /// Why the hold was marked lost, if it was (the deadline unchecked).
     fn lost_mark(&self) -> Option<LostReason> {
-        LostCode::reason(self.lost.load(Ordering::Acquire))
+        self.lost.get().copied()
     }
 
     /// Why the hold is known lost: marked so, or for any hold but a permit's, past its
     /// deadline. A permit past its deadline is only assumed expired (see
     /// [`assumed_expired`](Hold::assumed_expired)): its release still asks Redis.
     pub(crate) fn known_lost(&self) -> Option<LostReason> {
-        let reason = self.lost_reason();
-        if self.assumed_expired() {
-            return None;
-        }
-        reason
+        self.lost_reason().filter(|_| !self.assumed_expired())
     }
 
     /// A permit past its deadline that nobody confirmed expired: its lease may have been
@@ -349,10 +322,8 @@ impl Hold {
     /// [`lost_reason`](Hold::lost_reason) with the clock read once by the caller: the
     /// watchdog checks a whole batch at one instant.
     pub(super) fn lost_reason_at(&self, now: Instant) -> Option<LostReason> {
-        if let Some(reason) = self.lost_mark() {
-            return Some(reason);
-        }
-        if !self.retired.load(Ordering::Acquire) && now >= self.valid_until() {
+        let unmarked = self.lost_mark().is_none();
+        if unmarked && !self.retired.load(Ordering::Acquire) && now >= self.valid_until() {
             if self.renewal == Renewal::Permit {
                 // Assumed, not marked: Redis may say the lease was extended.
                 return Some(LostReason::Expired);
@@ -417,36 +388,6 @@ impl Hold {
             self.renewed(started, applied);
         } else if self.lost_mark().is_none() {
             self.reset_validity(started, applied);
-        }
-    }
-}
-
-/// [`LostReason`] as stored in [`Hold::lost`].
-pub(super) struct LostCode;
-
-impl LostCode {
-    pub(super) const NOT_LOST: u8 = 0;
-
-    pub(super) fn of(reason: LostReason) -> u8 {
-        match reason {
-            LostReason::Expired => 1,
-            LostReason::Released => 2,
-            LostReason::ConnectionLost => 3,
-            LostReason::QuorumLost => 4,
-            LostReason::MaxHoldReached => 5,
-            LostReason::ShutDown => 6,
-        }
-    }
-
-    pub(super) fn reason(code: u8) -> Option<LostReason> {
-        match code {
-            1 => Some(LostReason::Expired),
-            2 => Some(LostReason::Released),
-            3 => Some(LostReason::ConnectionLost),
-            4 => Some(LostReason::QuorumLost),
-            5 => Some(LostReason::MaxHoldReached),
-            6 => Some(LostReason::ShutDown),
-            _ => None,
         }
     }
 }

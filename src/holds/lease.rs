@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::util::time::millis;
+
 /// The allowance for the Redis server's clock running faster than ours, as in the Redlock
 /// algorithm: 1 % of the lease plus 2 ms.
 pub(crate) fn drift(lease_ms: u64) -> Duration {
@@ -24,24 +26,12 @@ pub(crate) struct Applied {
 impl Applied {
     /// `lease_ms`, cut short so that, applied at `at`, it ends by `cap` at the latest.
     pub(crate) fn within(lease_ms: u64, cap: Option<Instant>, at: Instant) -> Applied {
-        let Some(cap) = cap else {
-            return Applied {
-                ms: lease_ms,
-                capped: false,
-            };
-        };
-        let left = crate::util::time::millis(cap.saturating_duration_since(at));
-        if left < lease_ms {
+        let left = cap.map_or(u64::MAX, |cap| millis(cap.saturating_duration_since(at)));
+        let capped = left < lease_ms;
+        Applied {
             // At least 1 ms: PEXPIRE 0 would delete the key, which is the unlock's job.
-            Applied {
-                ms: left.max(1),
-                capped: true,
-            }
-        } else {
-            Applied {
-                ms: lease_ms,
-                capped: false,
-            }
+            ms: if capped { left.max(1) } else { lease_ms },
+            capped,
         }
     }
 

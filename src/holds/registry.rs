@@ -17,21 +17,15 @@ use crate::error::LostReason;
 /// A (lock key, owner) pair, the key of [`Holds`], with its hash reckoned once: an acquire
 /// and its release look it up five times, and hashing the two strings each time cost
 /// more than the rest of those lookups. Made by [`Holds::id`].
-#[derive(Debug, Clone)]
+///
+/// Equal when all three are, the hash compared first (the derived order of the fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HoldId {
-    pub(super) key: Arc<str>,
-    pub(super) owner: Arc<str>,
     /// Of `key` and `owner`, under the registry's random keys (see [`Holds::id`]).
     pub(super) hash: u64,
+    pub(super) key: Arc<str>,
+    pub(super) owner: Arc<str>,
 }
-
-impl PartialEq for HoldId {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key && self.owner == other.owner
-    }
-}
-
-impl Eq for HoldId {}
 
 impl Hash for HoldId {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -85,39 +79,28 @@ pub(crate) struct Holds {
     release_waiters: AtomicUsize,
 }
 
-/// One release on its way: counted in [`Holds::releases_done`] until dropped.
+/// One acquire or release on its way, counted until dropped: an acquire in
+/// [`Holds::is_busy`], a release in [`Holds::releases_done`].
 #[derive(Debug)]
-pub(crate) struct Releasing {
+pub(crate) struct OnItsWay {
     holds: Arc<Holds>,
     key: HoldId,
+    /// A release, counted in `releasing`; an acquire, in `in_flight`.
+    release: bool,
 }
 
-impl Drop for Releasing {
+impl Drop for OnItsWay {
     fn drop(&mut self) {
-        self.holds.releasing.remove_if_mut(&self.key, |_, count| {
-            *count -= 1;
-            *count == 0
-        });
+        self.holds
+            .on_its_way(self.release)
+            .remove_if_mut(&self.key, |_, count| {
+                *count -= 1;
+                *count == 0
+            });
         // SeqCst, paired with the waiter's: either it sees the entry gone, or this sees it.
-        if self.holds.release_waiters.load(Ordering::SeqCst) > 0 {
+        if self.release && self.holds.release_waiters.load(Ordering::SeqCst) > 0 {
             self.holds.release_ended.notify_waiters();
         }
-    }
-}
-
-/// One acquire on its way: counted in [`Holds::is_busy`] until dropped.
-#[derive(Debug)]
-pub(crate) struct InFlight {
-    holds: Arc<Holds>,
-    key: HoldId,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.holds.in_flight.remove_if_mut(&self.key, |_, count| {
-            *count -= 1;
-            *count == 0
-        });
     }
 }
 
@@ -146,10 +129,9 @@ impl Holds {
         } else {
             requested.lease
         };
-        let max_until = match (hold.max_until(), requested.max_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // The earlier of the two ends, if either is set.
+        let ends = [hold.max_until(), requested.max_until];
+        let max_until = ends.into_iter().flatten().min();
         Terms { lease, max_until }
     }
 
@@ -243,17 +225,14 @@ impl Holds {
     /// The count and the removal change under the registry entry's lock, so that a re-entry
     /// racing with the last release either joins the hold before it goes or starts a new one.
     pub(crate) fn release(&self, hold: &Arc<Hold>) -> bool {
-        let mut last = None;
-        self.map.remove_if(&hold.id(), |_, current| {
-            if !Arc::ptr_eq(current, hold) {
-                return false;
-            }
-            let was_last = hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
-            last = Some(was_last);
-            was_last
+        let one_guard_less = || hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
+        let mut registered = false;
+        let removed = self.map.remove_if(&hold.id(), |_, current| {
+            registered = Arc::ptr_eq(current, hold);
+            registered && one_guard_less()
         });
         // Not registered (any more): it was lost and dropped from the registry.
-        let last = last.unwrap_or_else(|| hold.guards.fetch_sub(1, Ordering::AcqRel) == 1);
+        let last = removed.is_some() || (!registered && one_guard_less());
         if last {
             hold.retired.store(true, Ordering::Release);
             hold.uncount();
@@ -272,12 +251,12 @@ impl Holds {
             .collect()
     }
 
-    /// Where the watchdog's walk over its slots ends this round.
     /// How many holds the watchdog renews.
     pub(crate) fn watchdog_hold_count(&self) -> usize {
         self.watch.len()
     }
 
+    /// Where the watchdog's walk over its slots ends this round.
     pub(crate) fn watch_slots(&self) -> usize {
         self.watch.slot_count()
     }
@@ -302,8 +281,9 @@ impl Holds {
         (gathered.kept, gathered.next)
     }
 
+    /// Whether the watchdog has any hold to renew.
     pub(crate) fn has_watchdog_holds(&self) -> bool {
-        !self.watch.is_empty()
+        self.watchdog_hold_count() > 0
     }
 
     /// The live holds the watchdog does not renew: those of fixed leases.
@@ -321,29 +301,38 @@ impl Holds {
         self.map.iter().any(|hold| !hold.is_watchdog())
     }
 
+    /// How many holds the registry has, lost ones not yet dropped included.
     pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
     /// Counts an acquire of `id` as on its way until the returned guard drops: from before
     /// it is sent until its hold, if any, is registered.
-    pub(crate) fn attempt_started(self: &Arc<Self>, id: &HoldId) -> InFlight {
-        let key = id.clone();
-        *self.in_flight.entry(key.clone()).or_insert(0) += 1;
-        InFlight {
-            holds: self.clone(),
-            key,
-        }
+    pub(crate) fn attempt_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
+        self.count_on_its_way(id, false)
     }
 
     /// Counts a release of `id` as on its way until the returned guard drops: from the
     /// moment its guard lets go (before anything is sent) until its answer is in.
-    pub(crate) fn release_started(self: &Arc<Self>, id: &HoldId) -> Releasing {
-        let key = id.clone();
-        *self.releasing.entry(key.clone()).or_insert(0) += 1;
-        Releasing {
+    pub(crate) fn release_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
+        self.count_on_its_way(id, true)
+    }
+
+    fn count_on_its_way(self: &Arc<Self>, id: &HoldId, release: bool) -> OnItsWay {
+        *self.on_its_way(release).entry(id.clone()).or_insert(0) += 1;
+        OnItsWay {
             holds: self.clone(),
-            key,
+            key: id.clone(),
+            release,
+        }
+    }
+
+    /// The counts of releases (`release`) or of acquires on their way.
+    fn on_its_way(&self, release: bool) -> &ById<usize> {
+        if release {
+            &self.releasing
+        } else {
+            &self.in_flight
         }
     }
 
@@ -388,27 +377,10 @@ impl Holds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::holds::hold::LostCode;
-
-    fn watchdog_hold(lease_ms: u64) -> Hold {
-        let terms = Terms {
-            lease: Lease::Watchdog(lease_ms),
-            max_until: None,
-        };
-        let now = Instant::now();
-        let id = Holds::default().id(&"k".into(), &"o".into());
-        Hold::new(
-            &id,
-            Renewal::Key,
-            terms,
-            now,
-            Applied::within(lease_ms, None, now),
-        )
-    }
 
     #[tokio::test]
     async fn lost_resolves_when_marked_and_keeps_the_first_reason() {
-        let hold = Arc::new(watchdog_hold(30_000));
+        let hold = add(&Holds::default(), "k", Lease::Watchdog(30_000));
         let waiting = tokio::spawn({
             let hold = hold.clone();
             async move { hold.lost().await }
@@ -424,7 +396,7 @@ mod tests {
 
     #[tokio::test]
     async fn lost_resolves_when_the_deadline_passes() {
-        let hold = watchdog_hold(10);
+        let hold = add(&Holds::default(), "k", Lease::Watchdog(10));
         hold.renewal_sent();
         assert_eq!(hold.lost().await, LostReason::ConnectionLost);
     }
@@ -496,7 +468,7 @@ mod tests {
     }
 
     #[test]
-    fn every_reason_survives_its_code() {
+    fn every_reason_survives_being_stored() {
         for reason in [
             LostReason::Expired,
             LostReason::Released,
@@ -505,8 +477,10 @@ mod tests {
             LostReason::MaxHoldReached,
             LostReason::ShutDown,
         ] {
-            assert_eq!(LostCode::reason(LostCode::of(reason)), Some(reason));
+            let hold = add(&Holds::default(), "k", Lease::Fixed(30_000));
+            assert_eq!(hold.lost_reason(), None);
+            assert!(hold.mark_lost(reason));
+            assert_eq!(hold.lost_reason(), Some(reason));
         }
-        assert_eq!(LostCode::reason(LostCode::NOT_LOST), None);
     }
 }

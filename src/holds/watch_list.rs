@@ -58,39 +58,28 @@ impl WatchList {
         // A re-entry finds its hold listed already: no lock taken. A hold leaves its slot at
         // its last release, which no re-entry races with, or once found lost, when a
         // re-entry that raced with that joins a lost hold either way.
-        if hold.watch_slot().load(Ordering::Relaxed) != NOT_LISTED {
+        if hold.watch_slot.load(Ordering::Relaxed) != NOT_LISTED {
             return;
         }
         let mut slots = self.slots();
-        if hold.watch_slot().load(Ordering::Relaxed) != NOT_LISTED {
+        if hold.watch_slot.load(Ordering::Relaxed) != NOT_LISTED {
             return;
         }
-        let index = match slots.free.pop() {
-            Some(index) => {
-                slots.slots[index] = Some(hold.clone());
-                index
-            }
-            None => {
-                slots.slots.push(Some(hold.clone()));
-                slots.slots.len() - 1
-            }
-        };
-        hold.watch_slot().store(index, Ordering::Relaxed);
+        let index = slots.free.pop().unwrap_or_else(|| {
+            slots.slots.push(None);
+            slots.slots.len() - 1
+        });
+        slots.slots[index] = Some(hold.clone());
+        hold.watch_slot.store(index, Ordering::Relaxed);
     }
 
     /// Takes `hold` out of its slot, if it has one.
     pub(crate) fn delist(&self, hold: &Hold) {
         let mut slots = self.slots();
-        let index = hold.watch_slot().swap(NOT_LISTED, Ordering::Relaxed);
+        let index = hold.watch_slot.swap(NOT_LISTED, Ordering::Relaxed);
         if index != NOT_LISTED {
             slots.take_out(index);
         }
-    }
-
-    /// Whether any hold is listed.
-    pub(crate) fn is_empty(&self) -> bool {
-        let slots = self.slots();
-        slots.free.len() == slots.slots.len()
     }
 
     /// How many holds are listed.
@@ -129,7 +118,7 @@ impl WatchList {
                 continue;
             };
             if drop_out(&hold) {
-                hold.watch_slot().store(NOT_LISTED, Ordering::Relaxed);
+                hold.watch_slot.store(NOT_LISTED, Ordering::Relaxed);
                 slots.take_out(index);
                 gathered.dropped.push(hold);
             } else {
