@@ -66,8 +66,8 @@ pub(crate) enum Listening {
 pub(crate) struct WakeUps {
     subscription: Option<Subscription>,
     /// The caller's wait left as of the last [`listen`](WakeUps::listen): [`wait_for`]
-    /// listens before every wait, and bounds that wait by this same time left, so a bound
-    /// as long as it is the caller's deadline, not the holder's TTL.
+    /// listens before every wait and caps that wait at this same time left, so a wait
+    /// bounded by all of it ends at the caller's deadline, not at the holder's TTL.
     remaining: Duration,
 }
 
