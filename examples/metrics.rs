@@ -2,21 +2,38 @@
 //! port, with `metrics-exporter-prometheus` as the application's exporter, while a few
 //! workers take turns on one lock.
 //!
-//! `cargo run --features metrics --example metrics -- --start` starts a throw-away
-//! redis-server; without `--start` it uses `REDIS_URL` (default `redis://127.0.0.1/`).
-//! `--port N` picks the port (default: a free one); `--seconds N` how long the workers run
-//! (default 30). Then `curl http://127.0.0.1:PORT/metrics`.
+//! `REDIS_URL=redis://HOST:PORT cargo run --features metrics --example metrics` uses that
+//! Redis; without `REDIS_URL` it starts a throwaway `redis-server` (from `PATH`) on a free
+//! loopback port and stops it on exit. `--port N` picks the metrics port (default: a free
+//! one); `--seconds N` how long the workers run (default 30). Then
+//! `curl http://127.0.0.1:PORT/metrics`.
 //!
-//! In your service: enable the feature, install any `metrics` exporter once at start-up
-//! (as `main` does below), and the lock calls report to it.
+//! In your service: enable the feature, install any `metrics` exporter once at start-up,
+//! before the first `Client` is built, with the histogram buckets below (as `serve_metrics`
+//! does), and the lock calls report to it. Only `main` and `serve_metrics` are about that;
+//! the rest runs the demo.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::process::ExitCode;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
 use redis_rlock::Client;
-use testkit::RedisServer;
+
+/// Buckets of `rlock_acquire_wait_seconds`, as the `operations` module docs give them: from
+/// an uncontended acquire (a round trip, about a millisecond) to the default 30 s lease and
+/// beyond, with 5 s, the docs' alert threshold, a bucket edge.
+const ACQUIRE_WAIT_BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+/// Buckets of `rlock_hold_seconds` (see the `operations` module docs): from a short critical
+/// section to an hour-long job kept by the watchdog, with the 30 s default lease an edge.
+const HOLD_BUCKETS: [f64; 12] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -27,11 +44,6 @@ async fn main() -> ExitCode {
             .and_then(|i| args.get(i + 1))
             .and_then(|v| v.parse::<u64>().ok())
     };
-    let server = args.iter().any(|a| a == "--start").then(RedisServer::start);
-    let url = match &server {
-        Some(server) => server.url(),
-        None => std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into()),
-    };
     let port = match value_of("--port") {
         Some(port) => port as u16,
         None => free_port(),
@@ -40,14 +52,24 @@ async fn main() -> ExitCode {
 
     // Loopback only: metrics name no lock, but they are nobody else's business either.
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    if let Err(e) = PrometheusBuilder::new()
-        .with_http_listener(address)
-        .install()
-    {
+    // Before the first client: it makes every counter and gauge at zero in the exporter.
+    if let Err(e) = serve_metrics(address) {
         eprintln!("cannot serve metrics on {address}: {e}");
         return ExitCode::FAILURE;
     }
     println!("serving http://{address}/metrics");
+
+    // Declared before the client, so that it is dropped after it.
+    let (url, _server) = match std::env::var("REDIS_URL") {
+        Ok(url) => (url, None),
+        Err(_) => match ThrowawayRedis::start() {
+            Ok(server) => (server.url(), Some(server)),
+            Err(e) => {
+                eprintln!("no REDIS_URL, and no throwaway redis-server: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
 
     let client = match Client::connect(&url).await {
         Ok(client) => client,
@@ -91,9 +113,87 @@ async fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Installs the Prometheus exporter as the process's recorder, serving `/metrics` on
+/// `address`, with buckets for both histograms: without them the exporter renders
+/// summaries, whose quantiles cannot be added up across replicas.
+fn serve_metrics(address: SocketAddr) -> Result<(), BuildError> {
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .set_buckets_for_metric(
+            Matcher::Full("rlock_acquire_wait_seconds".into()),
+            &ACQUIRE_WAIT_BUCKETS,
+        )?
+        .set_buckets_for_metric(Matcher::Full("rlock_hold_seconds".into()), &HOLD_BUCKETS)?
+        .install()
+}
+
 fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())
         .expect("a free loopback port")
+}
+
+/// A `redis-server` on a free loopback port, keeping nothing on disk outside its own
+/// temporary directory; dropping it kills the process and removes the directory.
+struct ThrowawayRedis {
+    port: u16,
+    dir: PathBuf,
+    process: Child,
+}
+
+impl ThrowawayRedis {
+    /// Starts one and waits until it answers `PING` (at most 10 s).
+    fn start() -> Result<ThrowawayRedis, String> {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("redis-rlock-metrics-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("temporary directory: {e}"))?;
+        let log = File::create(dir.join("redis.log")).map_err(|e| format!("log file: {e}"))?;
+        let process = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run redis-server: {e}"))?;
+        // Owned from here on: a server that does not come up is stopped and cleaned away.
+        let server = ThrowawayRedis { port, dir, process };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !server.answers_ping() {
+            if Instant::now() > until {
+                return Err(format!("redis-server did not answer on port {port}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!("started a throwaway redis-server on 127.0.0.1:{port}");
+        Ok(server)
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn answers_ping(&self) -> bool {
+        let ping = || -> std::io::Result<bool> {
+            let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, self.port))?;
+            stream.set_read_timeout(Some(Duration::from_millis(300)))?;
+            stream.write_all(b"PING\r\n")?;
+            let mut reply = [0u8; 7];
+            stream.read_exact(&mut reply)?;
+            Ok(&reply == b"+PONG\r\n")
+        };
+        ping().unwrap_or(false)
+    }
+}
+
+impl Drop for ThrowawayRedis {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

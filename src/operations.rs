@@ -1,24 +1,33 @@
-//! Running the locks in production: the metrics (cargo feature `metrics`), the traces, an
-//! alert worth having, the ACL rules of a lock user and of the inspector, deploys, and what
-//! to do when a lock is stuck. No code lives here.
+//! Running the locks in production: the metrics (cargo feature `metrics`), their histogram
+//! buckets and alerts worth having, the traces, the ACL rules of a lock user and of the
+//! inspector, deploys, and what to do when a lock is stuck. No code lives here.
 //!
 //! # Metrics
 //!
 //! With the feature `metrics`, the crate reports through the
 //! [`metrics`](https://docs.rs/metrics/0.24) facade, version 0.24: install any exporter once
-//! at start-up (`metrics-exporter-prometheus`, StatsD, ...) and every client of the process
-//! reports to it. Without the feature nothing is emitted and the `metrics` crate is not
-//! linked. `examples/metrics.rs` serves them as Prometheus text:
+//! at start-up (`metrics-exporter-prometheus`, StatsD, ...), before the first client is
+//! built, and every client of the process reports to it. Without the feature nothing is
+//! emitted and the `metrics` crate is not linked. `examples/metrics.rs` serves them as
+//! Prometheus text, from the Redis at `REDIS_URL` or, without it, a throwaway
+//! `redis-server` it starts on a free loopback port:
 //!
 //! ```text
-//! cargo run --features metrics --example metrics -- --start
+//! cargo run --features metrics --example metrics
 //! curl -s http://127.0.0.1:PORT/metrics | grep rlock_
 //! ```
 //!
 //! Labels are bounded: never a lock name or an owner. `kind` is `reentrant`, `fair`,
-//! `fenced`, `read`, `write`, `redlock`, `multilock`, or, for the acquire metrics only,
-//! `semaphore`, `expirable_semaphore` and `latch` (a wait for it to open). Gauges count for
-//! the whole process.
+//! `fenced`, `read` or `write`, and for the acquire metrics also `redlock`, `multilock`,
+//! `semaphore`, `expirable_semaphore` and `latch` (a wait for it to open); a `RedLock`'s or
+//! `MultiLock`'s releases and holds count under its locks' kinds. Gauges count for the
+//! whole process.
+//!
+//! Every counter and gauge exists from the first client on, at 0, for every label value
+//! below: the first client built in the process makes them (later ones reset nothing), so
+//! that Prometheus sees a process's first lost lock as an increase from 0 rather than a
+//! series that appears at 1. Install the exporter before that client, or they appear at
+//! their first change. The histograms appear with their first sample.
 //!
 //! | metric | type | labels | what it counts |
 //! |---|---|---|---|
@@ -32,24 +41,63 @@
 //! | `rlock_held_locks` | gauge | | holds of the process (one per owner and lock, however often re-entered) |
 //! | `rlock_waiting_tasks` | gauge | | calls waiting for a lock after a first busy try |
 //! | `rlock_subscribed_channels` | gauge | | unlock channels the process listens on |
-//! | `rlock_wakeups_total` | counter | `source` | waiters woken: `message` (an unlock message), `reconnect` (a subscription back after a gap in which messages were lost), `heartbeat` (a fair waiter's turn found by its heartbeat), `ttl_bound` (no wake-up within the holder's TTL or the caller's deadline: a re-check) |
+//! | `rlock_wakeups_total` | counter | `source` | waiters woken: `message` (an unlock message), `reconnect` (a subscription back after a gap in which messages were lost), `heartbeat` (a fair waiter's turn found by its heartbeat), `ttl_bound` (no message within the holder's TTL, or within a second for a lock without one: a re-check), `deadline` (no message before the caller's own deadline, such as `try_lock_for`'s: its last re-check) |
 //! | `rlock_resubscriptions_total` | counter | | unlock channels subscribed again after their connection dropped or their slot moved |
 //! | `rlock_replica_sync_total` | counter | `outcome` | [replica sync](crate::ClientBuilder::replica_sync) checks: `acknowledged`, `not_acknowledged` (the write did not count), `failed` |
 //!
-//! What to watch: `rlock_locks_lost_total` should stay flat (any increase is a holder that
-//! went on without its lock unless it checked `lost()`); `rlock_renewal_failures_total`
-//! rising means Redis is unreachable or slow for the watchdog; `ttl_bound` wake-ups
-//! outnumbering `message` ones mean unlock messages are not arriving (an ACL without the
-//! channel, a proxy that drops pub/sub); a wait p99 near the lease means the lock is
-//! contended beyond what its holders' work allows. An alert rule (Prometheus, with the
-//! exporter's default summaries):
+//! ## Histogram buckets
+//!
+//! `metrics-exporter-prometheus` renders a histogram as a summary (quantiles computed in
+//! each process) unless it is given buckets, and quantiles of different replicas cannot be
+//! added up. Give both histograms buckets, in seconds:
+//!
+//! | histogram | buckets | why |
+//! |---|---|---|
+//! | `rlock_acquire_wait_seconds` | 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 | an uncontended acquire is one round trip (about a millisecond on a LAN), a contended one waits for the holders' critical sections; 5 (the alert below) is an edge, 30 is the default lease (a wait that long outlived a holder that died), 60 catches the rest |
+//! | `rlock_hold_seconds` | 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600 | from a short critical section to an hour-long job the watchdog keeps; 30 (the default lease) is an edge, so holds the watchdog had to renew stand apart |
+//!
+//! Each bucket is a series per `kind` and `outcome`: 14 buckets cost 14 series per pair in
+//! use. With the exporter (as `examples/metrics.rs` does):
+//!
+//! ```text
+//! PrometheusBuilder::new()
+//!     .set_buckets_for_metric(
+//!         Matcher::Full("rlock_acquire_wait_seconds".into()),
+//!         &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0],
+//!     )?
+//!     .set_buckets_for_metric(
+//!         Matcher::Full("rlock_hold_seconds".into()),
+//!         &[0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0],
+//!     )?
+//!     .install()?;
+//! ```
+//!
+//! ## What to watch
+//!
+//! `rlock_locks_lost_total` should stay flat (any increase is a holder that went on without
+//! its lock unless it checked `lost()`); `rlock_renewal_failures_total` rising means Redis is
+//! unreachable or slow for the watchdog; `ttl_bound` wake-ups growing while `message` ones
+//! stay few mean unlock messages are not arriving (an ACL without the channel, a proxy that
+//! drops pub/sub). `deadline` wake-ups are callers giving up on a busy lock, as
+//! `try_lock_for` does, and many of them are normal under contention (the example makes about
+//! one for every three messages and no `ttl_bound` one); a `RedLock`'s or `MultiLock`'s wait
+//! still counts its deadline as `ttl_bound`. A wait p99 near the lease means the lock is
+//! contended beyond what its holders' work allows. Alert rules (Prometheus, with the buckets
+//! above):
 //!
 //! ```yaml
 //! - alert: LockWaitSlow
-//!   expr: max by (kind) (rlock_acquire_wait_seconds{outcome="acquired", quantile="0.99"}) > 5
+//!   expr: |
+//!     histogram_quantile(0.99, sum by (le, kind)
+//!       (rate(rlock_acquire_wait_seconds_bucket{outcome="acquired"}[5m]))) > 5
 //!   for: 10m
 //! - alert: LockLost
 //!   expr: increase(rlock_locks_lost_total[5m]) > 0
+//! - alert: LockMessagesLost
+//!   expr: |
+//!     sum(rate(rlock_wakeups_total{source="ttl_bound"}[15m]))
+//!       > sum(rate(rlock_wakeups_total{source="message"}[15m]))
+//!   for: 15m
 //! ```
 //!
 //! # Traces

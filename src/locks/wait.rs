@@ -34,7 +34,7 @@ use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::transport::calls::TopologyWait;
 use crate::transport::connections::Connections;
-use crate::transport::pubsub::{Subscription, Wake};
+use crate::transport::pubsub::{Limit, Subscription, Wake};
 use crate::util::metrics;
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
@@ -63,7 +63,13 @@ pub(crate) enum Listening {
 /// The one channel a single lock's or a synchronizer's waiting call hears its wake-ups on,
 /// subscribed when the call first listens; unsubscribed when the call ends.
 #[derive(Default)]
-pub(crate) struct WakeUps(Option<Subscription>);
+pub(crate) struct WakeUps {
+    subscription: Option<Subscription>,
+    /// The caller's wait left as of the last [`listen`](WakeUps::listen): [`wait_for`]
+    /// listens before every wait and caps that wait at this same time left, so a wait
+    /// bounded by all of it ends at the caller's deadline, not at the holder's TTL.
+    remaining: Duration,
+}
 
 impl WakeUps {
     /// Subscribes to the channel `channel` names, once (`Already` after that), waking as
@@ -75,7 +81,8 @@ impl WakeUps {
         wake: Wake,
         remaining: Duration,
     ) -> Result<Listening> {
-        if self.0.is_some() {
+        self.remaining = remaining;
+        if self.subscription.is_some() {
             return Ok(Listening::Already);
         }
         let limit = core.settings.subscribe_timeout;
@@ -84,7 +91,7 @@ impl WakeUps {
             .subscribe_as(&channel(), wake, limit.min(remaining))
             .await
         {
-            Ok(subscribed) => self.0 = Some(subscribed),
+            Ok(subscribed) => self.subscription = Some(subscribed),
             // The caller's own wait ran out while subscribing: a plain "not yet".
             Err(e) if e.is_timeout() && remaining <= limit => return Ok(Listening::GaveUp),
             Err(e) => return Err(e),
@@ -94,21 +101,26 @@ impl WakeUps {
 
     /// [`Contender::wait`], on this channel: at once when not subscribed.
     pub(crate) async fn wait(&mut self, bound: Duration) {
-        if let Some(subscription) = self.0.as_mut() {
-            subscription.wait(bound).await;
+        let set_by = if bound >= self.remaining {
+            Limit::CallerDeadline
+        } else {
+            Limit::HolderTtl
+        };
+        if let Some(subscription) = self.subscription.as_mut() {
+            subscription.wait_within(bound, set_by).await;
         }
     }
 
     /// [`Contender::wakeups_used`], on this channel.
     pub(crate) fn used(&mut self) {
-        if let Some(subscription) = self.0.as_mut() {
+        if let Some(subscription) = self.subscription.as_mut() {
             subscription.wakeup_used();
         }
     }
 
     /// A try begins: a message that comes while it runs makes the next wait return at once.
     pub(crate) fn trying(&mut self) {
-        if let Some(subscription) = self.0.as_mut() {
+        if let Some(subscription) = self.subscription.as_mut() {
             subscription.trying();
         }
     }
@@ -237,6 +249,8 @@ pub(crate) async fn wait_for<C: Contender>(
             Listening::Started => continue,
             Listening::GaveUp => return Ok(None),
         }
+        // Bounded by the same `remaining` that `listen` was given: a wait that ends at it
+        // ends at the caller's deadline, which `WakeUps` counts apart from the holder's TTL.
         let bound = retry_within
             .unwrap_or(NO_TTL_RECHECK)
             .max(Duration::from_millis(1))

@@ -36,10 +36,7 @@ pub(crate) const HELD: &str = "rlock_held_locks";
 pub(crate) const WAITING: &str = "rlock_waiting_tasks";
 /// Gauge: channels this process is subscribed to for unlock messages.
 pub(crate) const CHANNELS: &str = "rlock_subscribed_channels";
-/// Counter: waiters woken, by `source`: `message` (an unlock message), `reconnect` (a
-/// subscription confirmed again after a gap in which messages were lost), `heartbeat` (a
-/// fair waiter's heartbeat found its turn had come), `ttl_bound` (no wake-up came within
-/// the holder's TTL or the caller's own deadline: a re-check).
+/// Counter: waiters woken, by `source` (see [`WakeUp`]).
 pub(crate) const WAKEUPS: &str = "rlock_wakeups_total";
 /// Counter: channels subscribed again after their connection dropped or their slot moved.
 pub(crate) const RESUBSCRIPTIONS: &str = "rlock_resubscriptions_total";
@@ -60,6 +57,14 @@ pub(crate) enum AcquireOutcome {
 }
 
 impl AcquireOutcome {
+    /// Every outcome, for the series made at zero.
+    const ALL: [AcquireOutcome; 4] = [
+        AcquireOutcome::Acquired,
+        AcquireOutcome::TimedOut,
+        AcquireOutcome::Failed,
+        AcquireOutcome::Cancelled,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             AcquireOutcome::Acquired => "acquired",
@@ -70,7 +75,84 @@ impl AcquireOutcome {
     }
 }
 
-/// Registers every metric's description with the installed recorder, once per process.
+/// What woke a waiter, the `source` of [`WAKEUPS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeUp {
+    /// An unlock message.
+    Message,
+    /// A subscription confirmed again after a gap in which messages were lost.
+    Reconnect,
+    /// A fair waiter's heartbeat found its turn had come.
+    Heartbeat,
+    /// No message came within the holder's TTL (or the one-second re-check of a lock
+    /// without one): a re-check. Many of these beside few `Message`s mean lost messages.
+    TtlBound,
+    /// No message came before the caller's own deadline (`try_lock_for`): its last
+    /// re-check. Counted apart from `TtlBound`, since a busy lock makes many of these on a
+    /// healthy system.
+    Deadline,
+}
+
+impl WakeUp {
+    /// Every source, for the series made at zero.
+    const ALL: [WakeUp; 5] = [
+        WakeUp::Message,
+        WakeUp::Reconnect,
+        WakeUp::Heartbeat,
+        WakeUp::TtlBound,
+        WakeUp::Deadline,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            WakeUp::Message => "message",
+            WakeUp::Reconnect => "reconnect",
+            WakeUp::Heartbeat => "heartbeat",
+            WakeUp::TtlBound => "ttl_bound",
+            WakeUp::Deadline => "deadline",
+        }
+    }
+}
+
+// The label values the callers pass as text, listed here so that every series can be made
+// at zero (see `describe`). `tests/metrics.rs` checks that whatever a walk through every
+// kind emits was among them.
+
+/// The `kind` of a lock's own acquires, releases and holds (a `RedLock`'s or `MultiLock`'s
+/// releases and holds count under its locks' kinds): `protocol::kinds`' labels.
+const LOCK_KINDS: [&str; 5] = ["reentrant", "fair", "fenced", "read", "write"];
+/// The `kind` of the acquires of a group (`groups`' quorums) or a synchronizer
+/// (`protocol::names::SyncKind`), beside [`LOCK_KINDS`].
+const OTHER_ACQUIRE_KINDS: [&str; 5] = [
+    "redlock",
+    "multilock",
+    "semaphore",
+    "expirable_semaphore",
+    "latch",
+];
+/// The `outcome` of [`RELEASES`], as `locks::guard` names them.
+const RELEASE_OUTCOMES: [&str; 4] = ["freed", "still_held", "lost", "failed"];
+/// The `outcome` of [`RENEWALS`] (see [`renewals`]).
+const RENEWAL_OUTCOMES: [&str; 2] = ["renewed", "not_held"];
+/// The `reason` of [`LOST`]: `LostReason`'s labels but `shut_down`, which is not counted.
+const LOST_REASONS: [&str; 5] = [
+    "expired",
+    "released",
+    "connection_lost",
+    "quorum_lost",
+    "max_hold_reached",
+];
+/// The `outcome` of [`REPLICA_SYNC`], as `transport::replica_sync` names them.
+const REPLICA_SYNC_OUTCOMES: [&str; 3] = ["acknowledged", "not_acknowledged", "failed"];
+
+/// Describes every metric to the installed recorder, and makes every counter and gauge, for
+/// every label value the crate emits, at zero: once per process, when its first client is
+/// built (a later client leaves them as they are).
+///
+/// Made at zero because a counter that first appears at 1 shows no increase: Prometheus'
+/// `increase(rlock_locks_lost_total[5m]) > 0` would miss a process's first lost lock.
+/// Histograms are left to their first sample: an empty one has no rate to miss, and would
+/// add a line per bucket for every kind and outcome.
 pub(crate) fn describe() {
     #[cfg(feature = "metrics")]
     {
@@ -98,7 +180,43 @@ pub(crate) fn describe() {
             describe_counter!(WAKEUPS, "Waiters woken, by source");
             describe_counter!(RESUBSCRIPTIONS, "Unlock channels subscribed again");
             describe_counter!(REPLICA_SYNC, "Replica sync WAITs, by outcome");
+            at_zero();
         });
+    }
+}
+
+/// Makes every counter and gauge, for every label value, by adding nothing to it: a
+/// recorder creates a series at its first use, and adding zero cannot undo what another
+/// client counted.
+#[cfg(feature = "metrics")]
+fn at_zero() {
+    use metrics::{counter, gauge};
+    for kind in LOCK_KINDS.into_iter().chain(OTHER_ACQUIRE_KINDS) {
+        for outcome in AcquireOutcome::ALL.map(AcquireOutcome::label) {
+            counter!(ACQUIRES, "kind" => kind, "outcome" => outcome).increment(0);
+        }
+    }
+    for kind in LOCK_KINDS {
+        for outcome in RELEASE_OUTCOMES {
+            counter!(RELEASES, "kind" => kind, "outcome" => outcome).increment(0);
+        }
+    }
+    for outcome in RENEWAL_OUTCOMES {
+        counter!(RENEWALS, "outcome" => outcome).increment(0);
+    }
+    counter!(RENEWAL_FAILURES).increment(0);
+    for reason in LOST_REASONS {
+        counter!(LOST, "reason" => reason).increment(0);
+    }
+    for source in WakeUp::ALL.map(WakeUp::label) {
+        counter!(WAKEUPS, "source" => source).increment(0);
+    }
+    counter!(RESUBSCRIPTIONS).increment(0);
+    for outcome in REPLICA_SYNC_OUTCOMES {
+        counter!(REPLICA_SYNC, "outcome" => outcome).increment(0);
+    }
+    for level in [HELD, WAITING, CHANNELS] {
+        gauge!(level).increment(0.0);
     }
 }
 
@@ -176,10 +294,10 @@ pub(crate) fn channels(change: f64) {
     metrics::gauge!(CHANNELS).increment(change);
 }
 
-/// `count` waiters were woken from `source` (see [`WAKEUPS`]).
-pub(crate) fn woken(source: &'static str, count: u64) {
+/// `count` waiters were woken by `source`.
+pub(crate) fn woken(source: WakeUp, count: u64) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(WAKEUPS, "source" => source).increment(count);
+    metrics::counter!(WAKEUPS, "source" => source.label()).increment(count);
 }
 
 /// A channel was subscribed again.

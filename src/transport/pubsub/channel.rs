@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::{watch, Notify, Semaphore};
 
-use crate::util::metrics;
+use crate::util::metrics::{self, WakeUp};
 
 /// Where a channel's subscription stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +145,7 @@ impl Channel {
         let was = self.subscribed.send_replace(Subscribed::Confirmed);
         if was != Subscribed::Confirmed && self.gap.swap(false, Ordering::AcqRel) {
             metrics::resubscribed();
-            metrics::woken("reconnect", self.wake_all() as u64);
+            metrics::woken(WakeUp::Reconnect, self.wake_all() as u64);
         }
     }
 

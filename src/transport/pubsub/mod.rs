@@ -61,10 +61,10 @@ use crate::error::{channel_missing, Error, Result};
 use crate::protocol::channels::ChannelKind;
 use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
-use crate::util::metrics;
+use crate::util::metrics::{self, WakeUp};
 
 pub(crate) use channel::Wake;
-pub(crate) use subscription::Subscription;
+pub(crate) use subscription::{Limit, Subscription};
 
 use channel::Subscribed;
 use hub::{Hub, Timing};
@@ -176,7 +176,7 @@ impl UnlockListener {
     pub(crate) fn wake_waiters(&self, channel: &str) {
         if let Some(channel) = self.hub.channel(channel.as_bytes()) {
             // The fair heartbeat asks: a turn came that the waiter may not have heard.
-            metrics::woken("heartbeat", channel.wake_all() as u64);
+            metrics::woken(WakeUp::Heartbeat, channel.wake_all() as u64);
         }
     }
 

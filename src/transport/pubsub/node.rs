@@ -28,7 +28,7 @@ use crate::transport::pubsub::channel::Channel;
 use crate::transport::pubsub::hub::{Hub, Timing};
 use crate::transport::pubsub::topology::NodeId;
 use crate::transport::sentinel::Master;
-use crate::util::metrics;
+use crate::util::metrics::{self, WakeUp};
 
 /// Pause between reconnection attempts while channels belong on the node.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
@@ -325,7 +325,7 @@ impl Session {
                         Value::BulkString(bytes) => channel.on_message(bytes),
                         _ => channel.on_message(b""),
                     };
-                    metrics::woken("message", woken as u64);
+                    metrics::woken(WakeUp::Message, woken as u64);
                 }
             }
             PushKind::Subscribe | PushKind::SSubscribe => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::transport::pubsub::channel::{Channel, Wake};
 use crate::transport::pubsub::hub::Hub;
-use crate::util::metrics;
+use crate::util::metrics::{self, WakeUp};
 
 /// One waiter's registration on a channel; dropping it deregisters, and unsubscribes when
 /// it was the channel's last waiter on this client.
@@ -20,12 +20,33 @@ pub(crate) struct Subscription {
     pub(super) seen: u64,
 }
 
+/// What set a wait's limit: what a wait that no message ended is counted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// The holder's TTL (or the re-check interval of a lock without one): the lock may be
+    /// free by then, unannounced, so the waiter re-checks ([`WakeUp::TtlBound`]).
+    HolderTtl,
+    /// The caller's own deadline, before the holder's TTL: the wait ends there whatever
+    /// the messages do ([`WakeUp::Deadline`]).
+    CallerDeadline,
+}
+
 impl Subscription {
-    /// Waits for an unlock message, at most `limit`. Returns true when woken by a message.
+    /// Waits for an unlock message, at most `limit`, set by the holder's TTL (a group's
+    /// wait, which does not tell its deadline apart). Returns true when woken by a message.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`wait_within`](Subscription::wait_within).
+    pub(crate) async fn wait(&mut self, limit: Duration) -> bool {
+        self.wait_within(limit, Limit::HolderTtl).await
+    }
+
+    /// Waits for an unlock message, at most `limit`, which `set_by` says what set. Returns
+    /// true when woken by a message.
     ///
     /// # Cancel safety
     /// Cancel safe: a wake-up taken by a cancelled wait is passed on by `Drop`.
-    pub(crate) async fn wait(&mut self, limit: Duration) -> bool {
+    pub(crate) async fn wait_within(&mut self, limit: Duration, set_by: Limit) -> bool {
         if self.channel.wake != Wake::Lock {
             // Listening before looking, so that a message in between is not missed.
             let moved = self.channel.moved.notified();
@@ -44,7 +65,11 @@ impl Subscription {
             }
             // The semaphore is never closed; a timeout is the only other outcome.
             _ => {
-                metrics::woken("ttl_bound", 1);
+                let source = match set_by {
+                    Limit::HolderTtl => WakeUp::TtlBound,
+                    Limit::CallerDeadline => WakeUp::Deadline,
+                };
+                metrics::woken(source, 1);
                 false
             }
         }
