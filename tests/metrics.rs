@@ -19,7 +19,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::layers::FanoutBuilder;
 use metrics_util::MetricKind;
-use redis_rlock::{Client, LostReason, RedLock};
+use redis_rlock::{Client, LostReason, MultiLock, RedLock};
 use testkit::{start_replica_of, RedisGroup, RedisServer};
 use tokio::sync::{Mutex, MutexGuard, OnceCell};
 
@@ -505,8 +505,8 @@ async fn the_documented_buckets_make_histograms() {
     assert!(!text.contains("quantile="), "a summary in:\n{text}");
 }
 
-/// A `try_lock_for` that runs out on a held lock counts a `deadline` wake-up, not a
-/// `ttl_bound` one; a wait that re-checks when the holder's short fixed lease runs out (no
+/// A `try_lock_for` that runs out on a held lock (a single lock's, or a lock group's)
+/// counts a `deadline` wake-up, not a `ttl_bound` one; a wait that re-checks when the holder's short fixed lease runs out (no
 /// unlock message) counts `ttl_bound`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callers_deadline_is_no_ttl_bound_wakeup() {
@@ -522,6 +522,12 @@ async fn a_callers_deadline_is_no_ttl_bound_wakeup() {
     let wait = waiter.try_lock_for(Duration::from_millis(300)).await;
     assert!(wait.unwrap().is_none());
     assert_eq!(seen.value("rlock_wakeups_total", &deadline), 1.0);
+    assert_eq!(seen.value("rlock_wakeups_total", &ttl_bound), 0.0);
+    // A lock group's wait that runs out counts the caller's deadline too.
+    let group = MultiLock::new(vec![b.lock("w:deadline"), b.lock("w:free")]);
+    let wait = group.try_lock_for(Duration::from_millis(300)).await;
+    assert!(wait.unwrap().is_none());
+    assert_eq!(seen.value("rlock_wakeups_total", &deadline), 2.0);
     assert_eq!(seen.value("rlock_wakeups_total", &ttl_bound), 0.0);
     held.unlock().await.unwrap();
 
@@ -539,7 +545,7 @@ async fn a_callers_deadline_is_no_ttl_bound_wakeup() {
         .unwrap()
         .expect("taken once the lease ran out");
     assert!(seen.value("rlock_wakeups_total", &ttl_bound) >= 1.0);
-    assert_eq!(seen.value("rlock_wakeups_total", &deadline), 1.0);
+    assert_eq!(seen.value("rlock_wakeups_total", &deadline), 2.0);
     assert_eq!(seen.value("rlock_wakeups_total", &["source=message"]), 0.0);
     got.unlock().await.unwrap();
     assert!(expiring.unlock().await.is_err(), "its lease ran out");

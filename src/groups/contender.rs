@@ -16,7 +16,7 @@ use crate::groups::group::Node;
 use crate::groups::guard::GroupGuard;
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connections::Connections;
-use crate::transport::pubsub::Subscription;
+use crate::transport::pubsub::{Limit, Subscription};
 
 /// The longest random pause before retrying after a split vote.
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
@@ -38,6 +38,9 @@ pub(super) struct GroupContender<'a> {
     pub(super) busy: Vec<usize>,
     /// Whether the last round split the nodes between rivals.
     pub(super) split: bool,
+    /// The caller's time left when the group last listened: a wait that runs to it ends
+    /// at the caller's deadline, not at a holder's TTL.
+    pub(super) remaining: Duration,
 }
 
 impl Contender for GroupContender<'_> {
@@ -63,6 +66,7 @@ impl Contender for GroupContender<'_> {
     /// before it was made). A node that cannot confirm in time keeps none, and is asked
     /// again after the next round.
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
+        self.remaining = remaining;
         let subscriptions = &mut self.subscriptions;
         let missing = self
             .busy
@@ -101,7 +105,9 @@ impl Contender for GroupContender<'_> {
             .enumerate()
             .filter(|(index, _)| self.busy.contains(index))
             .filter_map(|(_, subscription)| subscription.as_mut())
-            .map(|subscription| Box::pin(subscription.wait(bound)))
+            .map(|subscription| {
+                Box::pin(subscription.wait_within(bound, Limit::of(bound, self.remaining)))
+            })
             .collect();
         if waits.is_empty() {
             tokio::time::sleep(bound).await;

@@ -459,6 +459,7 @@ impl<K: GroupKind> Group<K> {
                 subscriptions,
                 busy: Vec::new(),
                 split: false,
+                remaining: Duration::MAX,
             };
             wait_for(&mut contender, deadline).await
         }

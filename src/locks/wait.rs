@@ -101,13 +101,10 @@ impl WakeUps {
 
     /// [`Contender::wait`], on this channel: at once when not subscribed.
     pub(crate) async fn wait(&mut self, bound: Duration) {
-        let set_by = if bound >= self.remaining {
-            Limit::CallerDeadline
-        } else {
-            Limit::HolderTtl
-        };
         if let Some(subscription) = self.subscription.as_mut() {
-            subscription.wait_within(bound, set_by).await;
+            subscription
+                .wait_within(bound, Limit::of(bound, self.remaining))
+                .await;
         }
     }
 

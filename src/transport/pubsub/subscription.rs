@@ -31,16 +31,19 @@ pub(crate) enum Limit {
     CallerDeadline,
 }
 
-impl Subscription {
-    /// Waits for an unlock message, at most `limit`, set by the holder's TTL (a group's
-    /// wait, which does not tell its deadline apart). Returns true when woken by a message.
-    ///
-    /// # Cancel safety
-    /// Cancel safe, as [`wait_within`](Subscription::wait_within).
-    pub(crate) async fn wait(&mut self, limit: Duration) -> bool {
-        self.wait_within(limit, Limit::HolderTtl).await
+impl Limit {
+    /// What sets a wait of `bound` by a caller with `remaining` time left: its own
+    /// deadline when the wait runs to it, else the holder's TTL.
+    pub(crate) fn of(bound: Duration, remaining: Duration) -> Limit {
+        if bound >= remaining {
+            Limit::CallerDeadline
+        } else {
+            Limit::HolderTtl
+        }
     }
+}
 
+impl Subscription {
     /// Waits for an unlock message, at most `limit`, which `set_by` says what set. Returns
     /// true when woken by a message.
     ///
