@@ -105,9 +105,20 @@ async fn main() -> ExitCode {
             })
         })
         .collect();
-    for (worker, handle) in workers.into_iter().enumerate() {
-        let turns = handle.await.unwrap_or(0);
-        println!("worker {worker}: {turns} turns");
+    let joined = async {
+        for (worker, handle) in workers.into_iter().enumerate() {
+            let turns = handle.await.unwrap_or(0);
+            println!("worker {worker}: {turns} turns");
+        }
+    };
+    tokio::select! {
+        () = joined => {}
+        // Returning drops the client, then the throwaway server, which stops it. If no
+        // handler can be installed, `Err` fails this pattern and disables the branch.
+        Ok(()) = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted");
+            return ExitCode::FAILURE;
+        }
     }
     println!("done");
     ExitCode::SUCCESS
