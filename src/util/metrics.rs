@@ -115,7 +115,7 @@ impl WakeUp {
 }
 
 // The label values the callers pass as text, listed here so that every series can be made
-// at zero (see `describe`). `tests/metrics.rs` checks that whatever a walk through every
+// at zero (see `describe`). `tests/metrics/` checks that whatever a walk through every
 // kind emits was among them.
 
 /// The `kind` of a lock's own acquires, releases and holds (a `RedLock`'s or `MultiLock`'s
