@@ -43,7 +43,7 @@ use crate::protocol::conn::Conn;
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::RequestLatch;
 use crate::transport::calls::{Outcome, Retry, Road};
-use crate::transport::explain::{explain_with, sync_checks};
+use crate::transport::explain::{explain_with, sync_checks, type_of};
 
 /// One count change request: its request latch on a cluster (see the module docs), and
 /// whether a try of it may have run.
@@ -192,17 +192,7 @@ async fn explain(core: &Core, names: &SyncNames, operation: &'static str, error:
 /// [`Error::NotALock`] for `key`, which holds something a semaphore or latch does not keep
 /// there, saying what.
 async fn not_a_count(core: &Core, key: String) -> Error {
-    let kind: Option<String> = match core.connections.shared().await {
-        Ok(shared) => {
-            let mut conn = shared.conn;
-            redis::cmd("TYPE")
-                .arg(&key)
-                .query_async(&mut conn)
-                .await
-                .ok()
-        }
-        Err(_) => None,
-    };
+    let kind = type_of(&core.connections, &key).await.map(|(kind, _)| kind);
     let found = match kind.as_deref() {
         Some("string") => "a string that is not a count".to_string(),
         Some("hash") => "a hash (a lock, or other data)".to_string(),

@@ -9,6 +9,7 @@
 use crate::error::{
     channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message, Error,
 };
+use crate::protocol::conn::Conn;
 use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
 use crate::transport::connections::Connections;
@@ -182,14 +183,21 @@ pub(crate) async fn not_a_lock(connections: &Connections, key: String) -> Error 
     Error::NotALock { name: key, found }
 }
 
-/// What `key` holds, in words; `None` when Redis cannot be asked.
-async fn describe(connections: &Connections, key: &str) -> Option<String> {
+/// `key`'s Redis type (`TYPE`), and the connection that asked; `None` when Redis cannot be
+/// asked.
+pub(crate) async fn type_of(connections: &Connections, key: &str) -> Option<(String, Conn)> {
     let mut conn = connections.shared().await.ok()?.conn;
     let kind: String = redis::cmd("TYPE")
         .arg(key)
         .query_async(&mut conn)
         .await
         .ok()?;
+    Some((kind, conn))
+}
+
+/// What `key` holds, in words; `None` when Redis cannot be asked.
+async fn describe(connections: &Connections, key: &str) -> Option<String> {
+    let (kind, mut conn) = type_of(connections, key).await?;
     Some(match kind.as_str() {
         "hash" => {
             let read_write: bool = redis::cmd("HEXISTS")
