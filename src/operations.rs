@@ -82,23 +82,85 @@
 //! `try_lock_for` does, and many of them are normal under contention (the example makes about
 //! one for every three messages and no `ttl_bound` one); a `RedLock`'s or `MultiLock`'s wait
 //! still counts its deadline as `ttl_bound`. A wait p99 near the lease means the lock is
-//! contended beyond what its holders' work allows. Alert rules (Prometheus, with the buckets
-//! above):
+//! contended beyond what its holders' work allows. The alert rules below watch for each of
+//! these.
 //!
-//! ```yaml
-//! - alert: LockWaitSlow
-//!   expr: |
-//!     histogram_quantile(0.99, sum by (le, kind)
-//!       (rate(rlock_acquire_wait_seconds_bucket{outcome="acquired"}[5m]))) > 5
-//!   for: 10m
-//! - alert: LockLost
-//!   expr: increase(rlock_locks_lost_total[5m]) > 0
-//! - alert: LockMessagesLost
-//!   expr: |
-//!     sum(rate(rlock_wakeups_total{source="ttl_bound"}[15m]))
-//!       > sum(rate(rlock_wakeups_total{source="message"}[15m]))
-//!   for: 15m
-//! ```
+//! ## Alert rules and a dashboard
+//!
+//! `examples/monitoring/` holds them, ready to load. `rlock.rules.yml` has Prometheus
+//! alerting rules for what someone on call must act on: add the file to `rule_files` in
+//! `prometheus.yml` (it assumes the buckets above, and one scrape target per process, whose
+//! `job` and `instance` the alerts carry); `rlock.rules.test.yml` tests each alert with
+//! `promtool test rules`. `grafana-dashboard.json` is a Grafana dashboard (Grafana 9 or
+//! later: Dashboards, New, Import, then pick the Prometheus data source) with a panel for
+//! each metric and filters on `job`, `instance` and `kind`. CI checks the rules with
+//! `promtool`, and `tests/metrics/` checks that every metric, label and label value the
+//! three files use is one the metrics example serves. Each alert's `runbook_url` leads to
+//! its section here.
+//!
+//! ### LockLost
+//!
+//! A hold ended without its owner's release: until the owner saw `lost()`, it worked
+//! without the lock. The `lock lost` warning names the lock, the owner and the `reason`:
+//! `expired`, its renewals did not get through (see LockRenewalFailing) or the process
+//! paused past its lease (GC, CPU starvation, SIGSTOP); `released`, someone force-unlocked
+//! it (`rlock unlock`, `force_unlock`); `connection_lost`, Redis was out of reach for the
+//! lease; `quorum_lost`, a `RedLock` lost its majority; `max_hold_reached`, the job ran past
+//! its `with_max_hold` cap. Check that the code stops on `lost()`: only a fencing token
+//! stops a write already under way.
+//!
+//! ### LockRenewalFailing
+//!
+//! The watchdog's renewal calls keep failing: Redis is out of reach, slow, or (with replica
+//! sync) its replicas do not acknowledge. From the process's host, check Redis' latency
+//! (`redis-cli --latency`), its `maxclients`, slow scripts (`SLOWLOG GET`), and the
+//! replicas (LockReplicaSyncFailing). Once the failures last a lease, LockLost follows.
+//!
+//! ### LockWaitSlow
+//!
+//! More than 1 in 100 acquire calls of a kind wait over 5 s. `rlock list` shows the
+//! holders, TTLs and fair queues; the dashboard's hold times show whether holders take
+//! longer than they did. Shorten the critical sections, split a hot lock into finer ones,
+//! or use a `FairLock` if some waiters starve. Waits near the lease are waiters outliving
+//! holders that crashed without releasing: look for restarts.
+//!
+//! ### LockMessagesLost
+//!
+//! Waiters woke on their TTL-bounded re-checks more often than on unlock messages. Check
+//! that the lock user's ACL has the unlock channels (`&redisson_lock__channel:*`: a refused
+//! channel is logged as a warning), and that nothing between the process and Redis drops
+//! pub/sub (some proxies and cloud gateways do); `rlock show NAME` counts a lock's
+//! listeners. A `RedLock`'s or `MultiLock`'s wait counts its deadline as `ttl_bound`
+//! (above): under contention on those, this alert says little.
+//!
+//! ### LockResubscriptionStorm
+//!
+//! The process's pub/sub connection keeps dropping, and each time its waiters re-check.
+//! Look for Redis' `client-output-buffer-limit pubsub` closing slow subscribers (its log
+//! says so), an idle `timeout`, a load balancer's idle timeout, or repeated failovers or
+//! slot migrations; the client's INFO lines on channels subscribed again give the times.
+//!
+//! ### LockReplicaSyncFailing
+//!
+//! [Replica sync](crate::ClientBuilder::replica_sync) keeps finding no replica that
+//! acknowledged a lock write in time (or `WAIT` fails): those acquires and renewals are
+//! refused. `INFO replication` on the master shows the replicas connected and their lag:
+//! fix or add replicas, or give the wait more time if they are healthy but slow.
+//!
+//! ### LockHeldStuck
+//!
+//! A process has held locks for an hour and released none: a job stuck in its critical
+//! section, or a guard kept alive by mistake (in a long-lived struct, a leaked task) that
+//! the watchdog renews forever. Find its locks with `rlock list` (holders carry the client
+//! id the process logs when it connects) and see [When a lock is stuck](#when-a-lock-is-stuck);
+//! `with_max_hold` caps how long a hold can last.
+//!
+//! ### LockWaitersStuck
+//!
+//! Calls of a process have waited 15 minutes while it acquired nothing: the lock they want
+//! is held all that time, by a live holder (another service, a Redisson client) or with no
+//! TTL at all. `rlock list` and `rlock leaks` find it; see
+//! [When a lock is stuck](#when-a-lock-is-stuck).
 //!
 //! # Traces
 //!

@@ -233,5 +233,6 @@ fn series_in(text: &str) -> HashMap<Series, f64> {
 }
 
 mod example;
+mod monitoring;
 mod series;
 mod walk;
