@@ -49,11 +49,9 @@ pub(super) enum Topology {
 
 pub(super) struct Cluster {
     /// The seeds the client was given, to read the slot map from when no node it learned
-    /// of answers.
+    /// of answers. Nodes are opened with the first one's credentials, database and TLS
+    /// settings, as redis-rs' cluster client does.
     seeds: Vec<ConnectionInfo>,
-    /// The credentials, database and TLS settings nodes are opened with: the first seed's,
-    /// as redis-rs' cluster client does.
-    template: ConnectionInfo,
 }
 
 impl Topology {
@@ -76,8 +74,7 @@ impl Topology {
             return Ok(Topology::Standalone { node: first });
         }
         Ok(Topology::Cluster(Cluster {
-            seeds: std::iter::once(first.clone()).chain(infos).collect(),
-            template: first,
+            seeds: std::iter::once(first).chain(infos).collect(),
         }))
     }
 
@@ -159,7 +156,8 @@ impl Cluster {
     /// The first seed's settings, at `addr`.
     fn info_for(&self, addr: &NodeAddr) -> ConnectionInfo {
         let (host, port) = (addr.host.to_string(), addr.port);
-        let addr = match self.template.addr() {
+        let template = &self.seeds[0];
+        let addr = match template.addr() {
             ConnectionAddr::TcpTls {
                 insecure,
                 tls_params,
@@ -172,7 +170,7 @@ impl Cluster {
             },
             _ => ConnectionAddr::Tcp(host, port),
         };
-        self.template.clone().set_addr(addr)
+        template.clone().set_addr(addr)
     }
 }
 
