@@ -49,9 +49,11 @@ pub(super) enum Topology {
 
 pub(super) struct Cluster {
     /// The seeds the client was given, to read the slot map from when no node it learned
-    /// of answers. Nodes are opened with the first one's credentials, database and TLS
-    /// settings, as redis-rs' cluster client does.
+    /// of answers.
     seeds: Vec<ConnectionInfo>,
+    /// The credentials, database and TLS settings nodes are opened with: the first seed's,
+    /// as redis-rs' cluster client does.
+    template: ConnectionInfo,
 }
 
 impl Topology {
@@ -74,7 +76,8 @@ impl Topology {
             return Ok(Topology::Standalone { node: first });
         }
         Ok(Topology::Cluster(Cluster {
-            seeds: std::iter::once(first).chain(infos).collect(),
+            seeds: std::iter::once(first.clone()).chain(infos).collect(),
+            template: first,
         }))
     }
 
@@ -156,8 +159,7 @@ impl Cluster {
     /// The first seed's settings, at `addr`.
     fn info_for(&self, addr: &NodeAddr) -> ConnectionInfo {
         let (host, port) = (addr.host.to_string(), addr.port);
-        let template = &self.seeds[0];
-        let addr = match template.addr() {
+        let addr = match self.template.addr() {
             ConnectionAddr::TcpTls {
                 insecure,
                 tls_params,
@@ -170,7 +172,7 @@ impl Cluster {
             },
             _ => ConnectionAddr::Tcp(host, port),
         };
-        template.clone().set_addr(addr)
+        self.template.clone().set_addr(addr)
     }
 }
 
