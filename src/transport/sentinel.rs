@@ -47,25 +47,6 @@ pub(crate) struct Master {
     pub(crate) generation: u64,
 }
 
-impl Master {
-    /// The master at `host:port`, opened with the settings `endpoints` give masters.
-    fn new(
-        endpoints: &SentinelEndpoints,
-        host: String,
-        port: u16,
-        generation: u64,
-    ) -> Result<Self> {
-        let (client, url) = endpoints.master(&host, port)?;
-        Ok(Master {
-            host,
-            port,
-            client,
-            url,
-            generation,
-        })
-    }
-}
-
 struct Inner {
     sentinels: Sentinels,
     current: watch::Sender<Arc<Master>>,
@@ -105,10 +86,17 @@ impl MasterWatch {
             response_timeout,
         };
         let (index, (host, port)) = sentinels.ask_all(0, &mut None).await?;
-        let master = Master::new(&sentinels.endpoints, host, port, 1)?;
+        let (client, url) = sentinels.endpoints.master(&host, port)?;
+        let master = Arc::new(Master {
+            host,
+            port,
+            client,
+            url,
+            generation: 1,
+        });
         let inner = Arc::new(Inner {
             sentinels,
-            current: watch::Sender::new(Arc::new(master)),
+            current: watch::Sender::new(master),
             generation: AtomicU64::new(1),
             next_sentinel: AtomicUsize::new(index),
             ask_now: Notify::new(),
@@ -158,9 +146,8 @@ impl Inner {
         if current.host == host && current.port == port {
             return;
         }
-        let generation = current.generation + 1;
-        let master = match Master::new(&self.sentinels.endpoints, host, port, generation) {
-            Ok(master) => master,
+        let (client, url) = match self.sentinels.endpoints.master(&host, port) {
+            Ok(made) => made,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot connect to the master the sentinels name");
                 return;
@@ -169,10 +156,17 @@ impl Inner {
         tracing::info!(
             master_name = %self.sentinels.endpoints.master_name,
             from = %current.url,
-            to = %master.url,
+            to = %url,
             "the sentinels switched the master; following it"
         );
-        self.current.send_replace(Arc::new(master));
+        let generation = current.generation + 1;
+        self.current.send_replace(Arc::new(Master {
+            host,
+            port,
+            client,
+            url,
+            generation,
+        }));
         self.generation.store(generation, Ordering::Release);
         // A failover may have lost locks the replica never got: the watchdog and the
         // fixed-lease check look on the new master at once.
