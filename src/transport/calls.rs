@@ -118,10 +118,8 @@ impl Road {
     /// whose latch must outlive every try (see [`crate::locks::release`]), so that its tries
     /// end within a known time of its first.
     pub(crate) fn through_topology_changes(mut self, connections: &Connections) -> Self {
-        self.topology = TopologyWait {
-            cluster: connections.is_cluster(),
-            since: Some(Instant::now()),
-        };
+        self.topology.since = Some(Instant::now());
+        self.topology.cluster = connections.is_cluster();
         self
     }
 }

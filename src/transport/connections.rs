@@ -320,7 +320,20 @@ impl Connections {
         }
         let opened = async {
             let (master, mut conn) = self.open_conn().await?;
-            self.check_reconnected(&mut conn).await?;
+            // On a reconnection (not the first connection, which `Core::start` checks with
+            // the rest of the server), the server's `maxmemory-policy` is checked again:
+            // Redis may have restarted with another configuration, been reconfigured
+            // (`CONFIG SET`), or the sentinels may have named another master. A server that
+            // now may evict keys, when the client does not accept that, fails the
+            // reconnection with `EvictingServer`, and so every call, until it no longer
+            // does: the client does not go on silently. Locks already held are not told
+            // (the watchdog's renewals, on connections of their own, go on); new ones
+            // cannot be taken. A cluster connection is never replaced (redis-rs repairs
+            // it): a cluster is checked at connect only.
+            if self.next_generation.load(Ordering::Relaxed) > 1 {
+                let allow = self.settings.allow_evicting_policy;
+                server_check::check_eviction(&mut conn, &self.server_url(), allow, false).await?;
+            }
             Ok((master, conn))
         }
         .await;
@@ -350,23 +363,6 @@ impl Connections {
             self.reconnects.tell();
         }
         Ok(fresh)
-    }
-
-    /// On a reconnection (not the first connection, which `Core::start` checks with the
-    /// rest of the server), checks the server's `maxmemory-policy` again: Redis may have
-    /// restarted with another configuration, been reconfigured (`CONFIG SET`), or the
-    /// sentinels may have named another master. A server that now may evict keys, when the
-    /// client does not accept that, fails the reconnection with
-    /// [`Error::EvictingServer`], and so every call, until it no longer does: the client
-    /// does not go on silently. Locks already held are not told (the watchdog's renewals,
-    /// on connections of their own, go on); new ones cannot be taken. A cluster connection
-    /// is never replaced (redis-rs repairs it): a cluster is checked at connect only.
-    async fn check_reconnected(&self, conn: &mut Conn) -> Result<()> {
-        if self.next_generation.load(Ordering::Relaxed) <= 1 {
-            return Ok(());
-        }
-        let url = self.server_url();
-        server_check::check_eviction(conn, &url, self.settings.allow_evicting_policy, false).await
     }
 
     /// How messages name the server: a Sentinel master by its own URL.

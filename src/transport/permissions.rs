@@ -76,32 +76,13 @@ impl CommandCheck {
     /// [`Error::PermissionDenied`] naming the refused commands; a connection error when the
     /// check cannot reach Redis.
     pub(crate) async fn ensure(&self, connections: &Connections, names: &LockNames) -> Result<()> {
-        if self.is_checked(names) {
+        let groups = [Some(Group::Every), Some(Group::Kind(names.kind))];
+        if self.is_checked(&groups) {
             return Ok(());
         }
         // Boxed: it runs once per kind, and inline it would grow every lock call's future.
-        Box::pin(self.check(connections, names)).await
-    }
-
-    fn is_checked(&self, names: &LockNames) -> bool {
-        groups_of(names)
-            .into_iter()
-            .flatten()
-            .all(|group| self.checked[group.index()].load(Ordering::Acquire))
-    }
-
-    async fn check(&self, connections: &Connections, names: &LockNames) -> Result<()> {
-        let _one_at_a_time = self.checking.lock().await;
-        if self.is_checked(names) {
-            return Ok(());
-        }
-        let groups = groups_of(names);
-        let commands: Vec<Vec<String>> = groups
-            .into_iter()
-            .flatten()
-            .flat_map(|group| self.commands(group, names))
-            .collect();
-        self.probe(connections, &names.key, &groups, commands).await
+        let commands = |group| self.commands(group, names);
+        Box::pin(self.check(connections, &names.key, groups, commands)).await
     }
 
     /// [`ensure`](CommandCheck::ensure) for a semaphore, an expirable semaphore or a latch:
@@ -118,38 +99,42 @@ impl CommandCheck {
         let groups = [
             Some(Group::Count),
             names.timeouts.as_ref().map(|_| Group::Permits),
-            None,
         ];
-        let checked = |groups: &[Option<Group>; 3]| {
-            groups
-                .iter()
-                .flatten()
-                .all(|group| self.checked[group.index()].load(Ordering::Acquire))
-        };
-        if checked(&groups) {
+        if self.is_checked(&groups) {
             return Ok(());
         }
-        Box::pin(async {
-            let _one_at_a_time = self.checking.lock().await;
-            if checked(&groups) {
-                return Ok(());
-            }
-            let commands = groups
-                .iter()
-                .flatten()
-                .flat_map(|group| self.sync_commands(*group, names))
-                .collect();
-            self.probe(connections, &names.key, &groups, commands).await
-        })
-        .await
+        let commands = |group| self.sync_commands(group, names);
+        Box::pin(self.check(connections, &names.key, groups, commands)).await
+    }
+
+    fn is_checked(&self, groups: &[Option<Group>; 2]) -> bool {
+        groups
+            .iter()
+            .flatten()
+            .all(|group| self.checked[group.index()].load(Ordering::Acquire))
+    }
+
+    /// Checks the commands of `groups` (on `target`), one check at a time.
+    async fn check(
+        &self,
+        connections: &Connections,
+        target: &str,
+        groups: [Option<Group>; 2],
+        commands: impl Fn(Group) -> Vec<Vec<String>>,
+    ) -> Result<()> {
+        let _one_at_a_time = self.checking.lock().await;
+        if self.is_checked(&groups) {
+            return Ok(());
+        }
+        let commands = groups.iter().flatten().flat_map(|g| commands(*g)).collect();
+        self.probe(connections, target, &groups, commands).await
     }
 
     /// The commands of the synchronizers' `group`, with the arguments their scripts give
     /// them for `names`.
     fn sync_commands(&self, group: Group, names: &SyncNames) -> Vec<Vec<String>> {
         let key = &*names.key;
-        let channel = &*names.channel;
-        let mut commands: Vec<Vec<&str>> = match (group, names.timeouts.as_deref()) {
+        let commands: Vec<Vec<&str>> = match (group, names.timeouts.as_deref()) {
             (Group::Count, _) => vec![
                 vec!["type", key],
                 vec!["get", key],
@@ -174,17 +159,7 @@ impl CommandCheck {
             ],
             _ => Vec::new(),
         };
-        if matches!(group, Group::Count) {
-            commands.push(vec![self.channel_kind.publish(), channel, "0"]);
-        }
-        if self.channel_kind == ChannelKind::Sharded && matches!(group, Group::Count) {
-            commands.push(vec!["ssubscribe", channel]);
-            commands.push(vec!["sunsubscribe", channel]);
-        }
-        commands
-            .into_iter()
-            .map(|words| words.into_iter().map(str::to_string).collect())
-            .collect()
+        self.with_channel(group, &names.channel, commands)
     }
 
     /// Asks Redis whether the user may run `commands`; on success, `groups` count as
@@ -193,7 +168,7 @@ impl CommandCheck {
         &self,
         connections: &Connections,
         target: &str,
-        groups: &[Option<Group>],
+        groups: &[Option<Group>; 2],
         commands: Vec<Vec<String>>,
     ) -> Result<()> {
         let commands = &commands;
@@ -230,7 +205,7 @@ impl CommandCheck {
         let key = &*names.key;
         let channel = &*names.channel;
         let count = self.channel_kind.count_subscribers();
-        let mut commands: Vec<Vec<&str>> = match group {
+        let commands: Vec<Vec<&str>> = match group {
             Group::Every => vec![
                 vec!["exists", key],
                 vec!["type", key],
@@ -253,17 +228,28 @@ impl CommandCheck {
             }
             Group::Count | Group::Permits => Vec::new(),
         };
+        self.with_channel(group, channel, commands)
+    }
+
+    /// `commands`, with the channel's commands for the groups that publish (every lock
+    /// kind's, the synchronizers' count) and replica sync's for every lock kind's.
+    fn with_channel<'a>(
+        &self,
+        group: Group,
+        channel: &'a str,
+        mut commands: Vec<Vec<&'a str>>,
+    ) -> Vec<Vec<String>> {
         // The publish command every release runs, asked about with the lock's channel
         // (Redis checks the channel's permission along with the command's): a user without
         // it would take the lock and then fail to release it. Sharded pub/sub has commands
         // of its own, which a user granted the classic ones may lack. A refused SUBSCRIBE
         // is reported by the wait it fails, naming the channel.
-        if matches!(group, Group::Every) {
+        if matches!(group, Group::Every | Group::Count) {
             commands.push(vec![self.channel_kind.publish(), channel, "0"]);
-        }
-        if self.channel_kind == ChannelKind::Sharded && matches!(group, Group::Every) {
-            commands.push(vec!["ssubscribe", channel]);
-            commands.push(vec!["sunsubscribe", channel]);
+            if self.channel_kind == ChannelKind::Sharded {
+                commands.push(vec!["ssubscribe", channel]);
+                commands.push(vec!["sunsubscribe", channel]);
+            }
         }
         if self.replica_sync && matches!(group, Group::Every) {
             commands.push(vec!["wait", "0", "0"]);
@@ -297,11 +283,6 @@ fn refused_probe(target: &str, error: Error) -> Error {
     }
 }
 
-/// The groups of commands a lock of `names`' kind runs.
-fn groups_of(names: &LockNames) -> [Option<Group>; 2] {
-    [Some(Group::Every), Some(Group::Kind(names.kind))]
-}
-
 /// A refused command, as the user would grant it: `` `+hrandfield` on key `app:1` ``.
 fn describe(command: &[String]) -> String {
     let name = command[0].to_lowercase();
@@ -309,25 +290,15 @@ fn describe(command: &[String]) -> String {
         Some(sub) if name == "pubsub" => format!("{name}|{sub}"),
         _ => name,
     };
-    match command.get(1).filter(|_| {
-        !matches!(
-            full.as_str(),
-            "time" | "pubsub|numsub" | "pubsub|shardnumsub"
-        )
-    }) {
-        Some(channel)
-            if matches!(
-                full.as_str(),
-                "publish" | "spublish" | "ssubscribe" | "sunsubscribe"
-            ) =>
-        {
+    match (full.as_str(), command.get(1)) {
+        ("publish" | "spublish" | "ssubscribe" | "sunsubscribe", Some(channel)) => {
             let rule = crate::error::channel_rule(channel);
             format!("`+{full}` on channel `{channel}` (`{rule}`)")
         }
-        Some(key) if !matches!(full.as_str(), "wait" | "info") => {
-            format!("`+{full}` on key `{key}`")
+        ("time" | "pubsub|numsub" | "pubsub|shardnumsub" | "wait" | "info", _) | (_, None) => {
+            format!("`+{full}`")
         }
-        _ => format!("`+{full}`"),
+        (_, Some(key)) => format!("`+{full}` on key `{key}`"),
     }
 }
 
@@ -337,45 +308,37 @@ mod tests {
 
     #[test]
     fn refused_commands_are_named_as_acl_rules() {
-        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            describe(&words(&["hrandfield", "app:1"])),
-            "`+hrandfield` on key `app:1`"
-        );
-        assert_eq!(
-            describe(&words(&["pubsub", "numsub", "c"])),
-            "`+pubsub|numsub`"
-        );
-        assert_eq!(
-            describe(&words(&["pubsub", "shardnumsub", "c"])),
-            "`+pubsub|shardnumsub`"
-        );
-        assert_eq!(
-            describe(&words(&["spublish", "redisson_lock__channel:{a}", "0"])),
-            "`+spublish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)"
-        );
-        assert_eq!(
-            describe(&words(&["ssubscribe", "redisson_sc:{a}"])),
-            "`+ssubscribe` on channel `redisson_sc:{a}` (`&redisson_sc:*`)"
-        );
-        assert_eq!(
-            describe(&words(&[
-                "spublish",
-                "redisson_countdownlatch__channel__{a}",
-                "0"
-            ])),
-            "`+spublish` on channel `redisson_countdownlatch__channel__{a}` \
-             (`&redisson_countdownlatch__channel__*`)"
-        );
-        assert_eq!(
-            describe(&words(&["ssubscribe", "redisson_rwlock:{a}"])),
-            "`+ssubscribe` on channel `redisson_rwlock:{a}` (`&redisson_rwlock:*`)"
-        );
-        assert_eq!(
-            describe(&words(&["publish", "redisson_lock__channel:{a}", "0"])),
-            "`+publish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)"
-        );
-        assert_eq!(describe(&words(&["time"])), "`+time`");
-        assert_eq!(describe(&words(&["wait", "0", "0"])), "`+wait`");
+        let cases: [(&[&str], &str); 10] = [
+            (&["hrandfield", "app:1"], "`+hrandfield` on key `app:1`"),
+            (&["pubsub", "numsub", "c"], "`+pubsub|numsub`"),
+            (&["pubsub", "shardnumsub", "c"], "`+pubsub|shardnumsub`"),
+            (
+                &["spublish", "redisson_lock__channel:{a}", "0"],
+                "`+spublish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)",
+            ),
+            (
+                &["ssubscribe", "redisson_sc:{a}"],
+                "`+ssubscribe` on channel `redisson_sc:{a}` (`&redisson_sc:*`)",
+            ),
+            (
+                &["spublish", "redisson_countdownlatch__channel__{a}", "0"],
+                "`+spublish` on channel `redisson_countdownlatch__channel__{a}` \
+                 (`&redisson_countdownlatch__channel__*`)",
+            ),
+            (
+                &["ssubscribe", "redisson_rwlock:{a}"],
+                "`+ssubscribe` on channel `redisson_rwlock:{a}` (`&redisson_rwlock:*`)",
+            ),
+            (
+                &["publish", "redisson_lock__channel:{a}", "0"],
+                "`+publish` on channel `redisson_lock__channel:{a}` (`&redisson_lock__channel:*`)",
+            ),
+            (&["time"], "`+time`"),
+            (&["wait", "0", "0"], "`+wait`"),
+        ];
+        for (words, named) in cases {
+            let words: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+            assert_eq!(describe(&words), named);
+        }
     }
 }

@@ -37,27 +37,13 @@ const REPLICAS_READ_EVERY: Duration = Duration::from_secs(1);
 
 /// A reading of `connected_slaves` (of one master, or of every master by node address),
 /// and when it was taken.
-#[derive(Debug)]
-struct Reading<T> {
-    connected: T,
-    at: tokio::time::Instant,
-}
+type Reading<T> = (T, tokio::time::Instant);
 
-impl<T: Clone> Reading<T> {
-    /// A reading taken now.
-    fn now(connected: T) -> Self {
-        Reading {
-            connected,
-            at: tokio::time::Instant::now(),
-        }
-    }
-
-    /// The reading, unless it is older than [`REPLICAS_READ_EVERY`] or a `fresh` one is
-    /// asked for.
-    fn recent(reading: Option<&Self>, fresh: bool) -> Option<T> {
-        let reading = reading.filter(|r| !fresh && r.at.elapsed() < REPLICAS_READ_EVERY)?;
-        Some(reading.connected.clone())
-    }
+/// The reading, unless it is older than [`REPLICAS_READ_EVERY`] or a `fresh` one is asked
+/// for.
+fn recent<T: Clone>(reading: Option<&Reading<T>>, fresh: bool) -> Option<T> {
+    let (connected, _) = reading.filter(|(_, at)| !fresh && at.elapsed() < REPLICAS_READ_EVERY)?;
+    Some(connected.clone())
 }
 
 /// What `WAIT` waits for, and the last readings of the masters' connected replicas.
@@ -206,20 +192,20 @@ impl ReplicaSync {
         slot: Option<u16>,
         fresh: bool,
     ) -> Result<usize> {
-        let recent = Reading::recent(poison::locked(&self.readings).get(&slot), fresh);
+        let recent = recent(poison::locked(&self.readings).get(&slot), fresh);
         if let Some(connected) = recent {
             return Ok(connected);
         }
         let info: String = query(conn, slot, info_replication()).await?;
         let connected = parse_connected_replicas(&info);
-        poison::locked(&self.readings).insert(slot, Reading::now(connected));
+        poison::locked(&self.readings).insert(slot, (connected, tokio::time::Instant::now()));
         Ok(connected)
     }
 
     /// The connected replicas of every master of a cluster, by node address; read anew as
     /// [`connected_replicas`](Self::connected_replicas) is.
     async fn every_master(&self, conn: &mut Conn, fresh: bool) -> Result<HashMap<String, usize>> {
-        let recent = Reading::recent(poison::locked(&self.every_master).as_ref(), fresh);
+        let recent = recent(poison::locked(&self.every_master).as_ref(), fresh);
         if let Some(connected) = recent {
             return Ok(connected);
         }
@@ -232,7 +218,8 @@ impl ReplicaSync {
                 Some((node, parse_connected_replicas(&info)))
             })
             .collect();
-        *poison::locked(&self.every_master) = Some(Reading::now(connected.clone()));
+        *poison::locked(&self.every_master) =
+            Some((connected.clone(), tokio::time::Instant::now()));
         Ok(connected)
     }
 }

@@ -88,21 +88,20 @@ impl SlotMap {
                 return Err(format!("a slot range without bounds: {entry:?}"));
             };
             let (start, end) = (slot(start)?, slot(end)?);
-            let mut nodes = fields[2..].iter().map(|n| node(n, asked_host));
-            let master = nodes
-                .next()
-                .ok_or_else(|| format!("slots {start}-{end} have no master"))??;
-            for replica in nodes {
-                let (replica, id) = replica?;
+            let mut listed = fields[2..]
+                .iter()
+                .map(|n| node(n, asked_host))
+                .collect::<Result<Vec<_>, _>>()?;
+            let Some((master, _)) = listed.first().cloned() else {
+                return Err(format!("slots {start}-{end} have no master"));
+            };
+            // The replicas first, then the master: the order the map is read again from.
+            listed.rotate_left(1);
+            for (node, id) in listed {
                 map.ids.extend(id);
-                if !map.nodes.contains(&replica) {
-                    map.nodes.push(replica);
+                if !map.nodes.contains(&node) {
+                    map.nodes.push(node);
                 }
-            }
-            let (master, id) = master;
-            map.ids.extend(id);
-            if !map.nodes.contains(&master) {
-                map.nodes.push(master.clone());
             }
             map.ranges.push(Range { start, end, master });
         }

@@ -50,17 +50,19 @@ pub(super) struct Hub {
     /// Where the tasks run: the runtime the client was built on.
     runtime: tokio::runtime::Handle,
     state: Mutex<State>,
-    /// Cancelled when the hub goes (its client is gone): every node task and the watcher
-    /// end then, rather than when they next find the hub gone.
-    closing: CancellationToken,
+    /// Cancelled when the hub goes (its client is gone) or the client shuts down: every
+    /// node task and the watcher end then, closing their connections, rather than when
+    /// they next find the hub gone.
+    pub(super) closing: CancellationToken,
 }
 
 impl Drop for Hub {
     fn drop(&mut self) {
-        self.close();
+        self.closing.cancel();
     }
 }
 
+#[derive(Default)]
 struct State {
     channels: HashMap<Arc<str>, Wanted>,
     /// The cluster's slot map as last read; `None` on one Redis, or before the first read.
@@ -127,20 +129,9 @@ impl Hub {
             reconnects,
             refresh: Arc::new(Notify::new()),
             runtime,
-            state: Mutex::new(State {
-                channels: HashMap::new(),
-                slots: None,
-                nodes: HashMap::new(),
-                watcher: None,
-            }),
+            state: Mutex::default(),
             closing: CancellationToken::new(),
         }
-    }
-
-    /// Ends every node task and the watcher, closing their connections: the client shuts
-    /// down.
-    pub(super) fn close(&self) {
-        self.closing.cancel();
     }
 
     /// Adds a waiter on `name`; the channel's first waiter has its node told to subscribe,
@@ -331,18 +322,15 @@ impl Hub {
         subscribed: &HashSet<Arc<str>>,
     ) -> Plan {
         let state = poison::locked(&self.state);
-        let everything: Vec<Arc<str>>;
-        let names = match names {
-            Some(names) => names,
-            None => {
-                everything = state
-                    .on(node)
-                    .map(|(name, _)| name.clone())
-                    .chain(subscribed.iter().cloned())
-                    .collect();
-                &everything
-            }
+        let everything: Vec<Arc<str>> = match names {
+            Some(_) => Vec::new(),
+            None => state
+                .on(node)
+                .map(|(name, _)| name.clone())
+                .chain(subscribed.iter().cloned())
+                .collect(),
         };
+        let names = names.unwrap_or(&everything);
         let mut plan = Plan::default();
         let mut seen = HashSet::new();
         for name in names {

@@ -108,7 +108,7 @@ impl UnlockListener {
     /// Closes the pub/sub connections for good: the client shuts down, and nothing waits
     /// any more.
     pub(crate) fn close(&self) {
-        self.hub.close();
+        self.hub.closing.cancel();
     }
 
     /// Registers a waiter on `channel` and returns once Redis confirmed the subscription.
@@ -153,14 +153,11 @@ impl UnlockListener {
             seen: entry_generation,
         };
         let mut subscribed = subscription.channel.watch();
-        let settled =
-            tokio::time::timeout(timeout, subscribed.wait_for(|s| *s != Subscribed::Pending)).await;
-        let settled = settled
-            .ok()
-            .and_then(|state| state.ok().map(|state| *state));
-        match settled {
-            Some(Subscribed::Confirmed) => Ok(subscription),
-            Some(_) => Err(Error::PermissionDenied {
+        let settled = subscribed.wait_for(|s| *s != Subscribed::Pending);
+        let settled = tokio::time::timeout(timeout, settled).await;
+        match settled.map(|state| state.map(|state| *state)) {
+            Ok(Ok(Subscribed::Confirmed)) => Ok(subscription),
+            Ok(Ok(_)) => Err(Error::PermissionDenied {
                 operation: "subscribing to",
                 target: channel.to_string(),
                 missing: channel_missing(self.hub.kind.subscribe(), channel),

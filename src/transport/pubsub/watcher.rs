@@ -53,13 +53,11 @@ pub(super) async fn run(hub: Weak<Hub>, refresh: Arc<Notify>) {
             }
         };
         // The first read is at once (the first channel has no node yet).
-        if last_read.is_some() {
+        if let Some(at) = last_read {
             tokio::select! {
                 _ = refresh.notified() => {}
                 _ = tokio::time::sleep(pause) => {}
             }
-        }
-        if let Some(at) = last_read {
             let since = at.elapsed();
             if since < MIN_GAP {
                 tokio::time::sleep(MIN_GAP - since).await;
