@@ -9,6 +9,7 @@
 //! logged.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,9 @@ use crate::client_core::Core;
 use crate::protocol::conn::Conn;
 use crate::protocol::layout::{waiting_record, Derived};
 use crate::protocol::waits::{self, Waiting};
+
+/// Whether this process has warned that the registry's keys are not permitted.
+static PERMISSION_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// How many owners the long-wait warning's walk looks at, at most: the cycle it reports
 /// is the one a person can act on, and the walk must stay cheap for Redis.
@@ -112,8 +116,21 @@ impl Registration {
             }
             Err(e) => Err(e),
         };
-        if let Err(e) = written {
-            tracing::debug!(lock = %self.lock_key, error = %e, "wait registry: not recorded");
+        match written {
+            Ok(()) => {}
+            // A setting the operator must fix, said once per process rather than at every
+            // refresh of every wait.
+            Err(e) if e.is_permission_denied() && !PERMISSION_WARNED.swap(true, Relaxed) => {
+                tracing::warn!(
+                    lock = %self.lock_key,
+                    error = %e,
+                    "wait registry: not recorded: the ACL user needs ~redis_rlock_wait* \
+                     (see the operations docs)"
+                );
+            }
+            Err(e) => {
+                tracing::debug!(lock = %self.lock_key, error = %e, "wait registry: not recorded")
+            }
         }
         self.next_refresh = Instant::now() + ttl / 3;
     }
