@@ -36,8 +36,12 @@ impl Write for Captured {
     }
 }
 
+/// One test at a time: each installs its subscriber for its own thread only.
+static ALONE: Mutex<()> = Mutex::new(());
+
 #[test]
 fn operations_have_spans_and_only_a_lost_lock_warns() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let server = RedisServer::start();
     let captured = Captured::default();
     let sink = captured.clone();
@@ -155,4 +159,80 @@ fn operations_have_spans_and_only_a_lost_lock_warns() {
         warnings[0].contains("lock lost") && warnings[0].contains("order:3"),
         "{warnings:#?}"
     );
+}
+
+#[test]
+fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let server = RedisServer::start();
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let build = |name: &str| {
+                Client::builder(server.url())
+                    .wait_registry(true)
+                    .long_wait_warning(Duration::from_millis(300))
+                    .client_name(name)
+                    .build()
+            };
+            let (a, b) = (build("svc-a").await.unwrap(), build("svc-b").await.unwrap());
+
+            // A wait behind a holder that waits for nothing: the holder, no cycle.
+            let holder = a.lock("z").lock().await.unwrap();
+            let late = b.lock("z").try_lock_for(Duration::from_millis(700)).await;
+            assert!(late.unwrap().is_none());
+            let text = captured.text();
+            let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+            assert_eq!(warned.len(), 1, "{text}");
+            assert!(warned[0].contains("still waiting for a lock"), "{text}");
+            assert!(warned[0].contains("lock=z"), "{text}");
+            assert!(
+                warned[0].contains(holder.owner()),
+                "names the holder: {text}"
+            );
+            assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
+            holder.unlock().await.unwrap();
+            let before = captured.text().len();
+
+            // Two tasks, each holding the lock the other waits for, on two clients.
+            let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+            let cross = |client: Client, first: &'static str, then: &'static str| {
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    let held = client.lock(first).lock().await.unwrap();
+                    barrier.wait().await;
+                    let other = client.lock(then);
+                    let wait = other.try_lock_for(Duration::from_millis(1_500)).await;
+                    assert!(wait.unwrap().is_none());
+                    held.unlock().await.unwrap();
+                })
+            };
+            let (one, two) = (cross(a.clone(), "x", "y"), cross(b.clone(), "y", "x"));
+            one.await.unwrap();
+            two.await.unwrap();
+            let text = captured.text()[before..].to_string();
+            let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+            assert_eq!(warned.len(), 2, "one per wait:\n{text}");
+            for line in warned {
+                assert!(
+                    line.contains("waits for `x`") && line.contains("waits for `y`"),
+                    "{line}"
+                );
+                assert!(
+                    line.contains("(svc-a)") || line.contains("(svc-b)"),
+                    "{line}"
+                );
+            }
+        });
+    });
 }

@@ -15,9 +15,10 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// Lists every lock with its holders, TTL, fair queue and fencing counter; shows one lock in
 /// full; force-unlocks a stuck lock through its own script so that waiters are woken; finds
 /// leaks (locks without a TTL, dead fair queues, stale unlock latches) and prints the
-/// command that fixes each; watches locks live.
+/// command that fixes each; finds deadlocks among the waits the library's wait registry
+/// records; watches locks live.
 ///
-/// Exit codes: 0 ok; 1 problems found (leaks), lock not found, or nothing unlocked;
+/// Exit codes: 0 ok; 1 problems found (leaks, deadlocks), lock not found, or nothing unlocked;
 /// 2 usage error (including `unlock` without --yes when stdin is not a terminal);
 /// 3 cannot connect (unreachable, refused credentials, TLS); 4 Redis answered with an
 /// error (such as a missing ACL permission) or the lock kind cannot be unlocked here;
@@ -162,7 +163,9 @@ pub enum Command {
     /// waiter's deadline against the server clock, the fencing counter, and how many
     /// clients are subscribed to its channels. A semaphore or a count-down latch: its
     /// number, an expirable semaphore's taken permits with their ids and expiries, and who
-    /// waits. Exit code 1 when there is no such lock or synchronizer.
+    /// waits. The waiters the library's wait registry records (clients built with
+    /// `wait_registry(true)`): owner, client, how long. Exit code 1 when there is no such
+    /// lock or synchronizer.
     Show(ShowArgs),
 
     /// Force-unlock a lock held by the holders it shows, through its kind's own script, so
@@ -185,6 +188,17 @@ pub enum Command {
     /// `rlock … unlock --yes -- NAME`. A lock whose name is not UTF-8 is fixed with
     /// redis-cli (rlock and the library take names as text).
     Leaks(ScanArgs),
+
+    /// Find deadlocks: cycles of tasks, each holding a lock the next one waits for. For
+    /// each, the tasks with their clients, the lock each waits for and how long, and the
+    /// command that breaks the cycle. Exit code 1 when one is found.
+    ///
+    /// Redis shows who holds a lock, not who waits for one: only the waits of clients
+    /// built with the library's `wait_registry(true)` are seen (Redisson records none).
+    /// The walk is one `SCAN … MATCH redis_rlock_waiting:* TYPE hash` pass per node, one
+    /// pipelined HMGET per page, then `list`'s reads for the locks waited for. --pattern
+    /// keeps the waits for locks whose name matches.
+    Deadlocks(ScanArgs),
 
     /// A live view, refreshed every interval, of every lock or of one: holders, TTLs,
     /// queue. Until Ctrl-C.

@@ -8,8 +8,8 @@ use std::fmt;
 pub enum Exit {
     /// 0: done; nothing wrong found.
     Ok = 0,
-    /// 1: problems found (`leaks`), no such lock (`show`, `unlock`), or nothing unlocked
-    /// (the confirmation was declined, the key is not a lock).
+    /// 1: problems found (`leaks`, `deadlocks`), no such lock (`show`, `unlock`), or
+    /// nothing unlocked (the confirmation was declined, the key is not a lock).
     Found = 1,
     /// 2: a usage error: bad flags, unreadable certificate files, `unlock` without `--yes`
     /// and without a terminal to ask on.

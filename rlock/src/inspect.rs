@@ -412,6 +412,7 @@ pub async fn read_detail(
         channels.push(keys::derived(Derived::ReadWriteChannel, &key));
     }
     let subscribers = subscribers(nodes, &channels).await?;
+    let registered_waiters = crate::waits::waiters_of(nodes, &key, server_time_ms).await?;
     let subscribers_note = if nodes.cluster {
         "PUBSUB NUMSUB and SHARDNUMSUB count the subscribers of the node asked only: every \
          master was asked and the counts added; replicas were not asked"
@@ -424,6 +425,7 @@ pub async fn read_detail(
         server_time_ms,
         queue,
         queue_truncated,
+        registered_waiters,
         subscribers,
         subscribers_note,
     }))

@@ -73,6 +73,15 @@
 //!   POSIX shell (`$'…'` for control characters and bytes that are not UTF-8) and follow
 //!   `--`, so that a lock named `-h` is a name. A lock whose name is not UTF-8, which
 //!   neither `rlock` nor the library can take, is fixed with `redis-cli`.
+//! - `rlock deadlocks`: cycles of tasks each holding a lock the next one waits for, in the
+//!   graph of holds (the lock hashes) and waits. Redis shows no waiter of an `RLock` (they
+//!   only subscribe), so the waits are those the library's opt-in wait registry records
+//!   (`ClientBuilder::wait_registry`): `redis_rlock_waiting:{<owner>}`, found with `SCAN` on
+//!   every master, and each owner's lock's holders. Each cycle is printed with its tasks,
+//!   their clients, the lock each waits for, how long, and the `rlock … unlock --yes --
+//!   NAME` that frees the lock held by the task whose wait began last (its client reports
+//!   the lock lost). Exit code 1 when a cycle is found. `show NAME` lists the registered
+//!   waiters of one lock.
 //! - `rlock watch [NAME] [--interval 1s] [--iterations N]`: `list` (or `show NAME`) again
 //!   every interval until Ctrl-C; a failed refresh prints its error and the next one
 //!   reconnects.
@@ -145,6 +154,7 @@ mod scan;
 mod shell;
 mod subscribers;
 mod survey;
+mod waits;
 
 use std::process::ExitCode;
 
@@ -221,6 +231,7 @@ async fn run(cli: &Cli) -> Outcome {
         Command::Show(args) => commands::show::run(&target, &args.name, cli.json).await,
         Command::Unlock(args) => commands::unlock::run(&target, args, cli.json).await,
         Command::Leaks(args) => commands::leaks::run(&target, args, cli.json).await,
+        Command::Deadlocks(args) => commands::deadlocks::run(&target, args, cli.json).await,
         Command::Watch(args) => commands::watch::run(&target, args, cli.json).await,
     }
 }

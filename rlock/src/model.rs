@@ -163,6 +163,10 @@ pub struct LockDetail {
     /// Set when the queue is longer than what is shown.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub queue_truncated: bool,
+    /// The waiters the library's wait registry records (clients built with
+    /// `wait_registry(true)`), longest waiting first; other waiters only subscribe, and
+    /// show in `subscribers`.
+    pub registered_waiters: Vec<RegisteredWaiter>,
     /// The lock's unlock channel (and a read-write lock's channel): who listens.
     pub subscribers: Vec<ChannelSubscribers>,
     /// Which nodes the subscriber counts come from.
@@ -237,4 +241,60 @@ pub struct PermitView {
     pub expires_ms: i64,
     /// How long until then (negative: past; given back by the next call on it).
     pub remaining_ms: i64,
+}
+
+/// A waiter the library's wait registry records.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegisteredWaiter {
+    /// The owner field: `<client id>:<task id>`.
+    pub owner: String,
+    /// Its client's name (`ClientBuilder::client_name`; by default `<host>:<pid>`).
+    pub client: Option<String>,
+    /// When its wait began, ms on the server's clock.
+    pub since_ms: Option<i64>,
+    /// How long it has waited, by the server's clock.
+    pub waited_ms: Option<i64>,
+}
+
+/// One task in a deadlock: it holds the lock the task before it waits for, and waits for
+/// a lock the task after it holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct CycleStep {
+    /// The owner field: `<client id>:<task id>`.
+    pub owner: String,
+    /// Its client's name, as its wait recorded it.
+    pub client: Option<String>,
+    /// The lock it waits for (its name, without the key prefix).
+    pub waits_for: String,
+    /// The node of that lock.
+    pub node: String,
+    /// How long it has waited, by the server's clock of the node of its record.
+    pub waited_ms: Option<i64>,
+    /// Who holds the lock it waits for, in the cycle: the next step's owner.
+    pub held_by: String,
+}
+
+/// A cycle of waits: no task in it can go on until one gives a lock up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Deadlock {
+    /// The tasks, each waiting for a lock the next one holds (the last, the first's).
+    pub steps: Vec<CycleStep>,
+    /// The lock to free to break the cycle: the one held by the task whose wait began
+    /// last (the other waits have lasted longer).
+    pub break_lock: String,
+    /// The command that frees it (its holder is told the lock was lost, by its watchdog).
+    pub fix: String,
+}
+
+/// `deadlocks`' output.
+#[derive(Debug, Serialize)]
+pub struct DeadlockReport {
+    /// The cycles found.
+    pub deadlocks: Vec<Deadlock>,
+    /// How many registered waits were read.
+    pub waits_examined: usize,
+    /// How many locks were read for their holders.
+    pub locks_examined: usize,
+    /// How far the scan got.
+    pub scan: ScanReport,
 }

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{Holder, LeakReport, Listing, LockDetail, LockView, SyncDetail};
+use crate::model::{DeadlockReport, Holder, LeakReport, Listing, LockDetail, LockView, SyncDetail};
 use crate::scan::ScanReport;
 
 /// `value` as pretty JSON, one document.
@@ -293,6 +293,24 @@ pub fn detail(detail: &LockDetail) -> String {
         }
     }
 
+    if !detail.registered_waiters.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nwaiters ({} in the wait registry, longest waiting first)",
+            detail.registered_waiters.len()
+        );
+        let mut table = Table::new(&["WAITER", "CLIENT", "WAITING FOR", "SINCE (ms)"]);
+        for waiter in &detail.registered_waiters {
+            table.row(vec![
+                waiter.owner.clone(),
+                waiter.client.clone().unwrap_or_else(|| "-".to_string()),
+                waiter.waited_ms.map_or_else(|| "-".to_string(), millis),
+                number(waiter.since_ms),
+            ]);
+        }
+        out.push_str(&table.render("  "));
+    }
+
     out.push_str("\nsubscribers\n");
     let mut table = Table::new(&["CHANNEL", "CLIENTS", "PER NODE"]);
     for channel in &detail.subscribers {
@@ -413,6 +431,47 @@ pub fn leaks(report: &LeakReport) -> String {
         if report.leaks.iter().any(|l| l.fix.contains("***")) {
             out.push_str("\n(*** stands for the password you gave: the commands need it back)\n");
         }
+    }
+    out.push_str(&scan_note(&report.scan));
+    out
+}
+
+/// `deadlocks`' text: each cycle with its tasks, their clients and waits, and the fix.
+pub fn deadlocks(report: &DeadlockReport) -> String {
+    let mut out = String::new();
+    if report.deadlocks.is_empty() {
+        let _ = writeln!(
+            out,
+            "no deadlock among {} registered waits on {} locks",
+            report.waits_examined, report.locks_examined
+        );
+    }
+    for (i, deadlock) in report.deadlocks.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "deadlock {}: {} tasks, each waiting for a lock the next one holds",
+            i + 1,
+            deadlock.steps.len()
+        );
+        let mut table = Table::new(&["TASK", "CLIENT", "WAITS FOR", "HELD BY", "WAITING", "NODE"]);
+        for step in &deadlock.steps {
+            table.row(vec![
+                step.owner.clone(),
+                step.client.clone().unwrap_or_else(|| "-".to_string()),
+                step.waits_for.clone(),
+                step.held_by.clone(),
+                step.waited_ms.map_or_else(|| "-".to_string(), millis),
+                step.node.clone(),
+            ]);
+        }
+        out.push_str(&table.render("  "));
+        let _ = writeln!(
+            out,
+            "  fix: free `{}`, held by the task whose wait began last (its client reports \
+             the lock lost), or stop one of these tasks:\n    {}",
+            printable(&deadlock.break_lock),
+            printable(&deadlock.fix)
+        );
     }
     out.push_str(&scan_note(&report.scan));
     out

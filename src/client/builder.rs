@@ -164,6 +164,65 @@ impl ClientBuilder {
         self
     }
 
+    /// Records every waiting lock call in Redis, in the *wait registry*, so that
+    /// operators can see who waits for whom: `rlock show NAME` lists a lock's waiters, and
+    /// `rlock deadlocks` finds cycles of tasks each holding a lock the next one waits for.
+    /// Redis itself shows only holders; an `RLock`'s waiters only subscribe.
+    ///
+    /// A call that waits (its first try found the lock held) records its owner field in the
+    /// lock's `redis_rlock_waiters:{<key>}` and what it waits for, since when and from which
+    /// [client](Self::client_name) in `redis_rlock_waiting:{<owner>}` (see
+    /// [`layout`](crate::protocol::layout)); it refreshes both every third of the
+    /// [`watchdog_timeout`](Self::watchdog_timeout) and removes them when the wait ends,
+    /// however it ends. A crashed waiter's entries expire within one watchdog timeout.
+    /// Redisson clients neither write nor read them. A wait that lasts longer than
+    /// [`long_wait_warning`](Self::long_wait_warning) logs one `WARN` naming the lock's
+    /// holders and, when the holders wait in turn in a cycle, the cycle.
+    ///
+    /// The price, on contended locks only (an uncontended acquire never waits): two script
+    /// calls when a wait starts, two at each refresh, two when it ends. The registry is
+    /// for diagnosis: its own failures are logged and never fail or delay a lock call. It
+    /// covers single locks of every kind; a [`RedLock`](crate::RedLock) or
+    /// [`MultiLock`](crate::MultiLock) wait is not recorded. An ACL user needs
+    /// `~redis_rlock_waiters:*` and `~redis_rlock_waiting:*` beside the lock rules.
+    ///
+    /// Default: off.
+    ///
+    /// ```no_run
+    /// # async fn run() -> redis_rlock::Result<()> {
+    /// use std::time::Duration;
+    /// let client = redis_rlock::Client::builder("redis://127.0.0.1/")
+    ///     .wait_registry(true)
+    ///     .long_wait_warning(Duration::from_secs(30))
+    ///     .client_name("billing-worker-3")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_registry(mut self, enabled: bool) -> Self {
+        self.settings.wait_registry = enabled;
+        self
+    }
+
+    /// With the [wait registry](Self::wait_registry) on, how long a wait lasts before it
+    /// logs one `WARN`: the lock, how long it waited, who holds the lock, and the cycle of
+    /// waits when there is one (a deadlock).
+    ///
+    /// Default: 60 s. From 10 ms to 24 hours.
+    pub fn long_wait_warning(mut self, after: Duration) -> Self {
+        self.settings.long_wait_warning = after;
+        self
+    }
+
+    /// How this client names itself in the [wait registry](Self::wait_registry), for
+    /// whoever reads it on call: a service and instance name, a pod name.
+    ///
+    /// Default: the host name and the process id, `<host>:<pid>`. 1 to 256 bytes.
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.settings.client_name = name.into().into();
+        self
+    }
+
     /// Set this to the `fairLockWaitTimeout` of the Redisson clients that share this
     /// client's [`FairLock`](crate::FairLock)s (Redisson's default: 5 minutes), so that
     /// a mixed queue of Java and Rust waiters is served in arrival order.

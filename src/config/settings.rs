@@ -126,6 +126,24 @@ pub(crate) struct Settings {
     pub(crate) tls: TlsSettings,
     /// A Sentinel client's credentials for the master, when not the sentinels'.
     pub(crate) master_credentials: Option<MasterCredentials>,
+    /// Whether waiting calls record themselves in the wait registry.
+    pub(crate) wait_registry: bool,
+    /// How long a registered wait lasts before it logs a warning.
+    pub(crate) long_wait_warning: Duration,
+    /// How this client names itself in the wait registry.
+    pub(crate) client_name: std::sync::Arc<str>,
+}
+
+/// The default [`Settings::client_name`]: the host's name and the process id, which is
+/// what someone reading the registry on call needs to find the process.
+fn default_client_name() -> std::sync::Arc<str> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|host| host.trim().to_string())
+        .filter(|host| !host.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_string());
+    format!("{host}:{}", std::process::id()).into()
 }
 
 /// Certificates for `rediss://` URLs, beyond the system's trusted roots.
@@ -192,6 +210,9 @@ impl Settings {
             ping_interval: Duration::from_secs(5),
             tls: TlsSettings::default(),
             master_credentials: None,
+            wait_registry: false,
+            long_wait_warning: Duration::from_secs(60),
+            client_name: default_client_name(),
         }
     }
 
@@ -248,6 +269,18 @@ impl Settings {
         validate::count_within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;
         validate::within("ping_interval", s.ping_interval, ms(100), secs(3600))?;
         validate::key_length("key_prefix", &s.key_prefix)?;
+        validate::within(
+            "long_wait_warning",
+            s.long_wait_warning,
+            ms(10),
+            secs(86_400),
+        )?;
+        if s.client_name.is_empty() || s.client_name.len() > 256 {
+            return Err(Error::invalid(format!(
+                "client_name must be 1 to 256 bytes long, got {} bytes",
+                s.client_name.len()
+            )));
+        }
         if let Some((replicas, timeout)) = s.replica_sync {
             validate::count_within("replica_sync replicas", replicas, 1, 1000)?;
             if timeout < ms(1) || timeout >= s.response_timeout {

@@ -15,6 +15,7 @@ use crate::locks::attempt::{attempt, Request};
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::Turn;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried, WakeUps};
+use crate::locks::wait_registry::Registration;
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::Identity;
 use crate::transport::connections::Connections;
@@ -40,6 +41,7 @@ pub(crate) async fn acquire(
         timed.ended::<LockGuard>(&outcome);
         return outcome;
     }
+    let registration = Registration::new(core, &names.key, &task);
     let mut contender = OneLock {
         core,
         names,
@@ -47,6 +49,7 @@ pub(crate) async fn acquire(
         request,
         wake_ups: WakeUps::default(),
         turn: None,
+        registration,
     };
     let outcome = wait_for(&mut contender, deadline_after(wait)).await;
     if let Some(turn) = contender.turn.take() {
@@ -114,6 +117,8 @@ struct OneLock<'a> {
     wake_ups: WakeUps,
     /// Set once the call listens for unlocks, that is, once it is willing to wait.
     turn: Option<Turn>,
+    /// The call's entry in the wait registry, when the client keeps one.
+    registration: Option<Registration>,
 }
 
 impl Contender for OneLock<'_> {
@@ -141,12 +146,22 @@ impl Contender for OneLock<'_> {
             .await?;
         if matches!(listening, Listening::Started) {
             self.turn = Some(Turn::start(self.core, self.names, &self.owner));
+            if let Some(registration) = self.registration.as_mut() {
+                registration.waiting();
+            }
         }
         Ok(listening)
     }
 
     async fn wait(&mut self, bound: Duration) {
-        self.wake_ups.wait(bound).await;
+        match self.registration.as_mut() {
+            None => self.wake_ups.wait(bound).await,
+            // The registry's writes run beside the wait, never in its way.
+            Some(registration) => tokio::select! {
+                () = self.wake_ups.wait(bound) => {}
+                never = registration.keep() => match never {},
+            },
+        }
     }
 
     fn wakeups_used(&mut self) {

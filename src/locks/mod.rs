@@ -268,6 +268,7 @@ pub(crate) mod lock;
 pub mod read_write;
 pub(crate) mod release;
 pub(crate) mod wait;
+pub(crate) mod wait_registry;
 
 pub use distributed::{DistributedGuard, DistributedLock};
 pub use fair::{Fair, FairLock};

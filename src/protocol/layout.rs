@@ -81,6 +81,12 @@ pub enum Derived {
     /// [`fenced_set`](crate::Client::fenced_set) to the resource `<key>` accepted. This
     /// crate's own; Redisson has none.
     Fence,
+    /// `redis_rlock_waiters:{<key>}`: with the [wait registry](crate::ClientBuilder::wait_registry)
+    /// on, who waits for the lock at `<key>`: a sorted set of owner field → when the entry
+    /// lapses unless refreshed, ms on the Redis server's clock (its waiter refreshes it
+    /// every third of that). The key expires with its last entry. This crate's own;
+    /// Redisson neither writes nor reads it.
+    Waiters,
 }
 
 impl Derived {
@@ -103,6 +109,7 @@ impl Derived {
             Derived::ReadWriteChannel => "redisson_rwlock",
             Derived::SemaphoreChannel => "redisson_sc",
             Derived::Fence => "redis_rlock_fence",
+            Derived::Waiters => "redis_rlock_waiters",
         }
     }
 
@@ -144,6 +151,27 @@ pub fn hash_tagged(key: &str) -> String {
     } else {
         format!("{{{key}}}")
     }
+}
+
+/// The prefix of [`waiting_record`]'s key.
+pub const WAITING_RECORD: &str = "redis_rlock_waiting";
+
+/// With the [wait registry](crate::ClientBuilder::wait_registry) on, the key of what the
+/// owner `owner` (an owner field, `<client id>:<task id>`) waits for:
+/// `redis_rlock_waiting:{<owner>}`, a hash of `lock` (the lock's key), `since` (when the
+/// wait began, ms on the server's clock) and `client` (the waiter's
+/// [`client_name`](crate::ClientBuilder::client_name)). It expires unless refreshed, as the
+/// owner's entry in [`Derived::Waiters`] does, and goes when the wait ends. Read beside a
+/// lock's holders, these records make the graph of who waits for whom that `rlock
+/// deadlocks` walks. This crate's own.
+///
+/// ```
+/// use redis_rlock::protocol::layout::waiting_record;
+///
+/// assert_eq!(waiting_record("c1:7"), "redis_rlock_waiting:{c1:7}");
+/// ```
+pub fn waiting_record(owner: &str) -> String {
+    prefix_name(WAITING_RECORD, owner)
 }
 
 /// The channel on which a fair lock tells the waiter `owner` (its owner field) that it may

@@ -132,6 +132,7 @@ pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod scripts;
 pub(crate) mod slot;
+pub(crate) mod waits;
 
 pub use owner::Owner;
 pub use slot::key_slot;

@@ -16,5 +16,6 @@ mod lifecycle;
 mod max_hold;
 mod script_cache;
 mod send_sync;
+mod wait_registry;
 mod waiting;
 mod watchdog;

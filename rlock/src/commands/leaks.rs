@@ -107,6 +107,16 @@ impl Visit for Judge<'_> {
     }
 }
 
+/// The `rlock` command that force-unlocks the lock `name` on `target`: `--` before the
+/// name, so that a lock named `-h` is a name, not a flag.
+pub fn unlock_command(target: &Target, name: &str) -> String {
+    let flags = match target.shown_flags.is_empty() {
+        true => String::new(),
+        false => format!("{} ", target.shown_flags),
+    };
+    format!("rlock {flags}unlock --yes -- {}", quote(name))
+}
+
 /// The leaks of one lock: no TTL, or a queue of dead waiters.
 fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
     let node = &nodes.nodes[nodes.of_key(&lock.raw_key)];
@@ -116,17 +126,7 @@ fn lock_leak(target: &Target, nodes: &Nodes, lock: &LockView) -> Vec<Leak> {
         .raw_key
         .strip_prefix(target.key_prefix.as_bytes())
         .and_then(|name| std::str::from_utf8(name).ok());
-    let unlock = name.map(|name| {
-        format!(
-            "rlock {}unlock --yes -- {}",
-            if target.shown_flags.is_empty() {
-                String::new()
-            } else {
-                format!("{} ", target.shown_flags)
-            },
-            quote(name)
-        )
-    });
+    let unlock = name.map(|name| unlock_command(target, name));
     let pexpire = redis_cli(
         target,
         node,

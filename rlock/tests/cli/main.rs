@@ -4,6 +4,7 @@
 
 mod support;
 
+mod deadlocks;
 mod inspect;
 mod keyspace;
 mod secrets;

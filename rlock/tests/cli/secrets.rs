@@ -184,6 +184,7 @@ async fn a_read_only_user_with_the_documented_rules_inspects_and_a_missing_rule_
             ">reader-pw",
             "~app:*",
             "~redisson_*",
+            "~redis_rlock_wait*",
             "-@all",
         ];
         args.extend(rules.iter().map(String::as_str));
