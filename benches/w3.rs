@@ -1,6 +1,7 @@
 //! W3: 8 tasks of one client contend for one key: lock (blocking, defaults), hold 1 ms,
-//! unlock, for 5 s: `RLock`, `FairLock` and rslock 0.10, taking turns a slice of the run
-//! each, with each one's acquisitions/s as a ratio to rslock's; on the current-thread and
+//! unlock, for 5 s: `RLock`, `FairLock`, `RLock` with the wait registry on (the price of
+//! `ClientBuilder::wait_registry`: every contended acquire waits) and rslock 0.10, taking
+//! turns a slice of the run each, with each one's acquisitions/s as a ratio to rslock's; on the current-thread and
 //! the multi-thread runtime. Server on CPU 1, client on CPU 0.
 //!
 //! `cargo bench --bench w3` (`QUICK=1`: 2 s each; `FLAVOURS` picks the runtimes).
@@ -22,18 +23,24 @@ use common::runtime::{self, Flavour};
 /// The three contenders in turns, `turns` slices of `run` each, on the current runtime.
 async fn contenders(url: String, run: Duration, turns: u32) -> Vec<ContentionRow> {
     let client = Client::connect(url.as_str()).await.unwrap();
+    let registry = Client::builder(url.as_str())
+        .wait_registry(true)
+        .build()
+        .await
+        .unwrap();
     let rslock = Rslock {
         manager: LockManager::new(vec![url]),
         resource: b"w3:rslock",
     };
     let slice = run / turns;
-    let mut figures: [Contention; 3] = Default::default();
+    let mut figures: [Contention; 4] = Default::default();
     for _ in 0..turns {
         contend(Single(client.lock("w3:rlock")), slice, &mut figures[0]).await;
         contend(Single(client.fair_lock("w3:fair")), slice, &mut figures[1]).await;
-        contend(rslock.clone(), slice, &mut figures[2]).await;
+        contend(Single(registry.lock("w3:registry")), slice, &mut figures[2]).await;
+        contend(rslock.clone(), slice, &mut figures[3]).await;
     }
-    ["RLock", "FairLock", "rslock"]
+    ["RLock", "FairLock", "RLock, wait registry", "rslock"]
         .into_iter()
         .zip(figures)
         .map(|(name, figures)| figures.summary(name))
@@ -52,7 +59,7 @@ fn main() {
         let rows = flavour.run(&runtime, contenders(server.url(), run, turns));
         runtime::shut_down(runtime);
         server.cli(&["FLUSHALL"]);
-        let rslock = rows[2].per_sec;
+        let rslock = rows[3].per_sec;
         for row in &rows {
             row.json(|json| {
                 json.str("flavour", flavour.id())

@@ -200,6 +200,7 @@
 //! | `+incr` | `FencedLock` only |
 //! | `+info` | every client, at connect and on reconnection: the `maxmemory-policy` check (without it the client tries `CONFIG GET`, which the ACL log records as refused, then warns) |
 //! | `+wait` | `replica_sync` only |
+//! | `~redis_rlock_wait*` | the [wait registry](crate::ClientBuilder::wait_registry) only (its failures are logged, one `WARN` per process for a refusal, and never fail a lock call) |
 //!
 //! A `ReadWriteLock` adds `~{<your lock names>` (its read holds' timeout keys,
 //! `{<name>}:<owner>:rwlock_timeout:<n>`), `&redisson_rwlock:*` and `+hdel +hgetall +hlen`; the
@@ -226,6 +227,7 @@
 //! | `+type +pttl +hscan +llen +zcard +zcount +get` | reading each lock: its type, lease, holders (one bounded `HSCAN`), queue, stale waiters, fencing counter |
 //! | `+zmscore +lrange +zrange` | `show`: the fair queue with deadlines, expirable permits |
 //! | `+time` | the server clock that deadlines are read against |
+//! | `~redis_rlock_wait* +zrangebyscore +hmget` | the wait registry: `show`'s registered waiters, `deadlocks` |
 //! | `+pubsub\|numsub +pubsub\|channels` | who listens on a lock's channels; semaphores and latches with waiters |
 //! | `+info` | the check that a one-server URL is not a cluster node |
 //!
@@ -238,6 +240,42 @@
 //! ("Redis refused reading `host:port`: the user lacks permission to run `+scan`", exit code
 //! 4); a key outside the patterns (`SCAN` lists every key, whatever the user may read) is
 //! named too: narrow the walk with `--pattern`.
+//!
+//! # Who waits for whom
+//!
+//! Redis shows who holds a lock, never who waits for one: an `RLock`'s waiters only
+//! subscribe to its channel. So a deadlock across services (task A holds `x` and waits for
+//! `y`, task B holds `y` and waits for `x`) looks like two locks held for a long time. With
+//! [`ClientBuilder::wait_registry`](crate::ClientBuilder::wait_registry) on, every waiting
+//! lock call records itself (owner field, since when, [`client_name`](crate::ClientBuilder::client_name))
+//! beside the lock and under its owner, refreshed while it waits, removed when the wait
+//! ends, expired within one watchdog timeout after a crash (layout:
+//! [`layout::Derived::Waiters`](crate::protocol::layout::Derived::Waiters) and
+//! [`layout::waiting_record`](crate::protocol::layout::waiting_record)). Then:
+//!
+//! - `rlock show NAME` lists the lock's registered waiters, longest waiting first;
+//! - `rlock deadlocks` walks the holds and the registered waits on every master and prints
+//!   each cycle, with the fix; its exit code is 1 when it found one:
+//!
+//! ```text
+//! $ rlock deadlocks
+//! deadlock 1: 2 tasks, each waiting for a lock the next one holds
+//!   TASK                                    CLIENT  WAITS FOR  HELD BY                                 WAITING  NODE
+//!   161627f6-17de-4871-ba58-ab7964e688ff:3  svc-a   y          67fdd9df-d618-444e-bc49-eab3903c88c8:3  4m 12s   127.0.0.1:6379
+//!   67fdd9df-d618-444e-bc49-eab3903c88c8:3  svc-b   x          161627f6-17de-4871-ba58-ab7964e688ff:3  4m 13s   127.0.0.1:6379
+//!   fix: free `x`, held by the task whose wait began last (its client reports the lock lost), or stop one of these tasks:
+//!     rlock --url redis://127.0.0.1:6379 unlock --yes -- x
+//! ```
+//!
+//! - and the client itself logs one `WARN` when a wait lasts longer than
+//!   [`long_wait_warning`](crate::ClientBuilder::long_wait_warning) (60 s by default):
+//!   `still waiting for a lock`, with the lock, how long, its holders and, when the holders
+//!   wait in turn in a cycle, the cycle (`deadlock=…`).
+//!
+//! A wait with a deadline (`try_lock_for`) ends a deadlock by itself; `lock()` does not.
+//! Redisson clients neither write nor read the registry, so a cycle through a Java thread
+//! is not seen; a [`RedLock`](crate::RedLock) or [`MultiLock`](crate::MultiLock) wait is not
+//! recorded either. What it costs Redis is in BENCHMARKS.md.
 //!
 //! # Deploys
 //!
