@@ -15,6 +15,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::config::settings::Settings;
 use crate::holds::{Applied, Hold, Holds, Renewal};
 use crate::protocol::conn::Conn;
 use crate::protocol::key_slot;
@@ -59,22 +60,21 @@ impl Watchdog {
     /// The watchdog of the holds in `holds`, renewing on `runtime` (started by
     /// [`ensure_running`](Periodic::ensure_running) once a watchdog hold is added).
     pub(crate) fn renewing(
-        holds: Arc<Holds>,
-        connections: Arc<Connections>,
-        lease: Duration,
-        batch_size: usize,
-        replica_sync: Option<Arc<ReplicaSync>>,
-        runtime: tokio::runtime::Handle,
+        holds: &Arc<Holds>,
+        connections: &Arc<Connections>,
+        settings: &Settings,
+        replica_sync: &Option<Arc<ReplicaSync>>,
+        runtime: &tokio::runtime::Handle,
     ) -> Self {
         let renewals = Renewals {
-            holds,
+            holds: holds.clone(),
             reconnected: connections.reconnects().listen(),
-            connections,
-            lease_ms: crate::util::time::millis(lease),
-            batch_size,
-            replica_sync,
+            connections: connections.clone(),
+            lease_ms: crate::util::time::millis(settings.watchdog_timeout),
+            batch_size: settings.watchdog_batch_size,
+            replica_sync: replica_sync.clone(),
         };
-        Periodic::new(renewals, runtime)
+        Periodic::new(renewals, runtime.clone())
     }
 
     /// The lease of watchdog locks, in milliseconds.

@@ -265,16 +265,12 @@ pub(crate) fn release_one(
             return Err(lost_from(&names, &hold, reason));
         }
         let outcome = release_id(&core, &names, &id).await;
-        let found = match outcome.result {
-            Ok(found) => found,
-            Err(e) => {
-                if e.is_not_a_lock() {
-                    // Someone wrote other data over the semaphore: the permit is gone.
-                    hold.release_found_lost(LostReason::Released);
-                }
-                return Err(e);
+        let found = outcome.result.inspect_err(|e| {
+            if e.is_not_a_lock() {
+                // Someone wrote other data over the semaphore: the permit is gone.
+                hold.release_found_lost(LostReason::Released);
             }
-        };
+        })?;
         let reason = match lost_in_release(found, outcome.earlier_may_have_run) {
             None => return Ok(()),
             // Not there past its deadline: its lease ran out.
