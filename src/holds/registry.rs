@@ -118,12 +118,9 @@ impl Holds {
     /// re-enters a watchdog hold (see [`Hold::lease_ms`]), else `requested`; and the
     /// earlier of the live hold's end of maximum hold time and the requested one.
     pub(crate) fn terms_for(&self, id: &HoldId, requested: Terms) -> Terms {
-        let Some(hold) = self.map.get(id) else {
+        let Some(hold) = self.map.get(id).filter(|hold| hold.lost_reason().is_none()) else {
             return requested;
         };
-        if hold.lost_reason().is_some() {
-            return requested;
-        }
         let lease = if hold.is_watchdog() {
             Lease::Watchdog(hold.lease_ms())
         } else {

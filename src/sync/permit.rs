@@ -239,12 +239,7 @@ fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'sta
             .filter(|reason| *reason != LostReason::ShutDown);
         release_one(state.core, state.names, state.id, state.hold, lost)
     });
-    async move {
-        match sending {
-            Some(sending) => sending.await,
-            None => Err(Error::ShutDown),
-        }
-    }
+    async move { sending.ok_or(Error::ShutDown)?.await }
 }
 
 /// Releases one permit, found `lost` or not (sent if not): for the guard's own release,
