@@ -338,10 +338,10 @@ impl Client {
         let core = &self.core;
         Status {
             held_locks: core.holds.len(),
-            watchdog_holds: core.holds.watchdog_hold_count(),
+            watchdog_holds: core.holds.watch.len(),
             // The task itself may outlive the last hold until its next round finds nothing
             // to renew: what a user asks is whether anything is being renewed.
-            watchdog_running: core.holds.has_watchdog_holds() && core.watchdog.is_running(),
+            watchdog_running: core.holds.watch.len() > 0 && core.watchdog.is_running(),
             queued_waiters: core.heartbeat.len(),
             subscribed_channels: core.listener.channel_count(),
         }

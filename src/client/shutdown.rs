@@ -19,11 +19,12 @@
 //!    and the connections close.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use crate::client_core::handed_out::Outstanding;
@@ -76,16 +77,9 @@ pub struct NotReleased {
     pub error: Error,
 }
 
-/// One thing to release: a lock hold with all its guards, permits, or a permit; each is
-/// released on its own, the guards of one hold one after the other.
-struct Unit {
-    what: &'static str,
-    key: String,
-    /// The guards it stands for.
-    guards: usize,
-}
-
-type Releasing = Pin<Box<dyn std::future::Future<Output = (usize, Vec<Result<()>>)> + Send>>;
+/// The release of one thing, bounded by the shutdown's deadline: what it is, its key, and
+/// the outcome for each guard it stands for.
+type Releasing = Pin<Box<dyn Future<Output = (&'static str, String, Vec<Result<()>>)> + Send>>;
 
 /// Runs the shutdown of `core` within `timeout` (see the module docs).
 pub(crate) async fn shut_down(core: &Arc<Core>, timeout: Duration) -> ShutdownReport {
@@ -153,8 +147,26 @@ async fn run(core: Arc<Core>, timeout: Duration) -> ShutdownReport {
 /// Releases what every guard still out holds, each through its kind's script, until
 /// `deadline`.
 async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> ShutdownReport {
-    let mut units = Vec::new();
-    let mut pending: FuturesUnordered<Releasing> = FuturesUnordered::new();
+    let bounded =
+        |what,
+         key: &str,
+         guards,
+         release: Pin<Box<dyn Future<Output = Vec<Result<()>>> + Send>>| {
+            let key = key.to_string();
+            Box::pin(async move {
+                let outcomes = tokio::time::timeout_at(deadline, release).await;
+                // Past the deadline, each guard it stands for is reported not released.
+                let outcomes = outcomes.unwrap_or_else(|_| {
+                    let timed_out = || Error::Timeout {
+                        during: "releasing on shutdown",
+                        after: timeout,
+                    };
+                    (0..guards).map(|_| Err(timed_out())).collect()
+                });
+                (what, key, outcomes)
+            }) as Releasing
+        };
+    let mut releases = Vec::new();
     // Each hold once, with its guards (the hold's address tells them apart while held).
     let mut locks: HashMap<usize, (Arc<LockNames>, Arc<Hold>, usize)> = HashMap::new();
     for holding in core.handed_out.take_all() {
@@ -166,44 +178,28 @@ async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> 
                     .2 += 1;
             }
             Outstanding::Permits { names, permits } => {
-                let index = units.len();
-                units.push(Unit {
-                    what: "semaphore permits",
-                    key: names.key.to_string(),
-                    guards: 1,
-                });
-                let core = core.clone();
-                pending.push(Box::pin(async move {
-                    let given = crate::sync::semaphore_guard::give_back(core, names, permits);
-                    (index, vec![given.await])
-                }));
+                let key = names.key.clone();
+                let given = crate::sync::semaphore_guard::give_back(core.clone(), names, permits);
+                let release = Box::pin(async move { vec![given.await] });
+                releases.push(bounded("semaphore permits", &key, 1, release));
             }
             Outstanding::Permit { names, id, hold } => {
-                let index = units.len();
-                units.push(Unit {
-                    what: "expirable permit",
-                    key: names.key.to_string(),
-                    guards: 1,
-                });
+                let key = names.key.clone();
                 let lost = lost_before(&hold);
                 let released =
                     crate::sync::permit::release_one(core.clone(), names, id, hold, lost);
-                pending.push(Box::pin(async move { (index, vec![released.await]) }));
+                let release = Box::pin(async move { vec![released.await] });
+                releases.push(bounded("expirable permit", &key, 1, release));
             }
         }
     }
     for (names, hold, guards) in locks.into_values() {
-        let index = units.len();
-        units.push(Unit {
-            what: "lock",
-            key: names.key.to_string(),
-            guards,
-        });
         let lost = lost_before(&hold);
         let core = core.clone();
+        let key = names.key.clone();
         // One guard after the other: each release takes one count, and the last one
         // frees the lock and tells the next waiter.
-        pending.push(Box::pin(async move {
+        let release = Box::pin(async move {
             let mut outcomes = Vec::with_capacity(guards);
             for _ in 0..guards {
                 let release = crate::locks::guard::release_one(
@@ -214,42 +210,21 @@ async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> 
                 );
                 outcomes.push(release.await);
             }
-            (index, outcomes)
-        }));
+            outcomes
+        });
+        releases.push(bounded("lock", &key, guards, release));
     }
     let mut report = ShutdownReport::default();
-    let mut done = vec![false; units.len()];
-    loop {
-        match tokio::time::timeout_at(deadline, pending.next()).await {
-            Ok(Some((index, outcomes))) => {
-                done[index] = true;
-                for outcome in outcomes {
-                    match outcome {
-                        Ok(()) => report.released += 1,
-                        Err(e) if e.is_lock_lost() => report.already_lost += 1,
-                        Err(error) => report.not_released.push(NotReleased {
-                            what: units[index].what,
-                            key: units[index].key.clone(),
-                            error,
-                        }),
-                    }
-                }
-            }
-            Ok(None) => break,
-            Err(_) => {
-                for (unit, _) in units.iter().zip(&done).filter(|(_, done)| !**done) {
-                    for _ in 0..unit.guards {
-                        report.not_released.push(NotReleased {
-                            what: unit.what,
-                            key: unit.key.clone(),
-                            error: Error::Timeout {
-                                during: "releasing on shutdown",
-                                after: timeout,
-                            },
-                        });
-                    }
-                }
-                break;
+    for (what, key, outcomes) in join_all(releases).await {
+        for outcome in outcomes {
+            match outcome {
+                Ok(()) => report.released += 1,
+                Err(e) if e.is_lock_lost() => report.already_lost += 1,
+                Err(error) => report.not_released.push(NotReleased {
+                    what,
+                    key: key.clone(),
+                    error,
+                }),
             }
         }
     }

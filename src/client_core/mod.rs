@@ -134,28 +134,9 @@ impl Core {
         let replica_sync = settings
             .replica_sync
             .map(|(replicas, timeout)| Arc::new(ReplicaSync::new(replicas, timeout)));
-        let watchdog = Watchdog::renewing(
-            holds.clone(),
-            connections.clone(),
-            settings.watchdog_timeout,
-            settings.watchdog_batch_size,
-            replica_sync.clone(),
-            runtime.clone(),
-        );
-        let lease_check = LeaseCheck::checking(
-            holds.clone(),
-            connections.clone(),
-            settings.watchdog_batch_size,
-            runtime.clone(),
-        );
-        let heartbeat = Heartbeat::keeping_places(
-            connections.clone(),
-            listener.clone(),
-            settings.fair_waiter_timeout,
-            settings.redisson_fair_lock_wait,
-            settings.watchdog_batch_size,
-            runtime.clone(),
-        );
+        let watchdog = Watchdog::renewing(&holds, &connections, &settings, &replica_sync, &runtime);
+        let lease_check = LeaseCheck::checking(&holds, &connections, &settings, &runtime);
+        let heartbeat = Heartbeat::keeping_places(&connections, &listener, &settings, &runtime);
         let id = Uuid::new_v4();
         // At INFO, once per client: the line that maps a holder's client id, as `rlock show`
         // prints it, to this process.

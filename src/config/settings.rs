@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::config::sentinel::{MasterCredentials, SentinelEndpoints};
 use crate::config::server_url::ServerUrl;
 use crate::error::{Error, Result};
-use crate::util::validate;
+use crate::util::validate::{self, within};
 
 /// The largest connection pool accepted: deadpool allocates its slots up front, and more
 /// connections than this to one Redis only cost it memory.
@@ -242,32 +242,29 @@ impl Settings {
         let s = self;
         let ms = Duration::from_millis;
         let secs = Duration::from_secs;
-        validate::within("watchdog_timeout", s.watchdog_timeout, ms(10), secs(86_400))?;
-        validate::count_within(
+        let day = secs(86_400);
+        within("watchdog_timeout", s.watchdog_timeout, ms(10), day)?;
+        within(
             "watchdog_batch_size",
             s.watchdog_batch_size,
             1,
             MAX_BATCH_SIZE,
         )?;
-        validate::within("connect_timeout", s.connect_timeout, ms(1), secs(300))?;
-        validate::within("response_timeout", s.response_timeout, ms(1), secs(300))?;
-        validate::within("subscribe_timeout", s.subscribe_timeout, ms(1), secs(3600))?;
-        validate::count_within("retry_attempts", s.retry_attempts as usize, 1, 100)?;
-        validate::within("retry_delay", s.retry_delay, Duration::ZERO, secs(60))?;
-        validate::within(
-            "fair_waiter_timeout",
-            s.fair_waiter_timeout,
-            ms(100),
-            secs(86_400),
-        )?;
-        validate::within(
+        within("connect_timeout", s.connect_timeout, ms(1), secs(300))?;
+        within("response_timeout", s.response_timeout, ms(1), secs(300))?;
+        within("subscribe_timeout", s.subscribe_timeout, ms(1), secs(3600))?;
+        within("retry_attempts", s.retry_attempts, 1, 100)?;
+        within("retry_delay", s.retry_delay, Duration::ZERO, secs(60))?;
+        within("fair_waiter_timeout", s.fair_waiter_timeout, ms(100), day)?;
+        let fair_lock_wait = s.redisson_fair_lock_wait;
+        within(
             "redisson_fair_lock_wait",
-            s.redisson_fair_lock_wait,
+            fair_lock_wait,
             Duration::ZERO,
-            secs(86_400),
+            day,
         )?;
-        validate::count_within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;
-        validate::within("ping_interval", s.ping_interval, ms(100), secs(3600))?;
+        within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;
+        within("ping_interval", s.ping_interval, ms(100), secs(3600))?;
         validate::key_length("key_prefix", &s.key_prefix)?;
         validate::within(
             "long_wait_warning",
@@ -282,7 +279,7 @@ impl Settings {
             )));
         }
         if let Some((replicas, timeout)) = s.replica_sync {
-            validate::count_within("replica_sync replicas", replicas, 1, 1000)?;
+            within("replica_sync replicas", replicas, 1, 1000)?;
             if timeout < ms(1) || timeout >= s.response_timeout {
                 return Err(Error::invalid(format!(
                     "the replica_sync timeout must be at least 1 ms and shorter than the \

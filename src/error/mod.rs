@@ -260,11 +260,8 @@ impl Error {
 
     /// True when an operation ran out of time, ours or the Redis connection's.
     pub fn is_timeout(&self) -> bool {
-        match self {
-            Error::Timeout { .. } => true,
-            Error::Redis(e) | Error::Unreachable { error: e, .. } => e.is_timeout(),
-            _ => false,
-        }
+        matches!(self, Error::Redis(e) | Error::Unreachable { error: e, .. } if e.is_timeout())
+            || matches!(self, Error::Timeout { .. })
     }
 
     /// True when the failure came from reaching Redis (or, with replica sync, its
@@ -292,10 +289,7 @@ impl Error {
     /// (`WRONGPASS`), or none given to a server that requires them (`NOAUTH`). Final: it is
     /// never retried.
     pub fn is_auth_error(&self) -> bool {
-        match self {
-            Error::Redis(e) => is_auth_failure(e),
-            _ => false,
-        }
+        matches!(self, Error::Redis(e) if is_auth_failure(e))
     }
 
     /// True when Redis refused a command for lack of an ACL permission

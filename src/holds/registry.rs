@@ -65,7 +65,7 @@ pub(crate) struct Holds {
     ids: RandomState,
     map: ById<Arc<Hold>>,
     /// The watchdog holds among them, in the order the watchdog walks them.
-    watch: WatchList,
+    pub(crate) watch: WatchList,
     /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
     /// Redis before their holds are here.
     in_flight: ById<usize>,
@@ -118,12 +118,9 @@ impl Holds {
     /// re-enters a watchdog hold (see [`Hold::lease_ms`]), else `requested`; and the
     /// earlier of the live hold's end of maximum hold time and the requested one.
     pub(crate) fn terms_for(&self, id: &HoldId, requested: Terms) -> Terms {
-        let Some(hold) = self.map.get(id) else {
+        let Some(hold) = self.map.get(id).filter(|hold| hold.lost_reason().is_none()) else {
             return requested;
         };
-        if hold.lost_reason().is_some() {
-            return requested;
-        }
         let lease = if hold.is_watchdog() {
             Lease::Watchdog(hold.lease_ms())
         } else {
@@ -137,19 +134,19 @@ impl Holds {
 
     /// The live (not lost, not released) hold of `id`.
     pub(crate) fn live(&self, id: &HoldId) -> Option<Arc<Hold>> {
-        self.map
-            .get(id)
-            .filter(|hold| hold.lost_reason().is_none() && !hold.is_released())
-            .map(|hold| hold.clone())
+        self.unreleased(id, Hold::lost_reason)
     }
 
     /// The hold of `id` not known lost nor released: a live one, or a permit past its
     /// deadline that Redis may still have (see [`Hold::assumed_expired`]).
     pub(crate) fn not_known_lost(&self, id: &HoldId) -> Option<Arc<Hold>> {
-        self.map
-            .get(id)
-            .filter(|hold| hold.known_lost().is_none() && !hold.is_released())
-            .map(|hold| hold.clone())
+        self.unreleased(id, Hold::known_lost)
+    }
+
+    /// The hold of `id`, unless released or `lost` says why it was lost.
+    fn unreleased(&self, id: &HoldId, lost: fn(&Hold) -> Option<LostReason>) -> Option<Arc<Hold>> {
+        let hold = self.map.get(id)?;
+        (lost(&hold).is_none() && !hold.is_released()).then(|| hold.clone())
     }
 
     /// Whether the owner of `id` has a live (not lost) hold on its key.
@@ -251,16 +248,6 @@ impl Holds {
             .collect()
     }
 
-    /// How many holds the watchdog renews.
-    pub(crate) fn watchdog_hold_count(&self) -> usize {
-        self.watch.len()
-    }
-
-    /// Where the watchdog's walk over its slots ends this round.
-    pub(crate) fn watch_slots(&self) -> usize {
-        self.watch.slot_count()
-    }
-
     /// Up to `count` watchdog holds still live at `now`, from the slots `from..end`, and
     /// the slot to go on from. Holds found lost leave the watchdog's list and the
     /// registry, so that nothing keeps renewing a lock its owner was told it lost.
@@ -279,11 +266,6 @@ impl Holds {
                 .remove_if(&hold.id(), |_, current| Arc::ptr_eq(current, &hold));
         }
         (gathered.kept, gathered.next)
-    }
-
-    /// Whether the watchdog has any hold to renew.
-    pub(crate) fn has_watchdog_holds(&self) -> bool {
-        self.watchdog_hold_count() > 0
     }
 
     /// The live holds the watchdog does not renew: those of fixed leases.
@@ -434,7 +416,7 @@ mod tests {
         assert!(holds.release(&b));
         assert_eq!(due_keys(&holds), ["a", "c"]);
         let d = add(&holds, "d", Lease::Watchdog(30_000));
-        assert_eq!(holds.watch_slots(), 3, "d takes b's place");
+        assert_eq!(holds.watch.slot_count(), 3, "d takes b's place");
         assert_eq!(due_keys(&holds), ["a", "d", "c"]);
         // A re-entry with the watchdog lists a fixed-lease hold.
         let fixed = add(&holds, "fixed", Lease::Watchdog(30_000));
@@ -442,14 +424,11 @@ mod tests {
         for hold in [&a, &c, &d, &fixed] {
             holds.release(hold);
         }
-        assert!(
-            holds.has_watchdog_holds(),
-            "the first guard on 'fixed' is live"
-        );
+        assert!(holds.watch.len() > 0, "the first guard on 'fixed' is live");
         assert!(holds.release(&fixed));
-        assert!(!holds.has_watchdog_holds());
+        assert!(holds.watch.len() == 0);
         assert_eq!(
-            holds.watch_slots(),
+            holds.watch.slot_count(),
             0,
             "the memory of the list is given back"
         );

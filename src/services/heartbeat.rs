@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 
+use crate::config::settings::Settings;
 use crate::protocol::kinds::fair::{self, Place, PlaceTerms};
 use crate::protocol::names::LockNames;
 use crate::protocol::slot::group_by_slot;
@@ -49,26 +50,25 @@ impl Heartbeat {
     /// long a dead waiter may hold its place at most (at the head of the queue;
     /// `redisson_wait` more for each waiter ahead of it).
     pub(crate) fn keeping_places(
-        connections: Arc<Connections>,
-        listener: UnlockListener,
-        waiter_timeout: Duration,
-        redisson_wait: Duration,
-        batch_size: usize,
-        runtime: tokio::runtime::Handle,
+        connections: &Arc<Connections>,
+        listener: &UnlockListener,
+        settings: &Settings,
+        runtime: &tokio::runtime::Handle,
     ) -> Self {
+        let waiter_timeout = settings.fair_waiter_timeout;
         let timeout_ms = crate::util::time::millis(waiter_timeout);
         let refreshes = Refreshes {
             places: DashMap::new(),
-            connections,
-            listener,
+            connections: connections.clone(),
+            listener: listener.clone(),
             place: PlaceTerms {
                 keep_ms: timeout_ms / 4 * 3,
-                per_waiter_ahead_ms: crate::util::time::millis(redisson_wait),
+                per_waiter_ahead_ms: crate::util::time::millis(settings.redisson_fair_lock_wait),
             },
             interval: waiter_timeout / 4,
-            batch_size,
+            batch_size: settings.watchdog_batch_size,
         };
-        Periodic::new(refreshes, runtime)
+        Periodic::new(refreshes, runtime.clone())
     }
 
     /// How far ahead of the server's clock a waiter's deadline is set.

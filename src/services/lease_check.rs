@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::config::settings::Settings;
 use crate::holds::Holds;
 use crate::protocol::scripts;
 use crate::protocol::slot::group_by_slot;
@@ -55,43 +56,35 @@ impl LeaseCheck {
     /// [`ensure_running`](Periodic::ensure_running) after a fixed-lease hold is added, and on
     /// a cluster after any hold).
     pub(crate) fn checking(
-        holds: Arc<Holds>,
-        connections: Arc<Connections>,
-        batch_size: usize,
-        runtime: tokio::runtime::Handle,
+        holds: &Arc<Holds>,
+        connections: &Arc<Connections>,
+        settings: &Settings,
+        runtime: &tokio::runtime::Handle,
     ) -> Self {
         let checks = Checks {
-            holds,
+            holds: holds.clone(),
             reconnected: connections.reconnects().listen(),
             epoch: connections.is_cluster().then(EpochWatch::default),
             unfinished: AtomicBool::new(false),
-            connections,
-            batch_size,
+            connections: connections.clone(),
+            batch_size: settings.watchdog_batch_size,
         };
-        Periodic::new(checks, runtime)
+        Periodic::new(checks, runtime.clone())
     }
 }
 
 impl Checks {
     /// The pause between rounds when nothing went wrong.
     fn pause(&self) -> Duration {
-        if self.epoch.is_some() {
-            EPOCH_POLL
-        } else {
-            IDLE
-        }
+        self.epoch.as_ref().map_or(IDLE, |_| EPOCH_POLL)
     }
 }
 
 impl Rounds for Checks {
     fn first_pause(&self) -> Duration {
-        if self.epoch.is_some() {
-            // The first read of the epoch is the baseline: at once, so that a failover
-            // right after the first lock was taken is not taken for the baseline.
-            Duration::ZERO
-        } else {
-            IDLE
-        }
+        // The first read of the epoch is the baseline: at once, so that a failover right
+        // after the first lock was taken is not taken for the baseline.
+        self.epoch.as_ref().map_or(IDLE, |_| Duration::ZERO)
     }
 
     fn has_work(&self) -> bool {

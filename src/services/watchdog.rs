@@ -15,6 +15,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::config::settings::Settings;
 use crate::holds::{Applied, Hold, Holds, Renewal};
 use crate::protocol::conn::Conn;
 use crate::protocol::key_slot;
@@ -59,22 +60,21 @@ impl Watchdog {
     /// The watchdog of the holds in `holds`, renewing on `runtime` (started by
     /// [`ensure_running`](Periodic::ensure_running) once a watchdog hold is added).
     pub(crate) fn renewing(
-        holds: Arc<Holds>,
-        connections: Arc<Connections>,
-        lease: Duration,
-        batch_size: usize,
-        replica_sync: Option<Arc<ReplicaSync>>,
-        runtime: tokio::runtime::Handle,
+        holds: &Arc<Holds>,
+        connections: &Arc<Connections>,
+        settings: &Settings,
+        replica_sync: &Option<Arc<ReplicaSync>>,
+        runtime: &tokio::runtime::Handle,
     ) -> Self {
         let renewals = Renewals {
-            holds,
+            holds: holds.clone(),
             reconnected: connections.reconnects().listen(),
-            connections,
-            lease_ms: crate::util::time::millis(lease),
-            batch_size,
-            replica_sync,
+            connections: connections.clone(),
+            lease_ms: crate::util::time::millis(settings.watchdog_timeout),
+            batch_size: settings.watchdog_batch_size,
+            replica_sync: replica_sync.clone(),
         };
-        Periodic::new(renewals, runtime)
+        Periodic::new(renewals, runtime.clone())
     }
 
     /// The lease of watchdog locks, in milliseconds.
@@ -95,7 +95,7 @@ impl Rounds for Renewals {
     }
 
     fn has_work(&self) -> bool {
-        let busy = self.holds.has_watchdog_holds();
+        let busy = self.holds.watch.len() > 0;
         if !busy {
             tracing::debug!("watchdog idle: no watchdog lock held");
         }
@@ -121,14 +121,14 @@ impl Rounds for Renewals {
 /// One renewal round over every watchdog hold. Returns false if any batch failed to reach
 /// Redis (or, with replica sync on, no replica acknowledged the round).
 async fn renew_all(renewals: &Renewals) -> bool {
-    let slots = renewals.holds.watch_slots();
+    let slots = renewals.holds.watch.slot_count();
     if slots == 0 {
         return true;
     }
     renew_round(renewals, slots)
         .instrument(tracing::debug_span!(
             "renewal_round",
-            locks = renewals.holds.watchdog_hold_count()
+            locks = renewals.holds.watch.len()
         ))
         .await
 }
@@ -162,7 +162,7 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     // Without replica sync a batch is settled as soon as it is answered, while its holds
     // are still in the cache; with it, only once the round's WAIT has answered.
     let settle_now = renewals.replica_sync.is_none();
-    let renew = |due| renew_and_settle(conn.clone(), renewals.lease_ms, due, settle_now);
+    let renew = |due| renew_batch(conn.clone(), renewals.lease_ms, due, settle_now);
     let batches: Vec<Batch> = if conn.is_cluster() {
         stream::iter(per_slot(holds, slots, size))
             .map(renew)
@@ -307,31 +307,15 @@ impl Renewed {
     }
 }
 
-/// Sends one batch (of one hash slot, on a cluster) and settles it at once when
-/// `settle_now`.
-async fn renew_and_settle(
-    conn: Conn,
-    lease_ms: u64,
-    due: Vec<Arc<Hold>>,
-    settle_now: bool,
-) -> Batch {
-    match renew_batch(conn, lease_ms, due).await {
-        Err(e) => Batch::Failed(e),
-        Ok(renewed) if settle_now => {
-            renewed.settle(true);
-            Batch::Settled
-        }
-        Ok(renewed) => Batch::Answered(renewed),
-    }
-}
-
-/// Sends one batch; the error when it could not reach Redis or Redis refused it (logged
-/// once per round by the caller).
+/// Sends one batch (of one hash slot, on a cluster), and settles it at once when
+/// `settle_now`. A failure, when it could not reach Redis or Redis refused it, is logged
+/// once per round by the caller.
 async fn renew_batch(
     mut conn: Conn,
     lease_ms: u64,
     due: Vec<Arc<Hold>>,
-) -> Result<Renewed, redis::RedisError> {
+    settle_now: bool,
+) -> Batch {
     let started = Instant::now();
     let mut holds = Vec::with_capacity(due.len());
     for hold in due {
@@ -346,44 +330,55 @@ async fn renew_batch(
         hold.renewal_sent();
         holds.push((hold, applied));
     }
-    if holds.is_empty() {
-        return Ok(Renewed {
-            holds,
-            found: Vec::new(),
-            started,
-        });
+    let found = if holds.is_empty() {
+        Vec::new()
+    } else {
+        match send(&mut conn, lease_ms, &holds).await {
+            Ok(found) => {
+                let renewed = found.iter().filter(|&&renewed| renewed).count() as u64;
+                metrics::renewals(renewed, found.len() as u64 - renewed);
+                found
+            }
+            Err(e) => {
+                metrics::renewal_failed();
+                tracing::debug!(error = %e, locks = holds.len(), "lock renewal failed");
+                return Batch::Failed(e);
+            }
+        }
+    };
+    let renewed = Renewed {
+        holds,
+        found,
+        started,
+    };
+    if !settle_now {
+        return Batch::Answered(renewed);
     }
-    // A batch is of one kind (see `by_script`): its first hold tells which.
-    let found = if holds[0].0.renewal == Renewal::Key {
+    renewed.settle(true);
+    Batch::Settled
+}
+
+/// Sends the renewals of `holds`, a batch of one kind (see `by_script`): for each, whether
+/// its owner still held it.
+async fn send(
+    conn: &mut Conn,
+    lease_ms: u64,
+    holds: &[(Arc<Hold>, Applied)],
+) -> redis::RedisResult<Vec<bool>> {
+    // Its first hold tells which kind.
+    if holds[0].0.renewal == Renewal::Key {
         let keys = holds
             .iter()
             .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
-        scripts::renew(&mut conn, lease_ms, keys).await
-    } else {
-        let keys = holds.iter().map(|(hold, applied)| {
-            let timeouts = match &hold.renewal {
-                Renewal::ReadWrite { read_timeouts } => read_timeouts.as_deref(),
-                // Never renewed: permits are not watchdog holds.
-                Renewal::Key | Renewal::Permit => None,
-            };
-            (&*hold.key, &*hold.owner, timeouts, applied.ms)
-        });
-        read_write::renew(&mut conn, keys).await
-    };
-    match found {
-        Ok(found) => {
-            let renewed = found.iter().filter(|&&renewed| renewed).count() as u64;
-            metrics::renewals(renewed, found.len() as u64 - renewed);
-            Ok(Renewed {
-                holds,
-                found,
-                started,
-            })
-        }
-        Err(e) => {
-            metrics::renewal_failed();
-            tracing::debug!(error = %e, locks = holds.len(), "lock renewal failed");
-            Err(e)
-        }
+        return scripts::renew(conn, lease_ms, keys).await;
     }
+    let keys = holds.iter().map(|(hold, applied)| {
+        let timeouts = match &hold.renewal {
+            Renewal::ReadWrite { read_timeouts } => read_timeouts.as_deref(),
+            // Never renewed: permits are not watchdog holds.
+            Renewal::Key | Renewal::Permit => None,
+        };
+        (&*hold.key, &*hold.owner, timeouts, applied.ms)
+    });
+    read_write::renew(conn, keys).await
 }

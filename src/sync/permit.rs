@@ -239,12 +239,7 @@ fn release(state: PermitState) -> impl Future<Output = Result<()>> + Send + 'sta
             .filter(|reason| *reason != LostReason::ShutDown);
         release_one(state.core, state.names, state.id, state.hold, lost)
     });
-    async move {
-        match sending {
-            Some(sending) => sending.await,
-            None => Err(Error::ShutDown),
-        }
-    }
+    async move { sending.ok_or(Error::ShutDown)?.await }
 }
 
 /// Releases one permit, found `lost` or not (sent if not): for the guard's own release,
@@ -265,16 +260,12 @@ pub(crate) fn release_one(
             return Err(lost_from(&names, &hold, reason));
         }
         let outcome = release_id(&core, &names, &id).await;
-        let found = match outcome.result {
-            Ok(found) => found,
-            Err(e) => {
-                if e.is_not_a_lock() {
-                    // Someone wrote other data over the semaphore: the permit is gone.
-                    hold.release_found_lost(LostReason::Released);
-                }
-                return Err(e);
+        let found = outcome.result.inspect_err(|e| {
+            if e.is_not_a_lock() {
+                // Someone wrote other data over the semaphore: the permit is gone.
+                hold.release_found_lost(LostReason::Released);
             }
-        };
+        })?;
         let reason = match lost_in_release(found, outcome.earlier_may_have_run) {
             None => return Ok(()),
             // Not there past its deadline: its lease ran out.

@@ -11,29 +11,24 @@ use std::task::{Context, Poll};
 
 use super::lifecycle::Background;
 
+/// A future that can be sent to a runtime to finish there, output and all.
+pub(crate) trait Detachable: Future<Output: Send + 'static> + Send + 'static {}
+
+impl<F: Future<Output: Send + 'static> + Send + 'static> Detachable for F {}
+
 /// Drives `future`; if dropped before it completes, spawns the rest of it on the current
 /// runtime and passes its output to `orphaned`.
 ///
 /// `O` is a type parameter rather than a boxed closure: every lock and unlock call makes
 /// one of these, and the clean-up is almost never needed.
-pub(crate) struct FinishOnDrop<F, O>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    O: FnOnce(F::Output) + Send + 'static,
-{
+pub(crate) struct FinishOnDrop<F: Detachable, O: FnOnce(F::Output) + Send + 'static> {
     future: Option<Pin<Box<F>>>,
     orphaned: Option<O>,
     /// Where the rest runs if dropped: the current runtime when `None`.
     background: Option<Background>,
 }
 
-impl<F, O> FinishOnDrop<F, O>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    O: FnOnce(F::Output) + Send + 'static,
-{
+impl<F: Detachable, O: FnOnce(F::Output) + Send + 'static> FinishOnDrop<F, O> {
     pub(crate) fn new(future: F, orphaned: O) -> Self {
         FinishOnDrop {
             future: Some(Box::pin(future)),
@@ -52,20 +47,9 @@ where
 }
 
 // The future is boxed and the clean-up is never pinned: moving the wrapper moves neither.
-impl<F, O> Unpin for FinishOnDrop<F, O>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    O: FnOnce(F::Output) + Send + 'static,
-{
-}
+impl<F: Detachable, O: FnOnce(F::Output) + Send + 'static> Unpin for FinishOnDrop<F, O> {}
 
-impl<F, O> Future for FinishOnDrop<F, O>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    O: FnOnce(F::Output) + Send + 'static,
-{
+impl<F: Detachable, O: FnOnce(F::Output) + Send + 'static> Future for FinishOnDrop<F, O> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
@@ -78,12 +62,7 @@ where
     }
 }
 
-impl<F, O> Drop for FinishOnDrop<F, O>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-    O: FnOnce(F::Output) + Send + 'static,
-{
+impl<F: Detachable, O: FnOnce(F::Output) + Send + 'static> Drop for FinishOnDrop<F, O> {
     fn drop(&mut self) {
         let (Some(future), Some(orphaned)) = (self.future.take(), self.orphaned.take()) else {
             return;

@@ -57,21 +57,11 @@ pub(crate) enum AcquireOutcome {
 }
 
 impl AcquireOutcome {
-    /// Every outcome, for the series made at zero.
-    const ALL: [AcquireOutcome; 4] = [
-        AcquireOutcome::Acquired,
-        AcquireOutcome::TimedOut,
-        AcquireOutcome::Failed,
-        AcquireOutcome::Cancelled,
-    ];
+    /// Every outcome's label, in the order of the variants: for the series made at zero.
+    const LABELS: [&'static str; 4] = ["acquired", "timed_out", "failed", "cancelled"];
 
     fn label(self) -> &'static str {
-        match self {
-            AcquireOutcome::Acquired => "acquired",
-            AcquireOutcome::TimedOut => "timed_out",
-            AcquireOutcome::Failed => "failed",
-            AcquireOutcome::Cancelled => "cancelled",
-        }
+        Self::LABELS[self as usize]
     }
 }
 
@@ -94,23 +84,12 @@ pub(crate) enum WakeUp {
 }
 
 impl WakeUp {
-    /// Every source, for the series made at zero.
-    const ALL: [WakeUp; 5] = [
-        WakeUp::Message,
-        WakeUp::Reconnect,
-        WakeUp::Heartbeat,
-        WakeUp::TtlBound,
-        WakeUp::Deadline,
-    ];
+    /// Every source's label, in the order of the variants: for the series made at zero.
+    const LABELS: [&'static str; 5] =
+        ["message", "reconnect", "heartbeat", "ttl_bound", "deadline"];
 
     fn label(self) -> &'static str {
-        match self {
-            WakeUp::Message => "message",
-            WakeUp::Reconnect => "reconnect",
-            WakeUp::Heartbeat => "heartbeat",
-            WakeUp::TtlBound => "ttl_bound",
-            WakeUp::Deadline => "deadline",
-        }
+        Self::LABELS[self as usize]
     }
 }
 
@@ -192,7 +171,7 @@ pub(crate) fn describe() {
 fn at_zero() {
     use metrics::{counter, gauge};
     for kind in LOCK_KINDS.into_iter().chain(OTHER_ACQUIRE_KINDS) {
-        for outcome in AcquireOutcome::ALL.map(AcquireOutcome::label) {
+        for outcome in AcquireOutcome::LABELS {
             counter!(ACQUIRES, "kind" => kind, "outcome" => outcome).increment(0);
         }
     }
@@ -208,7 +187,7 @@ fn at_zero() {
     for reason in LOST_REASONS {
         counter!(LOST, "reason" => reason).increment(0);
     }
-    for source in WakeUp::ALL.map(WakeUp::label) {
+    for source in WakeUp::LABELS {
         counter!(WAKEUPS, "source" => source).increment(0);
     }
     counter!(RESUBSCRIPTIONS).increment(0);

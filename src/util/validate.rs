@@ -2,6 +2,7 @@
 //! name a caller can pass has a documented range, and anything outside it is
 //! [`Error::InvalidArgument`](crate::Error::InvalidArgument).
 
+use std::fmt::Debug;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -54,21 +55,11 @@ pub(crate) fn positive(what: &str, value: Duration) -> Result<Duration> {
     Ok(value)
 }
 
-/// A duration within `min..=max`.
-pub(crate) fn within(what: &str, value: Duration, min: Duration, max: Duration) -> Result<()> {
+/// A duration or a count within `min..=max`.
+pub(crate) fn within<T: PartialOrd + Debug>(what: &str, value: T, min: T, max: T) -> Result<()> {
     if value < min || value > max {
         return Err(Error::invalid(format!(
             "{what} must be from {min:?} to {max:?}, got {value:?}"
-        )));
-    }
-    Ok(())
-}
-
-/// A count within `min..=max`.
-pub(crate) fn count_within(what: &str, value: usize, min: usize, max: usize) -> Result<()> {
-    if value < min || value > max {
-        return Err(Error::invalid(format!(
-            "{what} must be from {min} to {max}, got {value}"
         )));
     }
     Ok(())
@@ -135,7 +126,7 @@ mod tests {
 
     #[test]
     fn ranges_name_the_setting_and_its_bounds() {
-        let err = count_within("pool_size", usize::MAX, 2, 1024).unwrap_err();
+        let err = within("pool_size", usize::MAX, 2, 1024).unwrap_err();
         assert!(err.is_invalid_argument());
         assert!(
             err.to_string().contains("pool_size must be from 2 to 1024"),
