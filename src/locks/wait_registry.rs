@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client_core::Core;
+use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
 use crate::protocol::layout::{waiting_record, Derived};
 use crate::protocol::waits::{self, Waiting};
@@ -112,7 +113,7 @@ impl Registration {
                     ttl,
                 )
                 .await
-                .map_err(crate::Error::from)
+                .map_err(Error::from)
             }
             Err(e) => Err(e),
         };
@@ -177,7 +178,7 @@ impl Drop for Registration {
             let left = match core.connections.shared().await {
                 Ok(shared) => waits::leave(&shared.conn, &waiters, &record, &owner, &lock_key)
                     .await
-                    .map_err(crate::Error::from),
+                    .map_err(Error::from),
                 Err(e) => Err(e),
             };
             if let Err(e) = left {
@@ -198,7 +199,7 @@ struct Walk {
 /// Walks from `owner`, waiting for `lock_key`, to the lock's holders, what they wait for,
 /// and so on, until an owner comes round again (a cycle: a deadlock, unless one of its
 /// waits has a deadline) or the walk runs out.
-async fn walk(conn: &Conn, owner: &str, lock_key: &str) -> crate::Result<Walk> {
+async fn walk(conn: &Conn, owner: &str, lock_key: &str) -> Result<Walk> {
     struct Step {
         owner: String,
         client: Option<String>,
