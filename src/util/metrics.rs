@@ -40,6 +40,9 @@ pub(crate) const CHANNELS: &str = "rlock_subscribed_channels";
 pub(crate) const WAKEUPS: &str = "rlock_wakeups_total";
 /// Counter: channels subscribed again after their connection dropped or their slot moved.
 pub(crate) const RESUBSCRIPTIONS: &str = "rlock_resubscriptions_total";
+/// Counter: lock handles whose class was past the client's `max_lock_classes`, counted
+/// under `other` instead.
+pub(crate) const CLASSES_FOLDED: &str = "rlock_lock_classes_folded_total";
 /// Counter: replica sync checks (an acquire's, or a renewal round's), by `outcome`:
 /// `acknowledged`, `not_acknowledged` (replicas connected, none acknowledged in time: the
 /// write does not count), `failed` (`WAIT` itself failed).
@@ -58,7 +61,7 @@ pub(crate) enum AcquireOutcome {
 
 impl AcquireOutcome {
     /// Every outcome's label, in the order of the variants: for the series made at zero.
-    const LABELS: [&'static str; 4] = ["acquired", "timed_out", "failed", "cancelled"];
+    pub(super) const LABELS: [&'static str; 4] = ["acquired", "timed_out", "failed", "cancelled"];
 
     fn label(self) -> &'static str {
         Self::LABELS[self as usize]
@@ -99,10 +102,10 @@ impl WakeUp {
 
 /// The `kind` of a lock's own acquires, releases and holds (a `RedLock`'s or `MultiLock`'s
 /// releases and holds count under its locks' kinds): `protocol::kinds`' labels.
-const LOCK_KINDS: [&str; 5] = ["reentrant", "fair", "fenced", "read", "write"];
+pub(super) const LOCK_KINDS: [&str; 5] = ["reentrant", "fair", "fenced", "read", "write"];
 /// The `kind` of the acquires of a group (`groups`' quorums) or a synchronizer
 /// (`protocol::names::SyncKind`), beside [`LOCK_KINDS`].
-const OTHER_ACQUIRE_KINDS: [&str; 5] = [
+pub(super) const OTHER_ACQUIRE_KINDS: [&str; 5] = [
     "redlock",
     "multilock",
     "semaphore",
@@ -110,11 +113,11 @@ const OTHER_ACQUIRE_KINDS: [&str; 5] = [
     "latch",
 ];
 /// The `outcome` of [`RELEASES`], as `locks::guard` names them.
-const RELEASE_OUTCOMES: [&str; 4] = ["freed", "still_held", "lost", "failed"];
+pub(super) const RELEASE_OUTCOMES: [&str; 4] = ["freed", "still_held", "lost", "failed"];
 /// The `outcome` of [`RENEWALS`] (see [`renewals`]).
 const RENEWAL_OUTCOMES: [&str; 2] = ["renewed", "not_held"];
 /// The `reason` of [`LOST`]: `LostReason`'s labels but `shut_down`, which is not counted.
-const LOST_REASONS: [&str; 5] = [
+pub(super) const LOST_REASONS: [&str; 5] = [
     "expired",
     "released",
     "connection_lost",

@@ -5,6 +5,7 @@
 
 pub(crate) mod detach;
 pub(crate) mod lifecycle;
+pub(crate) mod lock_metrics;
 pub(crate) mod metrics;
 pub(crate) mod poison;
 pub(crate) mod time;

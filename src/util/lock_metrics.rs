@@ -1,0 +1,334 @@
+//! The metrics of one lock handle, with its `kind` and `class` labels resolved once, when
+//! the handle is made ([`Classes::of`]): a lock call then records through ready handles,
+//! building no label set and hashing nothing. Without the `metrics` feature, everything
+//! here is empty.
+//!
+//! A lock's *class* is a bounded label that groups lock names into families (`orders`,
+//! `invoices`), so that a dashboard can tell which family is contended without a lock name
+//! ever reaching a label: one class, `default`, unless the client is given a rule
+//! ([`ClientBuilder::lock_class_by_prefix`](crate::ClientBuilder::lock_class_by_prefix),
+//! [`lock_class_with`](crate::ClientBuilder::lock_class_with)); at most
+//! [`max_lock_classes`](crate::ClientBuilder::max_lock_classes) classes per client, and the
+//! names past them fold into `other`, counted by `rlock_lock_classes_folded_total`.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+#[cfg(feature = "metrics")]
+use super::metrics::{AcquireOutcome, LOCK_KINDS, LOST_REASONS, OTHER_ACQUIRE_KINDS, RELEASE_OUTCOMES};
+
+/// The class of every lock when the client has no rule.
+pub(crate) const DEFAULT_CLASS: &str = "default";
+/// The class of the names past the cap.
+pub(crate) const OTHER_CLASS: &str = "other";
+
+/// How a lock's name becomes its class.
+#[derive(Clone, Default)]
+pub(crate) enum ClassRule {
+    /// One class, [`DEFAULT_CLASS`].
+    #[default]
+    One,
+    /// The name up to its first `separator` (the whole name without one).
+    Prefix(char),
+    /// The user's function.
+    With(Arc<dyn Fn(&str) -> Cow<'static, str> + Send + Sync>),
+}
+
+impl fmt::Debug for ClassRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClassRule::One => f.write_str("One"),
+            ClassRule::Prefix(separator) => write!(f, "Prefix({separator:?})"),
+            ClassRule::With(_) => f.write_str("With(..)"),
+        }
+    }
+}
+
+impl ClassRule {
+    /// The class `name` belongs to, by this rule.
+    fn class<'n>(&self, name: &'n str) -> Cow<'n, str> {
+        match self {
+            ClassRule::One => Cow::Borrowed(DEFAULT_CLASS),
+            ClassRule::Prefix(separator) => {
+                Cow::Borrowed(name.split_once(*separator).map_or(name, |(first, _)| first))
+            }
+            ClassRule::With(rule) => rule(name),
+        }
+    }
+}
+
+/// One client's classes: its rule, its cap, and the handles of each class and kind made
+/// so far.
+#[derive(Debug)]
+pub(crate) struct Classes {
+    rule: ClassRule,
+    #[cfg(feature = "metrics")]
+    cap: usize,
+    #[cfg(feature = "metrics")]
+    admitted: dashmap::DashMap<Arc<str>, ClassHandles>,
+}
+
+impl Classes {
+    pub(crate) fn new(rule: ClassRule, cap: usize) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = cap;
+        let classes = Classes {
+            rule,
+            #[cfg(feature = "metrics")]
+            cap,
+            #[cfg(feature = "metrics")]
+            admitted: dashmap::DashMap::new(),
+        };
+        // The series of the default class exist from the start, as the others do once a
+        // handle of theirs is made: a first loss must show as an increase.
+        #[cfg(feature = "metrics")]
+        if matches!(classes.rule, ClassRule::One) {
+            classes.admit(DEFAULT_CLASS);
+        }
+        classes
+    }
+
+    /// The metrics of a handle of `kind` (a label of `LOCK_KINDS` or `OTHER_ACQUIRE_KINDS`)
+    /// named `name`, or set to the class `forced`.
+    pub(crate) fn of(&self, kind: &'static str, name: &str, forced: Option<&str>) -> LockMetrics {
+        #[cfg(feature = "metrics")]
+        {
+            let class = match forced {
+                Some(class) => Cow::Borrowed(class),
+                None => self.rule.class(name),
+            };
+            let handles = match self.admitted.get(&*class) {
+                Some(handles) => handles.clone(),
+                None => self.admit(&class),
+            };
+            LockMetrics(Some(handles.of(kind)))
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (kind, name, forced, &self.rule);
+            LockMetrics(())
+        }
+    }
+
+    /// The handles of `class`, made (at zero) if there is room for it; those of
+    /// [`OTHER_CLASS`] otherwise, and the fold counted.
+    #[cfg(feature = "metrics")]
+    fn admit(&self, class: &str) -> ClassHandles {
+        if self.admitted.len() >= self.cap && class != OTHER_CLASS {
+            metrics::counter!(super::metrics::CLASSES_FOLDED).increment(1);
+            return match self.admitted.get(OTHER_CLASS) {
+                Some(other) => other.clone(),
+                // `other` has a place beyond the cap.
+                None => self.make(OTHER_CLASS),
+            };
+        }
+        self.make(class)
+    }
+
+    #[cfg(feature = "metrics")]
+    fn make(&self, class: &str) -> ClassHandles {
+        use dashmap::mapref::entry::Entry;
+        let class: Arc<str> = class.into();
+        match self.admitted.entry(class.clone()) {
+            Entry::Occupied(made) => made.get().clone(),
+            Entry::Vacant(room) => room.insert(ClassHandles::new(class)).clone(),
+        }
+    }
+}
+
+/// The metrics of one lock handle (see the module docs); cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct LockMetrics(
+    #[cfg(feature = "metrics")] Option<Arc<Handles>>,
+    #[cfg(not(feature = "metrics"))] (),
+);
+
+impl LockMetrics {
+    /// Metrics that record nothing (tests of inner layers).
+    #[cfg(test)]
+    pub(crate) fn none() -> Self {
+        #[cfg(feature = "metrics")]
+        return LockMetrics(None);
+        #[cfg(not(feature = "metrics"))]
+        LockMetrics(())
+    }
+}
+
+#[cfg(feature = "metrics")]
+use metrics::{Counter, Gauge, Histogram};
+
+/// The handles of one kind and class.
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+pub(crate) struct Handles {
+    acquires: [Counter; 4],
+    waits: [Histogram; 4],
+    hold: Histogram,
+    releases: [Counter; 4],
+    lost: [Counter; 5],
+    held: Gauge,
+    waiting: Gauge,
+}
+
+/// The handles of one class, by kind, made as handles of each kind are.
+#[cfg(feature = "metrics")]
+#[derive(Clone, Debug)]
+struct ClassHandles {
+    class: Arc<str>,
+    kinds: Arc<[std::sync::OnceLock<Arc<Handles>>; 10]>,
+}
+
+#[cfg(feature = "metrics")]
+impl ClassHandles {
+    /// A class's series: its per-kind ones at zero as each kind comes; its lost-lock
+    /// counters and gauges at zero now.
+    fn new(class: Arc<str>) -> Self {
+        let handles = ClassHandles {
+            class,
+            kinds: Arc::new(Default::default()),
+        };
+        handles.of(LOCK_KINDS[0]);
+        handles
+    }
+
+    fn of(&self, kind: &'static str) -> Arc<Handles> {
+        let index = LOCK_KINDS
+            .iter()
+            .chain(&OTHER_ACQUIRE_KINDS)
+            .position(|k| *k == kind)
+            .expect("every kind label is listed in util::metrics");
+        self.kinds[index]
+            .get_or_init(|| Arc::new(Handles::new(kind, &self.class)))
+            .clone()
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl Handles {
+    fn new(kind: &'static str, class: &Arc<str>) -> Self {
+        use super::metrics::{ACQUIRES, ACQUIRE_WAIT, HELD, HOLD, LOST, RELEASES, WAITING};
+        use metrics::{counter, gauge, histogram};
+        let class = || metrics::SharedString::from(class.clone());
+        let at_zero = |counter: Counter| {
+            counter.increment(0);
+            counter
+        };
+        let acquires = AcquireOutcome::LABELS.map(|outcome| {
+            at_zero(counter!(ACQUIRES, "kind" => kind, "outcome" => outcome, "class" => class()))
+        });
+        let waits = AcquireOutcome::LABELS.map(|outcome| {
+            histogram!(ACQUIRE_WAIT, "kind" => kind, "outcome" => outcome, "class" => class())
+        });
+        let lock_kind = LOCK_KINDS.contains(&kind);
+        let releases = RELEASE_OUTCOMES.map(|outcome| {
+            let counter = counter!(RELEASES, "kind" => kind, "outcome" => outcome, "class" => class());
+            // Groups' and synchronizers' releases count under their locks' kinds.
+            if lock_kind {
+                counter.increment(0);
+            }
+            counter
+        });
+        let lost = LOST_REASONS.map(|reason| at_zero(counter!(LOST, "reason" => reason, "class" => class())));
+        let held = gauge!(HELD, "class" => class());
+        let waiting = gauge!(WAITING, "class" => class());
+        held.increment(0.0);
+        waiting.increment(0.0);
+        Handles {
+            acquires,
+            waits,
+            hold: histogram!(HOLD, "kind" => kind, "class" => class()),
+            releases,
+            lost,
+            held,
+            waiting,
+        }
+    }
+}
+
+impl LockMetrics {
+    /// An acquire call started at `started` (see [`super::metrics::start`]) ended.
+    pub(crate) fn acquire_ended(
+        &self,
+        outcome: super::metrics::AcquireOutcome,
+        started: Option<std::time::Instant>,
+    ) {
+        #[cfg(feature = "metrics")]
+        if let Some(handles) = &self.0 {
+            handles.acquires[outcome as usize].increment(1);
+            if let Some(started) = started {
+                handles.waits[outcome as usize].record(started.elapsed().as_secs_f64());
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (outcome, started);
+    }
+
+    /// A release ended with `outcome` (one of `RELEASE_OUTCOMES`).
+    pub(crate) fn released(&self, outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        if let Some(handles) = &self.0 {
+            if let Some(i) = RELEASE_OUTCOMES.iter().position(|o| *o == outcome) {
+                handles.releases[i].increment(1);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = outcome;
+    }
+
+    /// An owner's hold ended after `held()` (only asked with the feature).
+    pub(crate) fn hold_ended(&self, held: impl FnOnce() -> std::time::Duration) {
+        #[cfg(feature = "metrics")]
+        if let Some(handles) = &self.0 {
+            handles.hold.record(held().as_secs_f64());
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = held;
+    }
+
+    /// A hold was lost for `reason` (one of `LOST_REASONS`).
+    pub(crate) fn lost(&self, reason: &'static str) {
+        #[cfg(feature = "metrics")]
+        if let Some(handles) = &self.0 {
+            if let Some(i) = LOST_REASONS.iter().position(|r| *r == reason) {
+                handles.lost[i].increment(1);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = reason;
+    }
+
+    /// The process holds one lock more (`1.0`) or fewer (`-1.0`).
+    pub(crate) fn held(&self, change: f64) {
+        #[cfg(feature = "metrics")]
+        if let Some(handles) = &self.0 {
+            handles.held.increment(change);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = change;
+    }
+
+    /// One call more (`1.0`) or fewer (`-1.0`) waits.
+    pub(crate) fn waiting(&self, change: f64) {
+        #[cfg(feature = "metrics")]
+        if let Some(handles) = &self.0 {
+            handles.waiting.increment(change);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = change;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_gives_a_names_class() {
+        assert_eq!(ClassRule::One.class("orders:42"), DEFAULT_CLASS);
+        assert_eq!(ClassRule::Prefix(':').class("orders:42:x"), "orders");
+        assert_eq!(ClassRule::Prefix(':').class("plain"), "plain");
+        let by_length = ClassRule::With(Arc::new(|name: &str| Cow::Owned(name.len().to_string())));
+        assert_eq!(by_length.class("abc"), "3");
+    }
+}
