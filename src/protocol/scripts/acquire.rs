@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use super::{LONE, NOT_A_LOCK, NUMBER_BYTES};
+use super::{LONE, NOT_A_LOCK};
 use crate::protocol::batch::{Batched, Batcher};
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::EvalSha;
+use crate::protocol::conn::{Conn, EvalSha, NUMBER_BYTES};
 use crate::protocol::kinds::fair::PlaceTerms;
 use crate::protocol::kinds::reentrant::ACQUIRE;
 use crate::protocol::kinds::Values;

@@ -14,8 +14,7 @@ use std::sync::LazyLock;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::{EvalSha, LuaScript};
+use crate::protocol::conn::{Conn, EvalSha, LuaScript, NUMBER_BYTES};
 use crate::protocol::kinds::{Kind, Values};
 use crate::protocol::names::LockNames;
 
@@ -76,13 +75,10 @@ pub(crate) async fn load_all(conn: &mut Conn) -> RedisResult<()> {
         .chain(Kind::scripts())
         .chain(synchronizers::all())
     {
-        script.script().load_async(conn).await?;
+        script.script.load_async(conn).await?;
     }
     Ok(())
 }
-
-/// The most bytes a number argument takes.
-const NUMBER_BYTES: usize = 20;
 
 /// The last argument of a batched script called for one item alone: the reply comes bare.
 const LONE: &str = "1";

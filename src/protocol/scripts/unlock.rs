@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use redis::RedisResult;
 
-use super::{FREED_HEAD_UNHEARD, LONE, NOT_A_LOCK, NUMBER_BYTES, PUBLISH_REFUSED};
+use super::{FREED_HEAD_UNHEARD, LONE, NOT_A_LOCK, PUBLISH_REFUSED};
 use crate::protocol::batch::{Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::EvalSha;
+use crate::protocol::conn::{Conn, EvalSha, NUMBER_BYTES};
 use crate::protocol::kinds::reentrant::UNLOCK;
 use crate::protocol::kinds::Values;
 use crate::protocol::names::{LockNames, UNLOCK_MESSAGE};
