@@ -15,10 +15,9 @@
 //! On a Redis Cluster a script call may only name keys of one hash slot, so a batch is
 //! split per slot and its calls go out together, one per slot.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::protocol::conn::Conn;
+use crate::protocol::conn::{Conn, EvalSha};
 use crate::protocol::slot::group_by_slot;
 use crate::util::poison;
 use redis::{ErrorKind, RedisError, RedisResult};
@@ -36,26 +35,28 @@ const MAX_IN_FLIGHT: usize = 8;
 const MAX_ITEMS: usize = 256;
 
 /// A script that runs over any number of items in one call.
-pub(crate) trait Batched: Send + Sized + 'static {
+pub(crate) trait Batched: Send + Sync + Sized + 'static {
     type Reply: Send + 'static;
 
     /// The item's lock key, whose hash slot the item's keys share.
     fn key(&self) -> &str;
 
-    /// Runs `items` (at least one, of one hash slot) in one script call: one reply per
-    /// item, in order.
-    fn send(
-        conn: &mut Conn,
-        items: &[Self],
-    ) -> impl Future<Output = RedisResult<Vec<Self::Reply>>> + Send;
+    /// The script call over `items` (at least one, of one hash slot), answering one code
+    /// per item, in order; `lone`: one item, whose code comes bare.
+    fn call(items: &[Self], lone: bool) -> EvalSha<'static>;
 
-    /// Runs one item alone, the common case: the script answers its reply bare, not as an
-    /// array of one, which spares the caller an allocation and most of the reply parsing
-    /// (about 3,000 instructions of a lock-unlock pair, measured with callgrind).
-    fn send_one(
-        conn: &mut Conn,
-        item: &Self,
-    ) -> impl Future<Output = RedisResult<Self::Reply>> + Send;
+    /// What an item's code means.
+    fn reply(code: i64) -> Self::Reply;
+}
+
+/// Runs one item alone, the common case: the script answers its reply bare, not as an
+/// array of one, which spares the caller an allocation and most of the reply parsing
+/// (about 3,000 instructions of a lock-unlock pair, measured with callgrind).
+pub(crate) async fn send_one<T: Batched>(conn: &mut Conn, item: &T) -> RedisResult<T::Reply> {
+    let code: i64 = T::call(std::slice::from_ref(item), true)
+        .query(conn)
+        .await?;
+    Ok(T::reply(code))
 }
 
 /// Coalesces the concurrent calls of one [`Batched`] script of a client.
@@ -127,7 +128,7 @@ impl<T: Batched> Batcher<T> {
             batcher: self.clone(),
             conn,
         };
-        T::send_one(&mut slot.conn, &item).await
+        send_one(&mut slot.conn, &item).await
     }
 }
 
@@ -180,11 +181,11 @@ impl<T: Batched> Drop for Slot<T> {
 /// Sends `batch` as one call and hands each caller its reply.
 async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
     let (items, waiting): (Vec<T>, Vec<_>) = batch.into_iter().map(|q| (q.item, q.reply)).unzip();
-    match T::send(conn, &items).await {
-        Ok(replies) if replies.len() == waiting.len() => {
-            for (reply, caller) in replies.into_iter().zip(waiting) {
+    match T::call(&items, false).query::<Vec<i64>>(conn).await {
+        Ok(codes) if codes.len() == waiting.len() => {
+            for (code, caller) in codes.into_iter().zip(waiting) {
                 // A caller that left has its own clean-up for what its item did.
-                let _ = caller.send(Ok(reply));
+                let _ = caller.send(Ok(T::reply(code)));
             }
         }
         Ok(_) => {
@@ -197,7 +198,7 @@ async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
         // one by one, each caller gets its own answer.
         Err(e) if e.code() == Some("NOPERM") && items.len() > 1 => {
             for (item, caller) in items.into_iter().zip(waiting) {
-                let _ = caller.send(T::send_one(conn, &item).await);
+                let _ = caller.send(send_one(conn, &item).await);
             }
         }
         Err(e) => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use redis::{ErrorKind, RedisError, RedisResult};
 
 use super::{LONE, NOT_A_LOCK};
-use crate::protocol::batch::{Batched, Batcher};
+use crate::protocol::batch::{self, Batched, Batcher};
 use crate::protocol::conn::{Conn, EvalSha, NUMBER_BYTES};
 use crate::protocol::kinds::fair::PlaceTerms;
 use crate::protocol::kinds::reentrant::ACQUIRE;
@@ -76,7 +76,13 @@ pub(crate) struct AcquireItem {
     owner: Arc<str>,
 }
 
-impl AcquireItem {
+impl Batched for AcquireItem {
+    type Reply = AcquireReply;
+
+    fn key(&self) -> &str {
+        &self.names.key
+    }
+
     /// `acquire.lua` over `items`; `lone`: one item, answered bare. Written out rather than
     /// built from the kind's shape ([`Call::build`](crate::protocol::kinds::Call::build)),
     /// which it equals for one item (tested): this is the lock's hot path.
@@ -97,24 +103,9 @@ impl AcquireItem {
         }
         call
     }
-}
 
-impl Batched for AcquireItem {
-    type Reply = AcquireReply;
-
-    fn key(&self) -> &str {
-        &self.names.key
-    }
-
-    async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
-        let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
-        Ok(replies.into_iter().map(AcquireReply::from_code).collect())
-    }
-
-    async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<AcquireReply> {
-        let call = Self::call(std::slice::from_ref(item), true);
-        let reply: i64 = call.query(conn).await?;
-        Ok(AcquireReply::from_code(reply))
+    fn reply(code: i64) -> AcquireReply {
+        AcquireReply::from_code(code)
     }
 }
 
@@ -131,7 +122,7 @@ impl AcquireCall<'_> {
         if std::ptr::eq(&**kind.acquire.script, &*ACQUIRE) {
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item()).await,
-                None => Batched::send_one(&mut conn, &item()).await,
+                None => batch::send_one(&mut conn, &item()).await,
             };
         }
         let values = Values {
