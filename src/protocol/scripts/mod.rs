@@ -21,20 +21,11 @@ use crate::protocol::names::LockNames;
 /// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
 /// then the helpers it shares with other scripts, then its body.
 pub(crate) fn assemble(shared: &[&str], body: &str) -> String {
-    let (flags, body) = match body.strip_prefix("#!") {
-        Some(_) => body.split_once('\n').unwrap_or((body, "")),
-        None => ("", body),
-    };
-    let mut source = String::with_capacity(body.len() + 64);
-    if !flags.is_empty() {
-        source.push_str(flags);
-        source.push('\n');
-    }
-    for part in shared {
-        source.push_str(part);
-    }
-    source.push_str(body);
-    source
+    let flags_end = body
+        .strip_prefix("#!")
+        .map_or(0, |_| body.find('\n').map_or(body.len(), |end| end + 1));
+    let (flags, body) = body.split_at(flags_end);
+    [&[flags], shared, &[body]].concat().concat()
 }
 
 /// A script of the top-level `lua/`, with the shared helper files listed after it
@@ -244,14 +235,13 @@ pub(crate) async fn inspect(
     let state: Vec<i64> = call.query(&mut conn).await?;
     let unexpected =
         || RedisError::from((ErrorKind::UnexpectedReturnType, "unexpected inspect reply"));
-    let (&pttl_ms, &count) = (
-        state.first().ok_or_else(unexpected)?,
-        state.get(1).ok_or_else(unexpected)?,
-    );
+    let [pttl_ms, count, ref locked @ ..] = state[..] else {
+        return Err(unexpected());
+    };
     Ok(LockState {
         pttl_ms,
         count: u32::try_from(count).map_err(|_| unexpected())?,
-        locked: state.get(2).map_or(pttl_ms != -2, |&locked| locked == 1),
+        locked: locked.first().map_or(pttl_ms != -2, |&locked| locked == 1),
     })
 }
 
