@@ -15,7 +15,7 @@
 //! On a Redis Cluster a script call may only name keys of one hash slot, so a batch is
 //! split per slot and its calls go out together, one per slot.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::protocol::conn::{Conn, EvalSha};
 use crate::protocol::slot::group_by_slot;
@@ -75,9 +75,6 @@ struct State<T: Batched> {
     queued: Vec<Queued<T>>,
 }
 
-/// Where a queued call's reply arrives.
-type Answer<T> = oneshot::Receiver<RedisResult<<T as Batched>::Reply>>;
-
 struct Queued<T: Batched> {
     item: T,
     reply: oneshot::Sender<RedisResult<T::Reply>>,
@@ -96,30 +93,25 @@ impl<T: Batched> Batcher<T> {
         })
     }
 
-    fn state(&self) -> MutexGuard<'_, State<T>> {
-        poison::locked(&self.state)
-    }
-
-    /// Takes a place in flight for `item` (`Ok`), or queues it for the next batch, to be
-    /// answered on the returned receiver.
-    fn send_now_or_queue(&self, item: T) -> Result<T, Answer<T>> {
-        let mut state = self.state();
-        if state.in_flight < MAX_IN_FLIGHT {
-            state.in_flight += 1;
-            return Ok(item);
-        }
-        let (reply, answer) = oneshot::channel();
-        state.queued.push(Queued { item, reply });
-        Err(answer)
-    }
-
     /// Runs `item` on `conn`, alone or in a batch with others.
     ///
     /// # Cancel safety
     /// As for a plain script call: dropping the future does not take the command back.
     /// Other callers' items never depend on this future being polled.
     pub(crate) async fn call(self: &Arc<Self>, conn: Conn, item: T) -> RedisResult<T::Reply> {
-        let item = match self.send_now_or_queue(item) {
+        // A place in flight for `item`, or a place in the queue for the next batch.
+        let in_flight = {
+            let mut state = poison::locked(&self.state);
+            if state.in_flight < MAX_IN_FLIGHT {
+                state.in_flight += 1;
+                Ok(item)
+            } else {
+                let (reply, answer) = oneshot::channel();
+                state.queued.push(Queued { item, reply });
+                Err(answer)
+            }
+        };
+        let item = match in_flight {
             Ok(item) => item,
             Err(answer) => return answer.await.unwrap_or_else(|_| Err(abandoned())),
         };
@@ -144,7 +136,7 @@ struct Slot<T: Batched> {
 impl<T: Batched> Drop for Slot<T> {
     fn drop(&mut self) {
         let batch: Vec<Queued<T>> = {
-            let mut state = self.batcher.state();
+            let mut state = poison::locked(&self.batcher.state);
             if state.queued.is_empty() {
                 state.in_flight -= 1;
                 return;
@@ -162,18 +154,17 @@ impl<T: Batched> Drop for Slot<T> {
         let per_slot = self.batcher.per_slot;
         self.batcher.runtime.spawn(async move {
             let slot = next;
-            if per_slot {
-                // One call per slot, all in flight at once under this one place.
-                let groups = group_by_slot(batch, |queued| queued.item.key().as_bytes());
-                futures_util::future::join_all(groups.into_iter().map(|group| {
-                    let mut conn = slot.conn.clone();
-                    async move { send_batch(&mut conn, group).await }
-                }))
-                .await;
+            // On a cluster, one call per slot, all in flight at once under this one place.
+            let groups = if per_slot {
+                group_by_slot(batch, |queued| queued.item.key().as_bytes())
             } else {
+                vec![batch]
+            };
+            futures_util::future::join_all(groups.into_iter().map(|group| {
                 let mut conn = slot.conn.clone();
-                send_batch(&mut conn, batch).await;
-            }
+                async move { send_batch(&mut conn, group).await }
+            }))
+            .await;
         });
     }
 }
@@ -188,11 +179,6 @@ async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
                 let _ = caller.send(Ok(T::reply(code)));
             }
         }
-        Ok(_) => {
-            for caller in waiting {
-                let _ = caller.send(Err(wrong_reply_count()));
-            }
-        }
         // Redis refused a key of the batch before running anything (an ACL user limited
         // to key patterns): one caller's lock name must not fail the others'. Sent again
         // one by one, each caller gets its own answer.
@@ -201,9 +187,10 @@ async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
                 let _ = caller.send(send_one(conn, &item).await);
             }
         }
-        Err(e) => {
+        failed => {
+            let error = failed.err().unwrap_or_else(wrong_reply_count);
             for caller in waiting {
-                let _ = caller.send(Err(e.clone()));
+                let _ = caller.send(Err(error.clone()));
             }
         }
     }
