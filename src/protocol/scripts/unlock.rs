@@ -12,7 +12,8 @@ use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::{Conn, EvalSha, NUMBER_BYTES};
 use crate::protocol::kinds::reentrant::UNLOCK;
 use crate::protocol::kinds::Values;
-use crate::protocol::names::{LockNames, UNLOCK_MESSAGE};
+use crate::protocol::layout::UNLOCK_MESSAGE;
+use crate::protocol::names::LockNames;
 
 /// What the unlock script found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
