@@ -95,8 +95,7 @@ impl Conn {
                     Value::Map(replies) => Ok(replies
                         .into_iter()
                         .map(|(node, reply)| {
-                            let node = redis::from_redis_value::<String>(node).unwrap_or_default();
-                            (node, reply)
+                            (redis::from_redis_value(node).unwrap_or_default(), reply)
                         })
                         .collect()),
                     // One master: redis-rs may answer with its reply alone.
@@ -205,11 +204,8 @@ impl<'s> EvalSha<'s> {
     /// The hash slot of the call's first key (after `EVALSHA`, the hash and the key
     /// count), which routes it on a cluster.
     fn first_key_slot(&self) -> Option<u16> {
-        if self.keys == 0 {
-            return None;
-        }
-        match self.cmd.args_iter().nth(3)? {
-            redis::Arg::Simple(key) => Some(key_slot(key)),
+        match self.cmd.args_iter().nth(3) {
+            Some(redis::Arg::Simple(key)) if self.keys > 0 => Some(key_slot(key)),
             _ => None,
         }
     }

@@ -117,10 +117,8 @@ pub(crate) async fn force_unlock(
         .force_unlock
         .build(names, &Values::default(), seen_args);
     if let Some(seen) = seen {
-        call.arg(seen.len());
-        for field in seen {
-            call.arg(&**field);
-        }
+        // A slice goes out as one argument per field.
+        call.arg(seen.len()).arg(seen);
     }
     let reply: redis::Value = call.query(&mut conn).await?;
     force_unlocked(reply)
@@ -195,10 +193,7 @@ pub(crate) async fn refused_checks(
     let bytes = checks.iter().flatten().map(String::len).sum::<usize>() + args * 4;
     let mut call = EvalSha::new(&ACL_PROBE, 0, args, bytes);
     for check in checks {
-        call.arg(check.len());
-        for word in check {
-            call.arg(word.as_str());
-        }
+        call.arg(check.len()).arg(check);
     }
     let refused: Vec<usize> = call.query(conn).await?;
     Ok(refused
