@@ -43,25 +43,6 @@ pub(crate) enum AcquireReply {
     NotALock,
 }
 
-impl AcquireReply {
-    /// An acquire script's integer answer: [`ACQUIRED`], [`REENTERED`], [`NOT_A_LOCK`],
-    /// or how long to wait.
-    pub(super) fn from_code(reply: i64) -> Self {
-        match reply {
-            ACQUIRED => AcquireReply::Acquired {
-                token: None,
-                new_hold: true,
-            },
-            REENTERED => AcquireReply::Acquired {
-                token: None,
-                new_hold: false,
-            },
-            NOT_A_LOCK => AcquireReply::NotALock,
-            wait_ms => AcquireReply::RetryWithin(wait_ms),
-        }
-    }
-}
-
 /// The acquire scripts' answer for a lock taken afresh: the owner had no count (below any
 /// PTTL).
 const ACQUIRED: i64 = -3;
@@ -104,8 +85,17 @@ impl Batched for AcquireItem {
         call
     }
 
+    /// An acquire script's integer answer: [`ACQUIRED`], [`REENTERED`], [`NOT_A_LOCK`],
+    /// or how long to wait.
     fn reply(code: i64) -> AcquireReply {
-        AcquireReply::from_code(code)
+        match code {
+            ACQUIRED | REENTERED => AcquireReply::Acquired {
+                token: None,
+                new_hold: code == ACQUIRED,
+            },
+            NOT_A_LOCK => AcquireReply::NotALock,
+            wait_ms => AcquireReply::RetryWithin(wait_ms),
+        }
     }
 }
 
@@ -143,7 +133,7 @@ impl AcquireCall<'_> {
 /// token, or the PTTL), the number a decimal string, exact over the counter's whole range.
 fn acquired(reply: redis::Value) -> RedisResult<AcquireReply> {
     let (code, value): (i64, String) = match reply {
-        redis::Value::Int(code) => return Ok(AcquireReply::from_code(code)),
+        redis::Value::Int(code) => return Ok(AcquireItem::reply(code)),
         reply => redis::from_redis_value(reply)?,
     };
     let parsed = |what: &str| {
