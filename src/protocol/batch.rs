@@ -15,10 +15,9 @@
 //! On a Redis Cluster a script call may only name keys of one hash slot, so a batch is
 //! split per slot and its calls go out together, one per slot.
 
-use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use crate::protocol::conn::Conn;
+use crate::protocol::conn::{Conn, EvalSha};
 use crate::protocol::slot::group_by_slot;
 use crate::util::poison;
 use redis::{ErrorKind, RedisError, RedisResult};
@@ -36,26 +35,28 @@ const MAX_IN_FLIGHT: usize = 8;
 const MAX_ITEMS: usize = 256;
 
 /// A script that runs over any number of items in one call.
-pub(crate) trait Batched: Send + Sized + 'static {
+pub(crate) trait Batched: Send + Sync + Sized + 'static {
     type Reply: Send + 'static;
 
     /// The item's lock key, whose hash slot the item's keys share.
     fn key(&self) -> &str;
 
-    /// Runs `items` (at least one, of one hash slot) in one script call: one reply per
-    /// item, in order.
-    fn send(
-        conn: &mut Conn,
-        items: &[Self],
-    ) -> impl Future<Output = RedisResult<Vec<Self::Reply>>> + Send;
+    /// The script call over `items` (at least one, of one hash slot), answering one code
+    /// per item, in order; `lone`: one item, whose code comes bare.
+    fn call(items: &[Self], lone: bool) -> EvalSha<'static>;
 
-    /// Runs one item alone, the common case: the script answers its reply bare, not as an
-    /// array of one, which spares the caller an allocation and most of the reply parsing
-    /// (about 3,000 instructions of a lock-unlock pair, measured with callgrind).
-    fn send_one(
-        conn: &mut Conn,
-        item: &Self,
-    ) -> impl Future<Output = RedisResult<Self::Reply>> + Send;
+    /// What an item's code means.
+    fn reply(code: i64) -> Self::Reply;
+}
+
+/// Runs one item alone, the common case: the script answers its reply bare, not as an
+/// array of one, which spares the caller an allocation and most of the reply parsing
+/// (about 3,000 instructions of a lock-unlock pair, measured with callgrind).
+pub(crate) async fn send_one<T: Batched>(conn: &mut Conn, item: &T) -> RedisResult<T::Reply> {
+    let code: i64 = T::call(std::slice::from_ref(item), true)
+        .query(conn)
+        .await?;
+    Ok(T::reply(code))
 }
 
 /// Coalesces the concurrent calls of one [`Batched`] script of a client.
@@ -73,9 +74,6 @@ struct State<T: Batched> {
     /// Non-empty only while `in_flight` is at its maximum.
     queued: Vec<Queued<T>>,
 }
-
-/// Where a queued call's reply arrives.
-type Answer<T> = oneshot::Receiver<RedisResult<<T as Batched>::Reply>>;
 
 struct Queued<T: Batched> {
     item: T,
@@ -95,30 +93,25 @@ impl<T: Batched> Batcher<T> {
         })
     }
 
-    fn state(&self) -> MutexGuard<'_, State<T>> {
-        poison::locked(&self.state)
-    }
-
-    /// Takes a place in flight for `item` (`Ok`), or queues it for the next batch, to be
-    /// answered on the returned receiver.
-    fn send_now_or_queue(&self, item: T) -> Result<T, Answer<T>> {
-        let mut state = self.state();
-        if state.in_flight < MAX_IN_FLIGHT {
-            state.in_flight += 1;
-            return Ok(item);
-        }
-        let (reply, answer) = oneshot::channel();
-        state.queued.push(Queued { item, reply });
-        Err(answer)
-    }
-
     /// Runs `item` on `conn`, alone or in a batch with others.
     ///
     /// # Cancel safety
     /// As for a plain script call: dropping the future does not take the command back.
     /// Other callers' items never depend on this future being polled.
     pub(crate) async fn call(self: &Arc<Self>, conn: Conn, item: T) -> RedisResult<T::Reply> {
-        let item = match self.send_now_or_queue(item) {
+        // A place in flight for `item`, or a place in the queue for the next batch.
+        let in_flight = {
+            let mut state = poison::locked(&self.state);
+            if state.in_flight < MAX_IN_FLIGHT {
+                state.in_flight += 1;
+                Ok(item)
+            } else {
+                let (reply, answer) = oneshot::channel();
+                state.queued.push(Queued { item, reply });
+                Err(answer)
+            }
+        };
+        let item = match in_flight {
             Ok(item) => item,
             Err(answer) => return answer.await.unwrap_or_else(|_| Err(abandoned())),
         };
@@ -127,7 +120,7 @@ impl<T: Batched> Batcher<T> {
             batcher: self.clone(),
             conn,
         };
-        T::send_one(&mut slot.conn, &item).await
+        send_one(&mut slot.conn, &item).await
     }
 }
 
@@ -143,7 +136,7 @@ struct Slot<T: Batched> {
 impl<T: Batched> Drop for Slot<T> {
     fn drop(&mut self) {
         let batch: Vec<Queued<T>> = {
-            let mut state = self.batcher.state();
+            let mut state = poison::locked(&self.batcher.state);
             if state.queued.is_empty() {
                 state.in_flight -= 1;
                 return;
@@ -161,18 +154,17 @@ impl<T: Batched> Drop for Slot<T> {
         let per_slot = self.batcher.per_slot;
         self.batcher.runtime.spawn(async move {
             let slot = next;
-            if per_slot {
-                // One call per slot, all in flight at once under this one place.
-                let groups = group_by_slot(batch, |queued| queued.item.key().as_bytes());
-                futures_util::future::join_all(groups.into_iter().map(|group| {
-                    let mut conn = slot.conn.clone();
-                    async move { send_batch(&mut conn, group).await }
-                }))
-                .await;
+            // On a cluster, one call per slot, all in flight at once under this one place.
+            let groups = if per_slot {
+                group_by_slot(batch, |queued| queued.item.key().as_bytes())
             } else {
+                vec![batch]
+            };
+            futures_util::future::join_all(groups.into_iter().map(|group| {
                 let mut conn = slot.conn.clone();
-                send_batch(&mut conn, batch).await;
-            }
+                async move { send_batch(&mut conn, group).await }
+            }))
+            .await;
         });
     }
 }
@@ -180,16 +172,11 @@ impl<T: Batched> Drop for Slot<T> {
 /// Sends `batch` as one call and hands each caller its reply.
 async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
     let (items, waiting): (Vec<T>, Vec<_>) = batch.into_iter().map(|q| (q.item, q.reply)).unzip();
-    match T::send(conn, &items).await {
-        Ok(replies) if replies.len() == waiting.len() => {
-            for (reply, caller) in replies.into_iter().zip(waiting) {
+    match T::call(&items, false).query::<Vec<i64>>(conn).await {
+        Ok(codes) if codes.len() == waiting.len() => {
+            for (code, caller) in codes.into_iter().zip(waiting) {
                 // A caller that left has its own clean-up for what its item did.
-                let _ = caller.send(Ok(reply));
-            }
-        }
-        Ok(_) => {
-            for caller in waiting {
-                let _ = caller.send(Err(wrong_reply_count()));
+                let _ = caller.send(Ok(T::reply(code)));
             }
         }
         // Redis refused a key of the batch before running anything (an ACL user limited
@@ -197,12 +184,13 @@ async fn send_batch<T: Batched>(conn: &mut Conn, batch: Vec<Queued<T>>) {
         // one by one, each caller gets its own answer.
         Err(e) if e.code() == Some("NOPERM") && items.len() > 1 => {
             for (item, caller) in items.into_iter().zip(waiting) {
-                let _ = caller.send(T::send_one(conn, &item).await);
+                let _ = caller.send(send_one(conn, &item).await);
             }
         }
-        Err(e) => {
+        failed => {
+            let error = failed.err().unwrap_or_else(wrong_reply_count);
             for caller in waiting {
-                let _ = caller.send(Err(e.clone()));
+                let _ = caller.send(Err(error.clone()));
             }
         }
     }

@@ -15,35 +15,31 @@ pub(crate) enum ChannelKind {
 }
 
 impl ChannelKind {
+    /// The word of this kind: `classic`'s or `sharded`'s.
+    fn pick(self, classic: &'static str, sharded: &'static str) -> &'static str {
+        match self {
+            ChannelKind::Classic => classic,
+            ChannelKind::Sharded => sharded,
+        }
+    }
+
     /// The publish command, as the scripts take it (an argument, as in Redisson).
     pub(crate) fn publish(self) -> &'static str {
-        match self {
-            ChannelKind::Classic => "publish",
-            ChannelKind::Sharded => "spublish",
-        }
+        self.pick("publish", "spublish")
     }
 
     /// The command that subscribes to channels of this kind.
     pub(crate) fn subscribe(self) -> &'static str {
-        match self {
-            ChannelKind::Classic => "SUBSCRIBE",
-            ChannelKind::Sharded => "SSUBSCRIBE",
-        }
+        self.pick("SUBSCRIBE", "SSUBSCRIBE")
     }
 
     /// The command that unsubscribes from channels of this kind.
     pub(crate) fn unsubscribe(self) -> &'static str {
-        match self {
-            ChannelKind::Classic => "UNSUBSCRIBE",
-            ChannelKind::Sharded => "SUNSUBSCRIBE",
-        }
+        self.pick("UNSUBSCRIBE", "SUNSUBSCRIBE")
     }
 
     /// The `PUBSUB` subcommand that counts a channel's subscribers on one node.
     pub(crate) fn count_subscribers(self) -> &'static str {
-        match self {
-            ChannelKind::Classic => "numsub",
-            ChannelKind::Sharded => "shardnumsub",
-        }
+        self.pick("numsub", "shardnumsub")
     }
 }

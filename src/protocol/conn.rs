@@ -63,34 +63,6 @@ impl ConnectionLike for Conn {
 }
 
 impl Conn {
-    /// Loads `script` where a call whose first key is in hash slot `slot` runs: on a
-    /// cluster, that slot's master alone (so that a node that is down elsewhere does not
-    /// fail the call); `None`, or on one node, wherever this connection sends it.
-    pub(crate) async fn load_script(
-        &mut self,
-        script: &LuaScript,
-        slot: Option<u16>,
-    ) -> RedisResult<()> {
-        match (self, slot) {
-            // `SCRIPT LOAD` through a cluster connection goes to every node and fails if
-            // one is down: load it where the call runs instead.
-            (Conn::Cluster(conn), Some(slot)) => {
-                let mut load = redis::cmd("SCRIPT");
-                load.arg("LOAD").arg(script.source());
-                let route = Route::new(slot, SlotAddr::Master);
-                conn.route_command(
-                    load,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await
-                .map(drop)
-            }
-            (conn, _) => script.script().load_async(conn).await.map(drop),
-        }
-    }
-}
-
-impl Conn {
     /// True for a cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
@@ -106,9 +78,7 @@ impl Conn {
     ) -> RedisResult<T> {
         match self {
             Conn::Cluster(conn) => {
-                let route = Route::new(slot, SlotAddr::Master);
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                let value = conn.route_command(cmd, routing).await?;
+                let value = conn.route_command(cmd, master_of(slot)).await?;
                 Ok(redis::from_redis_value(value)?)
             }
             conn => cmd.query_async(conn).await,
@@ -125,8 +95,7 @@ impl Conn {
                     Value::Map(replies) => Ok(replies
                         .into_iter()
                         .map(|(node, reply)| {
-                            let node = redis::from_redis_value::<String>(node).unwrap_or_default();
-                            (node, reply)
+                            (redis::from_redis_value(node).unwrap_or_default(), reply)
                         })
                         .collect()),
                     // One master: redis-rs may answer with its reply alone.
@@ -154,11 +123,19 @@ impl Conn {
     }
 }
 
+/// The routing of a command to the master of hash slot `slot`.
+fn master_of(slot: u16) -> RoutingInfo {
+    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+        slot,
+        SlotAddr::Master,
+    )))
+}
+
 /// A Lua script: its source (a cluster node that lost it is sent the source alone, see
-/// [`Conn::load_script`]) and redis-rs' script, which hashes it once.
+/// [`EvalSha::query`]) and redis-rs' script, which hashes it once.
 pub(crate) struct LuaScript {
     source: String,
-    script: Script,
+    pub(crate) script: Script,
 }
 
 impl LuaScript {
@@ -166,15 +143,10 @@ impl LuaScript {
         let script = Script::new(&source);
         LuaScript { source, script }
     }
-
-    pub(crate) fn source(&self) -> &str {
-        &self.source
-    }
-
-    pub(crate) fn script(&self) -> &Script {
-        &self.script
-    }
 }
+
+/// The most bytes a number argument takes, for sizing a call's buffer.
+pub(crate) const NUMBER_BYTES: usize = 20;
 
 /// One `EVALSHA` of a script, built key by key and argument by argument: every key first,
 /// as Redis expects, then the arguments.
@@ -212,7 +184,17 @@ impl<'s> EvalSha<'s> {
     pub(crate) async fn query<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                conn.load_script(self.script, self.first_key_slot()).await?;
+                match (&mut *conn, self.first_key_slot()) {
+                    // `SCRIPT LOAD` through a cluster connection goes to every node and
+                    // fails if one is down: load it where the call runs instead, the
+                    // master of its slot alone.
+                    (Conn::Cluster(cluster), Some(slot)) => {
+                        let mut load = redis::cmd("SCRIPT");
+                        load.arg("LOAD").arg(&self.script.source);
+                        cluster.route_command(load, master_of(slot)).await?;
+                    }
+                    (conn, _) => drop(self.script.script.load_async(conn).await?),
+                }
                 self.cmd.query_async(conn).await
             }
             other => other,
@@ -222,11 +204,8 @@ impl<'s> EvalSha<'s> {
     /// The hash slot of the call's first key (after `EVALSHA`, the hash and the key
     /// count), which routes it on a cluster.
     fn first_key_slot(&self) -> Option<u16> {
-        if self.keys == 0 {
-            return None;
-        }
-        match self.cmd.args_iter().nth(3)? {
-            redis::Arg::Simple(key) => Some(key_slot(key)),
+        match self.cmd.args_iter().nth(3) {
+            Some(redis::Arg::Simple(key)) if self.keys > 0 => Some(key_slot(key)),
             _ => None,
         }
     }

@@ -287,10 +287,8 @@ pub fn parse_sync_channel(channel: &str) -> Option<String> {
         .strip_prefix(Derived::SemaphoreChannel.prefix())
         .and_then(|rest| rest.strip_prefix(':'))
         .or_else(|| channel.strip_prefix(LATCH_CHANNEL))?;
-    match tagged.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
-        Some(name) => Some(name.to_string()),
-        None => Some(tagged.to_string()),
-    }
+    let name = tagged.strip_prefix('{').and_then(|t| t.strip_suffix('}'));
+    Some(name.unwrap_or(tagged).to_string())
 }
 
 #[cfg(test)]

@@ -128,20 +128,13 @@ pub(crate) fn current_owner_field(client_id: &str) -> Arc<str> {
                 return field.clone();
             }
         }
-        let field = owner_field(client_id, task);
+        let field: Arc<str> = match task {
+            Some(task) => format!("{client_id}:{task}").into(),
+            None => format!("{client_id}:{}", THREAD_FALLBACK_ID.with(|id| *id)).into(),
+        };
         *last = Some((task, field.clone()));
         field
     })
-}
-
-fn owner_field(client_id: &str, task: Option<tokio::task::Id>) -> Arc<str> {
-    match task {
-        Some(task) => format!("{client_id}:{task}").into(),
-        None => {
-            let thread = THREAD_FALLBACK_ID.with(|id| *id);
-            format!("{client_id}:{thread}").into()
-        }
-    }
 }
 
 /// Whether `field` is `<client_id>:<decimal id>`.
@@ -195,11 +188,6 @@ mod tests {
         let id: u64 = field.strip_prefix("c:").unwrap().parse().unwrap();
         assert!(id < FALLBACK_BASE);
     }
-}
-
-#[cfg(test)]
-mod owner_tests {
-    use super::*;
 
     #[test]
     fn owners_are_fresh_and_meet_no_task_or_thread_id() {

@@ -9,7 +9,7 @@
 
 use std::sync::LazyLock;
 
-use crate::protocol::conn::{EvalSha, LuaScript};
+use crate::protocol::conn::{EvalSha, LuaScript, NUMBER_BYTES};
 use crate::protocol::layout::{self, Derived};
 use crate::protocol::names::LockNames;
 
@@ -157,9 +157,6 @@ pub(crate) struct Values<'a> {
     pub(crate) keep_place_ms: u64,
     pub(crate) ahead_ms: u64,
 }
-
-/// The most bytes a number argument takes.
-const NUMBER_BYTES: usize = 20;
 
 impl Call {
     /// The call on the lock of `names`, with room for `more` arguments the caller adds.

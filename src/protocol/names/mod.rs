@@ -8,8 +8,6 @@ use crate::protocol::kinds::{Kind, Side};
 use crate::protocol::layout::{self, Derived};
 use crate::protocol::slot::key_slot;
 
-pub(crate) use crate::protocol::layout::UNLOCK_MESSAGE;
-
 /// The first of `names` that a Redis Cluster puts in another hash slot than `key`.
 fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<SplitName> {
     let home = key_slot(key.as_bytes());
@@ -100,14 +98,13 @@ impl LockNames {
     /// the same names (redisson#5853).
     /// Computed for cluster clients only: a standalone client never needs a slot.
     fn split_name(&self) -> Option<SplitName> {
-        let mut names: Vec<String> = vec![self.channel.to_string(), self.latch_prefix.clone()];
         // A latch is the prefix and `:<id>`: with no valid tag in the prefix, its slot
         // depends on the id, so a sample stands for all.
-        names.push(self.unlock_latch(0).to_string());
-        for (rule, name) in self.kind.kept.iter().zip(&*self.kept) {
-            names.push((rule.checked_as)(name));
-        }
-        first_split(&self.key, names)
+        let latch = self.unlock_latch(0).to_string();
+        let kept = self.kind.kept.iter().zip(&*self.kept);
+        let kept = kept.map(|(rule, name)| (rule.checked_as)(name));
+        let names = [self.channel.to_string(), self.latch_prefix.clone(), latch];
+        first_split(&self.key, names.into_iter().chain(kept))
     }
 
     /// The key that remembers the highest fencing token a fenced write to `key` accepted,
@@ -161,11 +158,8 @@ fn request_latch(prefix: &str, request_id: u128) -> Arc<str> {
         *digit = HEX[(rest & 0xf) as usize];
         rest >>= 4;
     }
-    let mut latch = String::with_capacity(prefix.len() + 1 + digits.len());
-    latch.push_str(prefix);
-    latch.push(':');
-    latch.push_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"));
-    latch.into()
+    let digits = std::str::from_utf8(&digits).expect("hex digits are ASCII");
+    [prefix, ":", digits].concat().into()
 }
 
 /// The synchronizers, as the protocol sees them: which names and scripts a call uses.

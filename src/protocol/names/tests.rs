@@ -6,6 +6,13 @@ use crate::protocol::kinds::fenced::FENCED;
 use crate::protocol::kinds::read_write::{READ, WRITE};
 use crate::protocol::kinds::reentrant::REENTRANT;
 
+/// Every synchronizer kind.
+const SYNC_KINDS: [SyncKind; 3] = [
+    SyncKind::Semaphore,
+    SyncKind::ExpirableSemaphore,
+    SyncKind::Latch,
+];
+
 #[test]
 fn names_follow_redisson() {
     let names = LockNames::new(&REENTRANT, "", "order:1001");
@@ -76,12 +83,10 @@ fn derived_names_share_the_key_slot_unless_braces_split_them() {
         }
     }
     for name in ["a{b", "{}x", "}{", "a}b"] {
-        assert!(
-            LockNames::new(&REENTRANT, "", name).split_name().is_some(),
-            "{name}"
-        );
-        let read = LockNames::new(&READ, "", name);
-        assert!(read.split_name().is_some(), "{name}");
+        for kind in [&REENTRANT, &READ] {
+            let names = LockNames::new(kind, "", name);
+            assert!(names.split_name().is_some(), "{name}");
+        }
     }
 }
 
@@ -126,11 +131,7 @@ fn request_latches_are_a_cluster_clients_and_share_the_channel_tag() {
     );
     // A latch's names wrap the key in braces whatever it holds, as its channel does.
     assert!(latch(SyncKind::Latch, "a{b").starts_with("redisson_unlock_latch:{a{b}:"));
-    for kind in [
-        SyncKind::Semaphore,
-        SyncKind::ExpirableSemaphore,
-        SyncKind::Latch,
-    ] {
+    for kind in SYNC_KINDS {
         // Wherever the channel is in the key's slot (else the name is refused on a
         // cluster), so is the request latch.
         for name in ["batch:42", "a{b", "{g}pu", "a}b", "}{", "{}x", "x{y}z{"] {
@@ -145,11 +146,7 @@ fn request_latches_are_a_cluster_clients_and_share_the_channel_tag() {
 
 #[test]
 fn synchronizer_names_share_the_key_slot_unless_braces_split_them() {
-    for kind in [
-        SyncKind::Semaphore,
-        SyncKind::ExpirableSemaphore,
-        SyncKind::Latch,
-    ] {
+    for kind in SYNC_KINDS {
         let names = SyncNames::new(kind, "", "batch:42").on_cluster(ChannelKind::Sharded);
         assert_eq!(names.split(), None, "{kind:?}");
         assert_eq!(names.publish_command(), "spublish");

@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use super::{LONE, NOT_A_LOCK, NUMBER_BYTES};
-use crate::protocol::batch::{Batched, Batcher};
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::EvalSha;
+use super::{LONE, NOT_A_LOCK};
+use crate::protocol::batch::{self, Batched, Batcher};
+use crate::protocol::conn::{Conn, EvalSha, NUMBER_BYTES};
 use crate::protocol::kinds::fair::PlaceTerms;
 use crate::protocol::kinds::reentrant::ACQUIRE;
 use crate::protocol::kinds::Values;
@@ -44,25 +43,6 @@ pub(crate) enum AcquireReply {
     NotALock,
 }
 
-impl AcquireReply {
-    /// An acquire script's integer answer: [`ACQUIRED`], [`REENTERED`], [`NOT_A_LOCK`],
-    /// or how long to wait.
-    pub(super) fn from_code(reply: i64) -> Self {
-        match reply {
-            ACQUIRED => AcquireReply::Acquired {
-                token: None,
-                new_hold: true,
-            },
-            REENTERED => AcquireReply::Acquired {
-                token: None,
-                new_hold: false,
-            },
-            NOT_A_LOCK => AcquireReply::NotALock,
-            wait_ms => AcquireReply::RetryWithin(wait_ms),
-        }
-    }
-}
-
 /// The acquire scripts' answer for a lock taken afresh: the owner had no count (below any
 /// PTTL).
 const ACQUIRED: i64 = -3;
@@ -77,7 +57,13 @@ pub(crate) struct AcquireItem {
     owner: Arc<str>,
 }
 
-impl AcquireItem {
+impl Batched for AcquireItem {
+    type Reply = AcquireReply;
+
+    fn key(&self) -> &str {
+        &self.names.key
+    }
+
     /// `acquire.lua` over `items`; `lone`: one item, answered bare. Written out rather than
     /// built from the kind's shape ([`Call::build`](crate::protocol::kinds::Call::build)),
     /// which it equals for one item (tested): this is the lock's hot path.
@@ -98,24 +84,18 @@ impl AcquireItem {
         }
         call
     }
-}
 
-impl Batched for AcquireItem {
-    type Reply = AcquireReply;
-
-    fn key(&self) -> &str {
-        &self.names.key
-    }
-
-    async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<AcquireReply>> {
-        let replies: Vec<i64> = Self::call(items, false).query(conn).await?;
-        Ok(replies.into_iter().map(AcquireReply::from_code).collect())
-    }
-
-    async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<AcquireReply> {
-        let call = Self::call(std::slice::from_ref(item), true);
-        let reply: i64 = call.query(conn).await?;
-        Ok(AcquireReply::from_code(reply))
+    /// An acquire script's integer answer: [`ACQUIRED`], [`REENTERED`], [`NOT_A_LOCK`],
+    /// or how long to wait.
+    fn reply(code: i64) -> AcquireReply {
+        match code {
+            ACQUIRED | REENTERED => AcquireReply::Acquired {
+                token: None,
+                new_hold: code == ACQUIRED,
+            },
+            NOT_A_LOCK => AcquireReply::NotALock,
+            wait_ms => AcquireReply::RetryWithin(wait_ms),
+        }
     }
 }
 
@@ -132,7 +112,7 @@ impl AcquireCall<'_> {
         if std::ptr::eq(&**kind.acquire.script, &*ACQUIRE) {
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item()).await,
-                None => Batched::send_one(&mut conn, &item()).await,
+                None => batch::send_one(&mut conn, &item()).await,
             };
         }
         let values = Values {
@@ -153,7 +133,7 @@ impl AcquireCall<'_> {
 /// token, or the PTTL), the number a decimal string, exact over the counter's whole range.
 fn acquired(reply: redis::Value) -> RedisResult<AcquireReply> {
     let (code, value): (i64, String) = match reply {
-        redis::Value::Int(code) => return Ok(AcquireReply::from_code(code)),
+        redis::Value::Int(code) => return Ok(AcquireItem::reply(code)),
         reply => redis::from_redis_value(reply)?,
     };
     let parsed = |what: &str| {

@@ -14,28 +14,18 @@ use std::sync::LazyLock;
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::{EvalSha, LuaScript};
+use crate::protocol::conn::{Conn, EvalSha, LuaScript, NUMBER_BYTES};
 use crate::protocol::kinds::{Kind, Values};
 use crate::protocol::names::LockNames;
 
 /// A script's source: its flags line first (Redis reads `#!lua` only on the first line),
 /// then the helpers it shares with other scripts, then its body.
 pub(crate) fn assemble(shared: &[&str], body: &str) -> String {
-    let (flags, body) = match body.strip_prefix("#!") {
-        Some(_) => body.split_once('\n').unwrap_or((body, "")),
-        None => ("", body),
-    };
-    let mut source = String::with_capacity(body.len() + 64);
-    if !flags.is_empty() {
-        source.push_str(flags);
-        source.push('\n');
-    }
-    for part in shared {
-        source.push_str(part);
-    }
-    source.push_str(body);
-    source
+    let flags_end = body
+        .strip_prefix("#!")
+        .map_or(0, |_| body.find('\n').map_or(body.len(), |end| end + 1));
+    let (flags, body) = body.split_at(flags_end);
+    [&[flags], shared, &[body]].concat().concat()
 }
 
 /// A script of the top-level `lua/`, with the shared helper files listed after it
@@ -76,13 +66,10 @@ pub(crate) async fn load_all(conn: &mut Conn) -> RedisResult<()> {
         .chain(Kind::scripts())
         .chain(synchronizers::all())
     {
-        script.script().load_async(conn).await?;
+        script.script.load_async(conn).await?;
     }
     Ok(())
 }
-
-/// The most bytes a number argument takes.
-const NUMBER_BYTES: usize = 20;
 
 /// The last argument of a batched script called for one item alone: the reply comes bare.
 const LONE: &str = "1";
@@ -130,10 +117,8 @@ pub(crate) async fn force_unlock(
         .force_unlock
         .build(names, &Values::default(), seen_args);
     if let Some(seen) = seen {
-        call.arg(seen.len());
-        for field in seen {
-            call.arg(&**field);
-        }
+        // A slice goes out as one argument per field.
+        call.arg(seen.len()).arg(seen);
     }
     let reply: redis::Value = call.query(&mut conn).await?;
     force_unlocked(reply)
@@ -208,10 +193,7 @@ pub(crate) async fn refused_checks(
     let bytes = checks.iter().flatten().map(String::len).sum::<usize>() + args * 4;
     let mut call = EvalSha::new(&ACL_PROBE, 0, args, bytes);
     for check in checks {
-        call.arg(check.len());
-        for word in check {
-            call.arg(word.as_str());
-        }
+        call.arg(check.len()).arg(check);
     }
     let refused: Vec<usize> = call.query(conn).await?;
     Ok(refused
@@ -248,14 +230,13 @@ pub(crate) async fn inspect(
     let state: Vec<i64> = call.query(&mut conn).await?;
     let unexpected =
         || RedisError::from((ErrorKind::UnexpectedReturnType, "unexpected inspect reply"));
-    let (&pttl_ms, &count) = (
-        state.first().ok_or_else(unexpected)?,
-        state.get(1).ok_or_else(unexpected)?,
-    );
+    let [pttl_ms, count, ref locked @ ..] = state[..] else {
+        return Err(unexpected());
+    };
     Ok(LockState {
         pttl_ms,
         count: u32::try_from(count).map_err(|_| unexpected())?,
-        locked: state.get(2).map_or(pttl_ms != -2, |&locked| locked == 1),
+        locked: locked.first().map_or(pttl_ms != -2, |&locked| locked == 1),
     })
 }
 

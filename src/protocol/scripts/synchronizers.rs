@@ -7,48 +7,35 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{ErrorKind, RedisError, RedisResult};
 
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::{EvalSha, LuaScript};
+use crate::protocol::conn::{Conn, EvalSha, LuaScript, NUMBER_BYTES};
 use crate::protocol::names::{SyncKind, SyncNames};
 
-/// A script of the synchronizers: `sync_common.lua` prepended.
-macro_rules! sync_script {
-    ($file:literal $(, $shared:literal)*) => {
-        script!($file, "sync_common.lua" $(, $shared)*)
+/// The scripts of the synchronizers, each with `sync_common.lua` and the helpers listed
+/// after it prepended, and [`all`] of them, for loading at connect.
+macro_rules! sync_scripts {
+    ($($name:ident = $file:literal $(+ $shared:literal)?;)*) => {
+        $(static $name: LazyLock<LuaScript> = script!($file, "sync_common.lua" $(, $shared)?);)*
+
+        /// Every script of this file, for loading at connect.
+        pub(super) fn all() -> impl Iterator<Item = &'static LazyLock<LuaScript>> {
+            [$(&$name),*].into_iter()
+        }
     };
 }
 
-static COUNT_TRY_SET: LazyLock<LuaScript> = sync_script!("count_try_set.lua");
-static COUNT_READ: LazyLock<LuaScript> = sync_script!("count_read.lua");
-static COUNT_DELETE: LazyLock<LuaScript> = sync_script!("count_delete.lua");
-static SEMAPHORE_ACQUIRE: LazyLock<LuaScript> = sync_script!("semaphore_acquire.lua");
-static SEMAPHORE_CHANGE: LazyLock<LuaScript> = sync_script!("semaphore_change.lua");
-static SEMAPHORE_DRAIN: LazyLock<LuaScript> = sync_script!("semaphore_drain.lua");
-static LATCH_COUNT_DOWN: LazyLock<LuaScript> = sync_script!("latch_count_down.lua");
-static PERMIT_ACQUIRE: LazyLock<LuaScript> =
-    sync_script!("permit_acquire.lua", "permit_common.lua");
-static PERMIT_RELEASE: LazyLock<LuaScript> =
-    sync_script!("permit_release.lua", "permit_common.lua");
-static PERMIT_COUNT: LazyLock<LuaScript> = sync_script!("permit_count.lua", "permit_common.lua");
-static PERMIT_UPDATE: LazyLock<LuaScript> = sync_script!("permit_update.lua", "permit_common.lua");
-static PERMIT_LEFT: LazyLock<LuaScript> = sync_script!("permit_left.lua", "permit_common.lua");
-
-/// Every script of this file, for loading at connect.
-pub(super) fn all() -> [&'static LazyLock<LuaScript>; 12] {
-    [
-        &COUNT_TRY_SET,
-        &COUNT_READ,
-        &COUNT_DELETE,
-        &SEMAPHORE_ACQUIRE,
-        &SEMAPHORE_CHANGE,
-        &SEMAPHORE_DRAIN,
-        &LATCH_COUNT_DOWN,
-        &PERMIT_ACQUIRE,
-        &PERMIT_RELEASE,
-        &PERMIT_COUNT,
-        &PERMIT_UPDATE,
-        &PERMIT_LEFT,
-    ]
+sync_scripts! {
+    COUNT_TRY_SET = "count_try_set.lua";
+    COUNT_READ = "count_read.lua";
+    COUNT_DELETE = "count_delete.lua";
+    SEMAPHORE_ACQUIRE = "semaphore_acquire.lua";
+    SEMAPHORE_CHANGE = "semaphore_change.lua";
+    SEMAPHORE_DRAIN = "semaphore_drain.lua";
+    LATCH_COUNT_DOWN = "latch_count_down.lua";
+    PERMIT_ACQUIRE = "permit_acquire.lua" + "permit_common.lua";
+    PERMIT_RELEASE = "permit_release.lua" + "permit_common.lua";
+    PERMIT_COUNT = "permit_count.lua" + "permit_common.lua";
+    PERMIT_UPDATE = "permit_update.lua" + "permit_common.lua";
+    PERMIT_LEFT = "permit_left.lua" + "permit_common.lua";
 }
 
 /// A latch's message for a new count, or a deleted latch (Redisson's
@@ -61,9 +48,6 @@ const NO_EXPIRY: u64 = 922_337_203_685_477;
 
 /// The counts a semaphore may take, both kinds: Redisson reads them as a Java `int`.
 pub(crate) const PERMITS_RANGE: std::ops::RangeInclusive<i64> = i32::MIN as i64..=i32::MAX as i64;
-
-/// The most bytes a number argument takes.
-const NUMBER_BYTES: usize = 20;
 
 /// A call of `script` on the count's key and, when given, a second key (the expirable
 /// semaphore's permits, or a count change's request latch), with room for `args`
@@ -82,6 +66,14 @@ fn call<'s>(
     if let Some(second) = second {
         call.arg(second);
     }
+    call
+}
+
+/// A call of `script` on the count and, when it has them, its permits, whose arguments
+/// start with the channel and the command that tell the waiters; room for `args` more.
+fn telling<'s>(script: &'s LuaScript, names: &SyncNames, args: usize) -> EvalSha<'s> {
+    let mut call = call(script, names, names.timeouts.as_deref(), 2 + args);
+    call.arg(&*names.channel).arg(names.publish_command());
     call
 }
 
@@ -147,8 +139,7 @@ pub(crate) async fn read_count(mut conn: Conn, names: &SyncNames) -> RedisResult
 /// `count_delete.lua`: deletes the count (and an expirable semaphore's permits); a latch's
 /// waiters are told. True when something was there.
 pub(crate) async fn delete(mut conn: Conn, names: &SyncNames) -> RedisResult<bool> {
-    let mut call = call(&COUNT_DELETE, names, names.timeouts.as_deref(), 3);
-    call.arg(&*names.channel).arg(names.publish_command());
+    let mut call = telling(&COUNT_DELETE, names, 1);
     match names.kind {
         SyncKind::Latch => call.arg(NEW_COUNT_MESSAGE),
         SyncKind::Semaphore | SyncKind::ExpirableSemaphore => call.arg(""),
@@ -244,12 +235,8 @@ pub(crate) async fn permit_acquire(
     lease_ms: u64,
     id: &[u8; 16],
 ) -> RedisResult<PermitAcquire> {
-    let mut call = call(&PERMIT_ACQUIRE, names, names.timeouts.as_deref(), 5);
-    call.arg(&*names.channel)
-        .arg(names.publish_command())
-        .arg(lease_ms)
-        .arg(NO_EXPIRY)
-        .arg(&id[..]);
+    let mut call = telling(&PERMIT_ACQUIRE, names, 3);
+    call.arg(lease_ms).arg(NO_EXPIRY).arg(&id[..]);
     let (taken, nearest_ms): (i64, i64) = call.query(&mut conn).await?;
     Ok(if taken == 1 {
         PermitAcquire::Acquired
@@ -275,11 +262,8 @@ pub(crate) async fn permit_release(
     names: &SyncNames,
     id: &[u8; 16],
 ) -> RedisResult<PermitRelease> {
-    let mut call = call(&PERMIT_RELEASE, names, names.timeouts.as_deref(), 3);
-    call.arg(&*names.channel)
-        .arg(names.publish_command())
-        .arg(&id[..]);
-    let found: i64 = call.query(&mut conn).await?;
+    let mut call = telling(&PERMIT_RELEASE, names, 1);
+    let found: i64 = call.arg(&id[..]).query(&mut conn).await?;
     Ok(match found {
         1 => PermitRelease::Released,
         2 => PermitRelease::Expired,
@@ -295,12 +279,8 @@ pub(crate) async fn permit_update(
     id: &[u8; 16],
     lease_ms: u64,
 ) -> RedisResult<bool> {
-    let mut call = call(&PERMIT_UPDATE, names, names.timeouts.as_deref(), 4);
-    call.arg(&*names.channel)
-        .arg(names.publish_command())
-        .arg(&id[..])
-        .arg(lease_ms);
-    let updated: i64 = call.query(&mut conn).await?;
+    let mut call = telling(&PERMIT_UPDATE, names, 2);
+    let updated: i64 = call.arg(&id[..]).arg(lease_ms).query(&mut conn).await?;
     Ok(updated == 1)
 }
 
@@ -312,8 +292,7 @@ pub(crate) async fn permit_left(
     id: &[u8; 16],
 ) -> RedisResult<Option<u64>> {
     let mut call = call(&PERMIT_LEFT, names, names.timeouts.as_deref(), 1);
-    call.arg(&id[..]);
-    let left: i64 = call.query(&mut conn).await?;
+    let left: i64 = call.arg(&id[..]).query(&mut conn).await?;
     Ok(u64::try_from(left).ok())
 }
 
@@ -324,9 +303,8 @@ pub(crate) async fn permit_count(
     names: &SyncNames,
     acquired: bool,
 ) -> RedisResult<i64> {
-    let mut call = call(&PERMIT_COUNT, names, names.timeouts.as_deref(), 3);
-    call.arg(&*names.channel)
-        .arg(names.publish_command())
-        .arg(if acquired { "acquired" } else { "available" });
-    call.query(&mut conn).await
+    let mut call = telling(&PERMIT_COUNT, names, 1);
+    call.arg(if acquired { "acquired" } else { "available" })
+        .query(&mut conn)
+        .await
 }

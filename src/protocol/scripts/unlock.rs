@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use redis::RedisResult;
 
-use super::{FREED_HEAD_UNHEARD, LONE, NOT_A_LOCK, NUMBER_BYTES, PUBLISH_REFUSED};
-use crate::protocol::batch::{Batched, Batcher};
+use super::{FREED_HEAD_UNHEARD, LONE, NOT_A_LOCK, PUBLISH_REFUSED};
+use crate::protocol::batch::{self, Batched, Batcher};
 use crate::protocol::channels::ChannelKind;
-use crate::protocol::conn::Conn;
-use crate::protocol::conn::EvalSha;
+use crate::protocol::conn::{Conn, EvalSha, NUMBER_BYTES};
 use crate::protocol::kinds::reentrant::UNLOCK;
 use crate::protocol::kinds::Values;
-use crate::protocol::names::{LockNames, UNLOCK_MESSAGE};
+use crate::protocol::layout::UNLOCK_MESSAGE;
+use crate::protocol::names::LockNames;
 
 /// What the unlock script found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,13 @@ pub(crate) struct UnlockItem {
     latch_ttl_ms: u64,
 }
 
-impl UnlockItem {
+impl Batched for UnlockItem {
+    type Reply = UnlockOutcome;
+
+    fn key(&self) -> &str {
+        &self.names.key
+    }
+
     /// `unlock.lua` over `items`; `lone`: one item, answered bare. Written out rather than
     /// built from the kind's shape ([`Call::build`](crate::protocol::kinds::Call::build)),
     /// which it equals for one item (tested): this is the lock's hot path.
@@ -114,24 +120,9 @@ impl UnlockItem {
         }
         call
     }
-}
 
-impl Batched for UnlockItem {
-    type Reply = UnlockOutcome;
-
-    fn key(&self) -> &str {
-        &self.names.key
-    }
-
-    async fn send(conn: &mut Conn, items: &[Self]) -> RedisResult<Vec<UnlockOutcome>> {
-        let found: Vec<i64> = Self::call(items, false).query(conn).await?;
-        Ok(found.into_iter().map(|f| Some(f).into()).collect())
-    }
-
-    async fn send_one(conn: &mut Conn, item: &Self) -> RedisResult<UnlockOutcome> {
-        let call = Self::call(std::slice::from_ref(item), true);
-        let found: i64 = call.query(conn).await?;
-        Ok(Some(found).into())
+    fn reply(code: i64) -> UnlockOutcome {
+        Some(code).into()
     }
 }
 
@@ -150,7 +141,7 @@ impl UnlockCall<'_> {
             };
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item).await,
-                None => Batched::send_one(&mut conn, &item).await,
+                None => batch::send_one(&mut conn, &item).await,
             };
         }
         let values = Values {
