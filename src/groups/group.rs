@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::groups::contender::GroupContender;
 use crate::groups::guard::GroupGuard;
 use crate::groups::independence::Independence;
-use crate::holds::{drift, Lease};
+use crate::holds::drift;
 use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
@@ -402,15 +402,10 @@ impl<K: GroupKind> Group<K> {
                 let (core, names) = lock.parts()?;
                 // The tighter of the group's cap and the lock's own.
                 let max_hold = self.max_hold.into_iter().chain(lock.max_hold()).min();
-                if let Some(cap) = max_hold {
-                    validate::lease_millis("max_hold", cap)?;
-                }
-                let lease = fixed_lease_ms
-                    .map_or_else(|| Lease::Watchdog(core.watchdog.lease_ms()), Lease::Fixed);
                 Ok(Node {
                     core: core.clone(),
                     names: names.clone(),
-                    request: Request { lease, max_hold },
+                    request: Request::new(core, fixed_lease_ms, max_hold)?,
                 })
             })
             .collect::<Result<_>>()?;

@@ -11,7 +11,6 @@ use crate::client_core::Core;
 use crate::error::{may_have_run, Error, Result};
 use crate::holds::{Applied, Hold, HoldId, Lease, Terms};
 use crate::locks::guard::LockGuard;
-use crate::locks::kind::Turn;
 use crate::locks::release::{Release, Released};
 use crate::locks::wait::Tried;
 use crate::protocol::conn::Conn;
@@ -20,6 +19,7 @@ use crate::protocol::scripts::{AcquireCall, AcquireReply};
 use crate::transport::connections::{Pooled, SharedConn};
 use crate::transport::explain;
 use crate::util::detach::FinishOnDrop;
+use crate::util::validate;
 
 /// What an acquire asks for: its lease, and how long the hold may last at most, counted
 /// from the acquire that takes the lock.
@@ -30,6 +30,20 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// A fixed lease in ms (`None`: `core`'s watchdog lease) and a cap on the hold, checked.
+    pub(crate) fn new(
+        core: &Core,
+        fixed_lease_ms: Option<u64>,
+        max_hold: Option<Duration>,
+    ) -> Result<Request> {
+        if let Some(cap) = max_hold {
+            validate::lease_millis("max_hold", cap)?;
+        }
+        let lease =
+            fixed_lease_ms.map_or_else(|| Lease::Watchdog(core.watchdog.lease_ms()), Lease::Fixed);
+        Ok(Request { lease, max_hold })
+    }
+
     /// The terms of an acquire sent at `started`.
     fn terms(self, started: Instant) -> Terms {
         Terms {
@@ -220,7 +234,8 @@ impl Sent {
         };
         if may_be_queued {
             // After the attempt, so that the place it took is the one left.
-            Turn::abandoned(&self.core, &self.names, &self.owner);
+            let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
+            crate::locks::fair::leave_in_background(core, names, owner);
         }
         if took_lock {
             // In the background: nobody waits for this call any more.
