@@ -279,12 +279,45 @@ macro_rules! group_methods {
                 self.group.name()
             }
 
+            /// Takes the group, waiting up to `wait` (`None`: as long as it takes), with a
+            /// fixed lease in ms (`None`: each client's watchdog lease).
+            #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.group.name()))]
             async fn acquire(
                 &self,
                 fixed_lease_ms: Option<u64>,
                 wait: Option<Duration>,
             ) -> Result<Option<GroupGuard>> {
-                self.group.acquire(fixed_lease_ms, wait).await
+                let group = &self.group;
+                let mut timed = Timed::start(group.quorum.type_names().1);
+                // The caller's wait counts from the call, the independence check included.
+                let deadline = deadline_after(wait);
+                let outcome = async {
+                    let nodes = group.nodes(fixed_lease_ms)?;
+                    if group.quorum == Quorum::Majority {
+                        let type_name = group.quorum.type_names().0;
+                        (group.independence)
+                            .check(&nodes, type_name, group.node_timeout)
+                            .await?;
+                    }
+                    let owner: Arc<str> = group.identity.field(&nodes[0].core.id_text);
+                    let subscriptions = nodes.iter().map(|_| None).collect();
+                    let mut contender = GroupContender {
+                        quorum: group.quorum(),
+                        fenced: nodes[0].names.kind.fenced,
+                        nodes,
+                        owner,
+                        node_timeout: group.node_timeout,
+                        name: group.name(),
+                        subscriptions,
+                        busy: Vec::new(),
+                        split: false,
+                        remaining: Duration::MAX,
+                    };
+                    wait_for(&mut contender, deadline).await
+                }
+                .await;
+                timed.ended(&outcome);
+                outcome
             }
         }
     };
@@ -310,19 +343,11 @@ impl Quorum {
         }
     }
 
-    /// The group's type, as `Debug` and errors name it.
-    fn type_name(self) -> &'static str {
+    /// The group's type, as `Debug` and errors name it, and as a metric label.
+    fn type_names(self) -> (&'static str, &'static str) {
         match self {
-            Quorum::Majority => "RedLock",
-            Quorum::All => "MultiLock",
-        }
-    }
-
-    /// The group's type as a metric label.
-    fn label(self) -> &'static str {
-        match self {
-            Quorum::Majority => "redlock",
-            Quorum::All => "multilock",
+            Quorum::Majority => ("RedLock", "redlock"),
+            Quorum::All => ("MultiLock", "multilock"),
         }
     }
 }
@@ -358,7 +383,7 @@ struct Group<K: GroupKind> {
 
 impl<K: GroupKind> fmt::Debug for Group<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(self.quorum.type_name())
+        f.debug_struct(self.quorum.type_names().0)
             .field("locks", &self.locks)
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.node_timeout)
@@ -421,45 +446,5 @@ impl<K: GroupKind> Group<K> {
             }
         }
         Ok(nodes)
-    }
-
-    /// Takes the group, waiting up to `wait` (`None`: as long as it takes), with a fixed
-    /// lease in ms (`None`: each client's watchdog lease): what `DistributedLock::acquire`
-    /// does for both faces.
-    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name()))]
-    async fn acquire(
-        &self,
-        fixed_lease_ms: Option<u64>,
-        wait: Option<Duration>,
-    ) -> Result<Option<GroupGuard>> {
-        let mut timed = Timed::start(self.quorum.label());
-        // The caller's wait counts from the call, the independence check included.
-        let deadline = deadline_after(wait);
-        let outcome = async {
-            let nodes = self.nodes(fixed_lease_ms)?;
-            if self.quorum == Quorum::Majority {
-                self.independence
-                    .check(&nodes, self.quorum.type_name(), self.node_timeout)
-                    .await?;
-            }
-            let owner: Arc<str> = self.identity.field(&nodes[0].core.id_text);
-            let subscriptions = nodes.iter().map(|_| None).collect();
-            let mut contender = GroupContender {
-                quorum: self.quorum(),
-                fenced: K::KIND.fenced,
-                nodes,
-                owner,
-                node_timeout: self.node_timeout,
-                name: self.name(),
-                subscriptions,
-                busy: Vec::new(),
-                split: false,
-                remaining: Duration::MAX,
-            };
-            wait_for(&mut contender, deadline).await
-        }
-        .await;
-        timed.ended(&outcome);
-        outcome
     }
 }

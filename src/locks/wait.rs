@@ -216,10 +216,11 @@ pub(crate) async fn wait_for<C: Contender>(
             {
                 failures += 1;
                 tracing::debug!(error = %e, "acquire failed; retrying");
-                let pause = contender.pacing().backoff();
-                if !sleep_within(contender.pacing(), pause, deadline).await {
+                let length = contender.pacing().backoff();
+                if length >= remaining(deadline) {
                     return Err(e);
                 }
+                pause(contender.pacing(), length).await;
                 continue;
             }
             Err(e) => return Err(e),
@@ -316,14 +317,4 @@ pub(crate) fn remaining(deadline: Option<Instant>) -> Duration {
 /// large to add to the clock).
 pub(crate) fn deadline_after(wait: Option<Duration>) -> Option<Instant> {
     wait.and_then(|wait| Instant::now().checked_add(wait))
-}
-
-/// Sleeps `length` (see [`pause`]) unless that would pass `deadline`; returns whether time
-/// is left after it.
-async fn sleep_within(pacing: &Connections, length: Duration, deadline: Option<Instant>) -> bool {
-    if length >= remaining(deadline) {
-        return false;
-    }
-    pause(pacing, length).await;
-    true
 }
