@@ -84,9 +84,7 @@ impl Contender for GroupContender<'_> {
         let mut last_error = None;
         while let Some((index, outcome)) = pending.next().await {
             match outcome {
-                Ok(Tried::Acquired(guard)) => {
-                    held.push((index, guard));
-                }
+                Ok(Tried::Acquired(guard)) => held.push((index, guard)),
                 Ok(Tried::Busy(bound)) => {
                     busy.push(index);
                     // The sooner of the bounds known.
@@ -103,18 +101,16 @@ impl Contender for GroupContender<'_> {
             }
         }
         if held.len() >= quorum {
-            let token = if self.fenced {
-                let agreed = fence::agree(nodes, &held, owner, quorum, node_timeout).await;
-                if agreed.is_none() {
-                    // Too few masters still held the lock to vouch for the token: as if the
-                    // quorum were never reached. Dropping the holds releases them.
-                    tracing::debug!(lock = %name, "fencing token not agreed");
-                    return Ok(self.no_time_left(busy));
-                }
-                agreed
-            } else {
-                None
+            let token = match self.fenced {
+                true => fence::agree(nodes, &held, owner, quorum, node_timeout).await,
+                false => None,
             };
+            if self.fenced && token.is_none() {
+                // Too few masters still held the lock to vouch for the token: as if the
+                // quorum were never reached. Dropping the holds releases them.
+                tracing::debug!(lock = %name, "fencing token not agreed");
+                return Ok(self.no_time_left(busy));
+            }
             let holds = held.into_iter().map(|(_, hold)| hold).collect();
             let guard = GroupGuard::new(name, owner.clone(), quorum, total, holds, token);
             if Instant::from_std(guard.valid_until()) > Instant::now() {

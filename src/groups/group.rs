@@ -336,13 +336,6 @@ enum Quorum {
 }
 
 impl Quorum {
-    fn of(self, total: usize) -> usize {
-        match self {
-            Quorum::Majority => total / 2 + 1,
-            Quorum::All => total,
-        }
-    }
-
     /// The group's type, as `Debug` and errors name it, and as a metric label.
     fn type_names(self) -> (&'static str, &'static str) {
         match self {
@@ -406,7 +399,11 @@ impl<K: GroupKind> Group<K> {
     }
 
     fn quorum(&self) -> usize {
-        self.quorum.of(self.locks.len())
+        let total = self.locks.len();
+        match self.quorum {
+            Quorum::Majority => total / 2 + 1,
+            Quorum::All => total,
+        }
     }
 
     /// The group's first lock name, for errors and logs.

@@ -135,6 +135,7 @@ impl Contender for OneLock<'_> {
     type Guard = LockGuard;
 
     async fn attempt(&mut self) -> Result<Tried<LockGuard>> {
+        // A waiter with a place joins the queue, or refreshes its place, with each attempt.
         let join_queue = self.place.is_some();
         attempt(self.core, self.names, &self.owner, self.request, join_queue).await
     }

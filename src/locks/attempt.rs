@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::client_core::Core;
 use crate::error::{may_have_run, Error, Result};
-use crate::holds::{Applied, Hold, HoldId, Lease, Terms};
+use crate::holds::{Applied, Hold, HoldId, Lease, Renewal, Terms};
 use crate::locks::guard::LockGuard;
 use crate::locks::release::{Release, Released};
 use crate::locks::wait::Tried;
@@ -223,7 +223,12 @@ impl Sent {
                 Err(unreplicated)
             }
             Ok((AcquireReply::Acquired { token, new_hold }, None)) => {
-                let renewal = crate::locks::kind::renewal(&self.names, &self.owner);
+                let renewal = match self.names.kind.side {
+                    None => Renewal::Key,
+                    Some(_) => Renewal::ReadWrite {
+                        read_timeouts: self.names.read_timeouts(&self.owner),
+                    },
+                };
                 let replaces = self.prior.as_ref().filter(|_| new_hold);
                 let hold = core.holds.add(
                     &self.id,

@@ -1,16 +1,14 @@
 //! The lock kinds as types ([`Reentrant`], [`Fair`](crate::Fair), [`Fenced`](crate::Fenced),
-//! [`Read`](crate::Read), [`Write`](crate::Write)) and the one place that says what each
-//! kind changes: its Redis names and how its holds are renewed (a fair lock's waiters
-//! also keep a [`QueuePlace`](crate::locks::fair::QueuePlace)).
+//! [`Read`](crate::Read), [`Write`](crate::Write)).
 //!
 //! A kind is chosen by type (`Lock<Fair>`), and each type names its description in the
 //! protocol ([`protocol::kinds`](crate::protocol::kinds)): its names, scripts and the shape
-//! of their calls. From then on the engine reads that description, never which kind it is.
+//! of their calls. From then on the engine reads that description (a read-write side is
+//! renewed with its read timeouts, a fair lock's waiters queue, a fenced lock draws
+//! tokens), never which kind it is.
 
-use crate::holds::Renewal;
 use crate::protocol::kinds::reentrant::REENTRANT;
 use crate::protocol::kinds::Kind;
-use crate::protocol::names::LockNames;
 
 /// The kind of a [`Lock`](crate::Lock): [`Reentrant`], [`Fair`](crate::Fair),
 /// [`Fenced`](crate::Fenced), or a read-write lock's [`Read`](crate::Read) or
@@ -25,16 +23,6 @@ pub(crate) mod sealed {
         const TYPE_NAME: &'static str;
         /// What the kind is in Redis.
         const KIND: &'static crate::protocol::kinds::Kind;
-    }
-}
-
-/// How the watchdog renews `owner`'s hold on the lock of `names`.
-pub(crate) fn renewal(names: &LockNames, owner: &str) -> Renewal {
-    match names.kind.side {
-        None => Renewal::Key,
-        Some(_) => Renewal::ReadWrite {
-            read_timeouts: names.read_timeouts(owner),
-        },
     }
 }
 
