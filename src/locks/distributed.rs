@@ -124,13 +124,13 @@ macro_rules! guard_by_inherent_methods {
         impl $crate::locks::distributed::sealed::Sealed for $guard {}
 
         impl $crate::locks::distributed::DistributedGuard for $guard {
-            fn unlock(self) -> impl std::future::Future<Output = $crate::Result<()>> + Send {
+            fn unlock(self) -> impl std::future::Future<Output = $crate::error::Result<()>> + Send {
                 <$guard>::unlock(self)
             }
 
             fn lost(
                 &self,
-            ) -> impl std::future::Future<Output = $crate::LostReason> + Send + 'static {
+            ) -> impl std::future::Future<Output = $crate::error::LostReason> + Send + 'static {
                 <$guard>::lost(self)
             }
 

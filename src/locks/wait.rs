@@ -230,8 +230,10 @@ pub(crate) async fn wait_for<C: Contender>(
         if remaining.is_zero() {
             return Ok(None);
         }
-        let listening = match contender.listen(remaining).await {
-            Ok(listening) => listening,
+        match contender.listen(remaining).await {
+            Ok(Listening::Already) => {}
+            Ok(Listening::Started) => continue,
+            Ok(Listening::GaveUp) => return Ok(None),
             // Subscribing failed to reach Redis: within a budget, as a failed try.
             Err(e) if budgeted && rides_out_outage(&e) => {
                 failures += 1;
@@ -241,11 +243,6 @@ pub(crate) async fn wait_for<C: Contender>(
                 continue;
             }
             Err(e) => return Err(e),
-        };
-        match listening {
-            Listening::Already => {}
-            Listening::Started => continue,
-            Listening::GaveUp => return Ok(None),
         }
         // Bounded by the same `remaining` that `listen` was given: a wait that ends at it
         // ends at the caller's deadline, which `WakeUps` counts apart from the holder's TTL.
