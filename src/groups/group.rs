@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::groups::contender::GroupContender;
 use crate::groups::guard::GroupGuard;
 use crate::groups::independence::Independence;
-use crate::holds::{drift, Lease};
+use crate::holds::drift;
 use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
@@ -279,12 +279,45 @@ macro_rules! group_methods {
                 self.group.name()
             }
 
+            /// Takes the group, waiting up to `wait` (`None`: as long as it takes), with a
+            /// fixed lease in ms (`None`: each client's watchdog lease).
+            #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.group.name()))]
             async fn acquire(
                 &self,
                 fixed_lease_ms: Option<u64>,
                 wait: Option<Duration>,
             ) -> Result<Option<GroupGuard>> {
-                self.group.acquire(fixed_lease_ms, wait).await
+                let group = &self.group;
+                let mut timed = Timed::start(group.quorum.type_names().1);
+                // The caller's wait counts from the call, the independence check included.
+                let deadline = deadline_after(wait);
+                let outcome = async {
+                    let nodes = group.nodes(fixed_lease_ms)?;
+                    if group.quorum == Quorum::Majority {
+                        let type_name = group.quorum.type_names().0;
+                        (group.independence)
+                            .check(&nodes, type_name, group.node_timeout)
+                            .await?;
+                    }
+                    let owner: Arc<str> = group.identity.field(&nodes[0].core.id_text);
+                    let subscriptions = nodes.iter().map(|_| None).collect();
+                    let mut contender = GroupContender {
+                        quorum: group.quorum(),
+                        fenced: nodes[0].names.kind.fenced,
+                        nodes,
+                        owner,
+                        node_timeout: group.node_timeout,
+                        name: group.name(),
+                        subscriptions,
+                        busy: Vec::new(),
+                        split: false,
+                        remaining: Duration::MAX,
+                    };
+                    wait_for(&mut contender, deadline).await
+                }
+                .await;
+                timed.ended(&outcome);
+                outcome
             }
         }
     };
@@ -303,26 +336,11 @@ enum Quorum {
 }
 
 impl Quorum {
-    fn of(self, total: usize) -> usize {
+    /// The group's type, as `Debug` and errors name it, and as a metric label.
+    fn type_names(self) -> (&'static str, &'static str) {
         match self {
-            Quorum::Majority => total / 2 + 1,
-            Quorum::All => total,
-        }
-    }
-
-    /// The group's type, as `Debug` and errors name it.
-    fn type_name(self) -> &'static str {
-        match self {
-            Quorum::Majority => "RedLock",
-            Quorum::All => "MultiLock",
-        }
-    }
-
-    /// The group's type as a metric label.
-    fn label(self) -> &'static str {
-        match self {
-            Quorum::Majority => "redlock",
-            Quorum::All => "multilock",
+            Quorum::Majority => ("RedLock", "redlock"),
+            Quorum::All => ("MultiLock", "multilock"),
         }
     }
 }
@@ -358,7 +376,7 @@ struct Group<K: GroupKind> {
 
 impl<K: GroupKind> fmt::Debug for Group<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct(self.quorum.type_name())
+        f.debug_struct(self.quorum.type_names().0)
             .field("locks", &self.locks)
             .field("quorum", &self.quorum())
             .field("node_timeout", &self.node_timeout)
@@ -381,7 +399,11 @@ impl<K: GroupKind> Group<K> {
     }
 
     fn quorum(&self) -> usize {
-        self.quorum.of(self.locks.len())
+        let total = self.locks.len();
+        match self.quorum {
+            Quorum::Majority => total / 2 + 1,
+            Quorum::All => total,
+        }
     }
 
     /// The group's first lock name, for errors and logs.
@@ -402,15 +424,10 @@ impl<K: GroupKind> Group<K> {
                 let (core, names) = lock.parts()?;
                 // The tighter of the group's cap and the lock's own.
                 let max_hold = self.max_hold.into_iter().chain(lock.max_hold()).min();
-                if let Some(cap) = max_hold {
-                    validate::lease_millis("max_hold", cap)?;
-                }
-                let lease = fixed_lease_ms
-                    .map_or_else(|| Lease::Watchdog(core.watchdog.lease_ms()), Lease::Fixed);
                 Ok(Node {
                     core: core.clone(),
                     names: names.clone(),
-                    request: Request { lease, max_hold },
+                    request: Request::new(core, fixed_lease_ms, max_hold)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -426,45 +443,5 @@ impl<K: GroupKind> Group<K> {
             }
         }
         Ok(nodes)
-    }
-
-    /// Takes the group, waiting up to `wait` (`None`: as long as it takes), with a fixed
-    /// lease in ms (`None`: each client's watchdog lease): what `DistributedLock::acquire`
-    /// does for both faces.
-    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name()))]
-    async fn acquire(
-        &self,
-        fixed_lease_ms: Option<u64>,
-        wait: Option<Duration>,
-    ) -> Result<Option<GroupGuard>> {
-        let mut timed = Timed::start(self.quorum.label());
-        // The caller's wait counts from the call, the independence check included.
-        let deadline = deadline_after(wait);
-        let outcome = async {
-            let nodes = self.nodes(fixed_lease_ms)?;
-            if self.quorum == Quorum::Majority {
-                self.independence
-                    .check(&nodes, self.quorum.type_name(), self.node_timeout)
-                    .await?;
-            }
-            let owner: Arc<str> = self.identity.field(&nodes[0].core.id_text);
-            let subscriptions = nodes.iter().map(|_| None).collect();
-            let mut contender = GroupContender {
-                quorum: self.quorum(),
-                fenced: K::KIND.fenced,
-                nodes,
-                owner,
-                node_timeout: self.node_timeout,
-                name: self.name(),
-                subscriptions,
-                busy: Vec::new(),
-                split: false,
-                remaining: Duration::MAX,
-            };
-            wait_for(&mut contender, deadline).await
-        }
-        .await;
-        timed.ended(&outcome);
-        outcome
     }
 }

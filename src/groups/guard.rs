@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures_util::future::select_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -13,7 +12,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::error::{Error, LostReason, Result};
-use crate::locks::guard::LockGuard;
+use crate::locks::guard::{lost_error, LockGuard};
 use crate::util::detach::FinishOnDrop;
 use crate::util::poison;
 
@@ -185,21 +184,16 @@ impl GroupState {
             let joined = self.joined.notified();
             tokio::pin!(joined);
             joined.as_mut().enable();
-            let (live, reasons): (Vec<_>, Vec<_>) = {
-                let holds = poison::locked(&self.holds);
-                let live = holds
-                    .iter()
-                    .flatten()
-                    .filter(|hold| !hold.is_lost())
-                    .map(|hold| Box::pin(hold.lost()))
-                    .collect();
-                let reasons = holds.iter().flatten().filter_map(LockGuard::lost_reason);
-                let reasons = reasons.collect();
-                (live, reasons)
+            let holds = poison::locked(&self.holds).as_ref().map(|holds| {
+                let live = holds.iter().filter(|hold| !hold.is_lost());
+                let reasons = holds.iter().filter_map(LockGuard::lost_reason);
+                let live: Vec<_> = live.map(|hold| Box::pin(hold.lost())).collect();
+                (live, reasons.collect::<Vec<_>>())
+            });
+            // Released: never lost.
+            let Some((live, reasons)) = holds else {
+                return std::future::pending().await;
             };
-            if poison::locked(&self.holds).is_none() {
-                std::future::pending::<()>().await;
-            }
             if live.len() < self.quorum {
                 return self.reason(&reasons);
             }
@@ -256,12 +250,7 @@ impl GroupState {
             .collect();
         if was_lost || !reasons.is_empty() {
             let reason = self.reason(&reasons);
-            let expired_ago = Instant::now().checked_duration_since(expired_at);
-            return Err(Error::LockLost {
-                name: self.name.clone(),
-                reason,
-                expired_ago: expired_ago.filter(|ago| *ago > Duration::ZERO),
-            });
+            return Err(lost_error(self.name.clone(), reason, expired_at));
         }
         let failed = outcomes.into_iter().find_map(|outcome| outcome.err());
         Err(failed.expect("fewer confirmations than holds means a failure"))
@@ -322,26 +311,4 @@ impl Joiner {
     }
 }
 
-impl crate::locks::distributed::sealed::Sealed for GroupGuard {}
-
-impl crate::locks::DistributedGuard for GroupGuard {
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        GroupGuard::unlock(self)
-    }
-
-    fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        GroupGuard::lost(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        GroupGuard::is_lost(self)
-    }
-
-    fn valid_until(&self) -> std::time::Instant {
-        GroupGuard::valid_until(self)
-    }
-
-    fn fencing_token(&self) -> Option<u64> {
-        GroupGuard::fencing_token(self)
-    }
-}
+crate::locks::distributed::guard_by_inherent_methods!(GroupGuard);

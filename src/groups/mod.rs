@@ -137,6 +137,5 @@ pub(crate) mod fence;
 mod group;
 pub(crate) mod guard;
 mod independence;
-mod round;
 
 pub use group::{GroupKind, MultiLock, RedLock};

@@ -1,8 +1,8 @@
-//! Taking one lock: the contender the [waiting loop](super::wait) drives for a single
-//! lock of any kind.
+//! Taking one lock: [`Lock`]'s acquire, and the contender the [waiting loop](super::wait)
+//! drives for it, for a single lock of any kind.
 //!
 //! A fair lock's waiter subscribes to its own channel and only then joins the queue (its
-//! [`Turn`]), so that from the moment it is queued, a PUBLISH to it that reaches nobody
+//! [`QueuePlace`]), so that from the moment it is queued, a PUBLISH to it that reaches nobody
 //! means its process is gone (see `notify_head` in `fair_common.lua`). Its first try does
 //! not queue: an uncontended lock costs one round trip, as for a plain lock.
 
@@ -12,51 +12,63 @@ use std::time::Duration;
 use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::locks::attempt::{attempt, Request};
+use crate::locks::distributed::{sealed, DistributedLock};
+use crate::locks::fair::QueuePlace;
 use crate::locks::guard::LockGuard;
-use crate::locks::kind::Turn;
+use crate::locks::kind::LockKind;
+use crate::locks::lock::Lock;
 use crate::locks::wait::{deadline_after, wait_for, Contender, Listening, Tried, WakeUps};
 use crate::locks::wait_registry::Registration;
 use crate::protocol::names::LockNames;
-use crate::protocol::owner::Identity;
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::Wake;
 use crate::util::metrics::{self, AcquireOutcome};
 
-/// Takes the lock for `identity` (by default the task calling this), waiting up to `wait`
-/// (`None`: for as long as it takes). `Ok(None)` means the wait ran out while someone else
-/// held the lock.
-pub(crate) async fn acquire(
-    core: &Arc<Core>,
-    names: &Arc<LockNames>,
-    identity: Identity,
-    request: Request,
-    wait: Option<Duration>,
-) -> Result<Option<LockGuard>> {
-    let mut timed = Timed::start(names.kind.label);
-    let _admitted = timed.admit(core)?;
-    let task = identity.field(&core.id_text);
-    let owner = names.owner_field(&task);
-    if let Err(refused) = crate::locks::read_write::refuse_upgrade(core, names, &task, &owner) {
-        let outcome = Err(refused);
-        timed.ended::<LockGuard>(&outcome);
-        return outcome;
+impl<K: LockKind> sealed::Sealed for Lock<K> {}
+
+impl<K: LockKind> DistributedLock for Lock<K> {
+    type Guard = LockGuard;
+
+    fn name(&self) -> &str {
+        &self.name
     }
-    let registration = Registration::new(core, &names.key, &task);
-    let mut contender = OneLock {
-        core,
-        names,
-        owner,
-        request,
-        wake_ups: WakeUps::default(),
-        turn: None,
-        registration,
-    };
-    let outcome = wait_for(&mut contender, deadline_after(wait)).await;
-    if let Some(turn) = contender.turn.take() {
-        turn.end(outcome.as_ref().ok().map(Option::is_some)).await;
+
+    /// Takes the lock for the handle's owner (by default the task calling this), waiting up
+    /// to `wait` (`None`: for as long as it takes). `Ok(None)` means the wait ran out while
+    /// someone else held the lock.
+    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = self.names.as_deref().map_or("", |names| names.kind.label)))]
+    async fn acquire(
+        &self,
+        fixed_lease_ms: Option<u64>,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let request = Request::new(&self.core, fixed_lease_ms, self.max_hold)?;
+        let (core, names) = self.parts()?;
+        let mut timed = Timed::start(names.kind.label);
+        let _admitted = timed.admit(core)?;
+        let task = self.identity.field(&core.id_text);
+        let owner = names.owner_field(&task);
+        let outcome = async {
+            crate::locks::read_write::refuse_upgrade(core, names, &task, &owner)?;
+            let mut contender = OneLock {
+                core,
+                names,
+                owner,
+                request,
+                wake_ups: WakeUps::default(),
+                place: None,
+                registration: Registration::new(core, &names.key, &task),
+            };
+            let outcome = wait_for(&mut contender, deadline_after(wait)).await;
+            if let Some(place) = contender.place.take() {
+                place.end(outcome.as_ref().ok().map(Option::is_some)).await;
+            }
+            outcome
+        }
+        .await;
+        timed.ended(&outcome);
+        outcome
     }
-    timed.ended(&outcome);
-    outcome
 }
 
 /// Reports an acquire call's outcome and wait to the metrics when it ends, as cancelled
@@ -77,11 +89,14 @@ impl Timed {
     }
 
     pub(crate) fn ended<G>(&mut self, outcome: &Result<Option<G>>) {
-        let outcome = match outcome {
+        self.end(match outcome {
             Ok(Some(_)) => AcquireOutcome::Acquired,
             Ok(None) => AcquireOutcome::TimedOut,
             Err(_) => AcquireOutcome::Failed,
-        };
+        });
+    }
+
+    fn end(&mut self, outcome: AcquireOutcome) {
         self.ended = true;
         metrics::acquire_ended(self.kind, outcome, self.started);
     }
@@ -92,17 +107,15 @@ impl Timed {
         &mut self,
         core: &Core,
     ) -> Result<tokio_util::task::task_tracker::TaskTrackerToken> {
-        core.admit().inspect_err(|_| {
-            self.ended = true;
-            metrics::acquire_ended(self.kind, AcquireOutcome::Failed, self.started);
-        })
+        core.admit()
+            .inspect_err(|_| self.end(AcquireOutcome::Failed))
     }
 }
 
 impl Drop for Timed {
     fn drop(&mut self) {
         if !self.ended {
-            metrics::acquire_ended(self.kind, AcquireOutcome::Cancelled, self.started);
+            self.end(AcquireOutcome::Cancelled);
         }
     }
 }
@@ -115,8 +128,9 @@ struct OneLock<'a> {
     owner: Arc<str>,
     request: Request,
     wake_ups: WakeUps,
-    /// Set once the call listens for unlocks, that is, once it is willing to wait.
-    turn: Option<Turn>,
+    /// A fair lock's place in the queue, claimed once the call listens for unlocks, that
+    /// is, once it is willing to wait (other kinds' waiters race: nothing to keep).
+    place: Option<QueuePlace>,
     /// The call's entry in the wait registry, when the client keeps one.
     registration: Option<Registration>,
 }
@@ -125,7 +139,8 @@ impl Contender for OneLock<'_> {
     type Guard = LockGuard;
 
     async fn attempt(&mut self) -> Result<Tried<LockGuard>> {
-        let join_queue = self.turn.as_ref().is_some_and(Turn::joins_queue);
+        // A waiter with a place joins the queue, or refreshes its place, with each attempt.
+        let join_queue = self.place.is_some();
         attempt(self.core, self.names, &self.owner, self.request, join_queue).await
     }
 
@@ -145,7 +160,9 @@ impl Contender for OneLock<'_> {
             .listen(self.core, channel, Wake::Lock, remaining)
             .await?;
         if matches!(listening, Listening::Started) {
-            self.turn = Some(Turn::start(self.core, self.names, &self.owner));
+            if self.names.kind.queued {
+                self.place = Some(QueuePlace::claim(self.core, self.names, &self.owner));
+            }
             if let Some(registration) = self.registration.as_mut() {
                 registration.waiting();
             }

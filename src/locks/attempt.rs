@@ -9,17 +9,16 @@ use tokio::time::Instant;
 
 use crate::client_core::Core;
 use crate::error::{may_have_run, Error, Result};
-use crate::holds::{Applied, Hold, HoldId, Lease, Terms};
+use crate::holds::{Applied, Hold, HoldId, Lease, Renewal, Terms};
 use crate::locks::guard::LockGuard;
-use crate::locks::kind::Turn;
 use crate::locks::release::{Release, Released};
 use crate::locks::wait::Tried;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{AcquireCall, AcquireReply};
-use crate::transport::connections::{Pooled, SharedConn};
 use crate::transport::explain;
 use crate::util::detach::FinishOnDrop;
+use crate::util::validate;
 
 /// What an acquire asks for: its lease, and how long the hold may last at most, counted
 /// from the acquire that takes the lock.
@@ -30,6 +29,20 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// A fixed lease in ms (`None`: `core`'s watchdog lease) and a cap on the hold, checked.
+    pub(crate) fn new(
+        core: &Core,
+        fixed_lease_ms: Option<u64>,
+        max_hold: Option<Duration>,
+    ) -> Result<Request> {
+        if let Some(cap) = max_hold {
+            validate::lease_millis("max_hold", cap)?;
+        }
+        let lease =
+            fixed_lease_ms.map_or_else(|| Lease::Watchdog(core.watchdog.lease_ms()), Lease::Fixed);
+        Ok(Request { lease, max_hold })
+    }
+
     /// The terms of an acquire sent at `started`.
     fn terms(self, started: Instant) -> Terms {
         Terms {
@@ -64,7 +77,19 @@ pub(crate) async fn attempt(
     // A release of this owner's hold still on its way goes first (see
     // `Holds::releases_done`).
     core.holds.releases_done(&id).await;
-    let mut route = Route::for_acquire(core).await?;
+    // A write that waits for replicas blocks its connection meanwhile: with replica sync
+    // it goes out on a pooled connection of its own, kept checked out until its WAIT is
+    // answered.
+    let (mut conn, shared, checkout) = match core.replica_sync {
+        None => {
+            let shared = core.connections.shared().await?;
+            (shared.conn.clone(), Some(shared), None)
+        }
+        Some(_) => {
+            let pooled = core.connections.pooled().await?;
+            (pooled.conn.clone(), None, Some(pooled))
+        }
+    };
     // Until this attempt is settled, a release of the owner's leftover counts keeps off
     // the lock: the count this attempt adds may be in Redis before its hold is here.
     let _in_flight = core.holds.attempt_started(&id);
@@ -79,13 +104,44 @@ pub(crate) async fn attempt(
         owner: owner.clone(),
         id,
         prior,
-        pinned: route.pinned(),
+        // An undo must follow the call on the pooled connection: on the shared one it
+        // could overtake an acquire that Redis has not run yet.
+        pinned: checkout.as_ref().map(|pooled| pooled.conn.clone()),
         applied: Applied::within(terms.lease.millis(), terms.max_until, started),
         started,
         join_queue,
     };
-    let shared = route.shared.take();
-    let call = script_call(&sent, route);
+    // The script call, with replica sync's WAIT when it took the lock: its reply, and the
+    // replication failure if no replica has the lock.
+    let call = {
+        let (names, owner, sync) = (names.clone(), owner.clone(), core.replica_sync.clone());
+        let (lease_ms, place) = (sent.applied.ms, core.heartbeat.place());
+        let batcher = core.acquires.clone();
+        async move {
+            let _checkout = checkout;
+            let call = AcquireCall {
+                names: &names,
+                lease_ms,
+                owner: &owner,
+                join_queue,
+                place,
+                // With replica sync, each acquire has a connection of its own to WAIT on.
+                batcher: sync.is_none().then_some(&batcher),
+            };
+            let reply = call.run(conn.clone()).await?;
+            let unreplicated = match (&reply, sync) {
+                (AcquireReply::Acquired { .. }, Some(sync)) => {
+                    // On a cluster, the WAIT goes to the master that took the write.
+                    let slot = conn
+                        .is_cluster()
+                        .then(|| crate::protocol::key_slot(names.key.as_bytes()));
+                    sync.wait(&mut conn, slot).await.err()
+                }
+                _ => None,
+            };
+            Ok((reply, unreplicated))
+        }
+    };
     let orphaned = sent.clone();
     let outcome = FinishOnDrop::new(call, move |outcome| orphaned.abandoned(&outcome))
         .on(core.background())
@@ -102,88 +158,6 @@ pub(crate) async fn attempt(
             Err(Error::ShutDown)
         }
         tried => tried,
-    }
-}
-
-/// Where an acquire goes out: the shared connection, or with replica sync a pooled one of
-/// its own.
-struct Route {
-    conn: Conn,
-    /// The shared connection, whose health the outcome reports.
-    shared: Option<SharedConn>,
-    /// The pooled connection, kept checked out until the call's WAIT is answered.
-    checkout: Option<Pooled>,
-}
-
-impl Route {
-    async fn for_acquire(core: &Core) -> Result<Route> {
-        // A write that waits for replicas blocks its connection meanwhile: it goes out on
-        // a pooled connection of its own.
-        Ok(match &core.replica_sync {
-            None => {
-                let shared = core.connections.shared().await?;
-                Route {
-                    conn: shared.conn.clone(),
-                    shared: Some(shared),
-                    checkout: None,
-                }
-            }
-            Some(_) => {
-                let pooled = core.connections.pooled().await?;
-                Route {
-                    conn: pooled.conn.clone(),
-                    shared: None,
-                    checkout: Some(pooled),
-                }
-            }
-        })
-    }
-
-    /// The connection an undo of this acquire must use: the pooled one, if any (on the
-    /// shared one it could overtake an acquire that Redis has not run yet).
-    fn pinned(&self) -> Option<Conn> {
-        self.checkout.as_ref().map(|pooled| pooled.conn.clone())
-    }
-}
-
-/// The script call of `sent` on `route`, with replica sync's WAIT when it took the lock:
-/// its reply, and the replication failure if no replica has the lock.
-fn script_call(
-    sent: &Sent,
-    route: Route,
-) -> impl std::future::Future<Output = redis::RedisResult<(AcquireReply, Option<Error>)>> + Send + 'static
-{
-    let (names, owner) = (sent.names.clone(), sent.owner.clone());
-    let (lease_ms, join_queue) = (sent.applied.ms, sent.join_queue);
-    let place = sent.core.heartbeat.place();
-    let sync = sent.core.replica_sync.clone();
-    let batcher = sent.core.acquires.clone();
-    async move {
-        let Route {
-            mut conn, checkout, ..
-        } = route;
-        let _checkout = checkout;
-        let call = AcquireCall {
-            names: &names,
-            lease_ms,
-            owner: &owner,
-            join_queue,
-            place,
-            // With replica sync, each acquire has a connection of its own to WAIT on.
-            batcher: sync.is_none().then_some(&batcher),
-        };
-        let reply = call.run(conn.clone()).await?;
-        let unreplicated = match (&reply, sync) {
-            (AcquireReply::Acquired { .. }, Some(sync)) => {
-                // On a cluster, the WAIT goes to the master that took the write.
-                let slot = conn
-                    .is_cluster()
-                    .then(|| crate::protocol::key_slot(names.key.as_bytes()));
-                sync.wait(&mut conn, slot).await.err()
-            }
-            _ => None,
-        };
-        Ok((reply, unreplicated))
     }
 }
 
@@ -220,7 +194,8 @@ impl Sent {
         };
         if may_be_queued {
             // After the attempt, so that the place it took is the one left.
-            Turn::abandoned(&self.core, &self.names, &self.owner);
+            let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
+            crate::locks::fair::leave_in_background(core, names, owner);
         }
         if took_lock {
             // In the background: nobody waits for this call any more.
@@ -248,7 +223,12 @@ impl Sent {
                 Err(unreplicated)
             }
             Ok((AcquireReply::Acquired { token, new_hold }, None)) => {
-                let renewal = crate::locks::kind::renewal(&self.names, &self.owner);
+                let renewal = match self.names.kind.side {
+                    None => Renewal::Key,
+                    Some(_) => Renewal::ReadWrite {
+                        read_timeouts: self.names.read_timeouts(&self.owner),
+                    },
+                };
                 let replaces = self.prior.as_ref().filter(|_| new_hold);
                 let hold = core.holds.add(
                     &self.id,
@@ -309,61 +289,52 @@ impl Sent {
         }
     }
 
+    /// Undoes this acquire, sent at `started` and applying `applied`, that took the lock for
+    /// nobody: its caller left, or no replica has it.
+    ///
+    /// If the owner holds the lock through another guard, the undone call was a re-entry and
+    /// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
+    /// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
+    /// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
+    ///
+    /// With replica sync on, the restored lease is not waited for, so it does not count: the
+    /// hold's validity stays where the undone call left it until a renewal a replica
+    /// acknowledged. `pinned` is the connection the undone call went out on, if not the shared
+    /// one.
     fn undo(self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        undo(
-            self.core,
-            self.names,
-            self.owner,
-            self.applied,
-            self.started,
-            self.pinned,
-        )
-    }
-}
-
-/// Undoes an acquire, sent at `started` and applying `abandoned`, that took the lock for
-/// nobody: its caller left, or no replica has it.
-///
-/// If the owner holds the lock through another guard, the undone call was a re-entry and
-/// reset the key's TTL to its own lease, which may be shorter than the live hold's: the
-/// hold's validity assumes the shorter one until the undo, which re-applies the hold's own
-/// lease, is confirmed. Otherwise the undo takes the count back and leaves the TTL alone.
-///
-/// With replica sync on, the restored lease is not waited for, so it does not count: the
-/// hold's validity stays where the undone call left it until a renewal a replica
-/// acknowledged. `pinned` is the connection the undone call went out on, if not the shared
-/// one.
-fn undo(
-    core: Arc<Core>,
-    names: Arc<LockNames>,
-    owner: Arc<str>,
-    abandoned: Applied,
-    started: Instant,
-    pinned: Option<Conn>,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let holds = &core.holds;
-    let live: Option<Arc<Hold>> = holds.live(&holds.id(&names.key, &owner));
-    let undo_started = Instant::now();
-    let restore = live.as_ref().map(|hold| {
-        hold.cap_validity(started, abandoned);
-        hold.lease_at(undo_started)
-    });
-    let lease_ms = restore.map_or(0, |applied| applied.ms);
-    let counts = core.replica_sync.is_none();
-    let releasing = holds.release_started(&holds.id(&names.key, &owner));
-    async move {
-        let _releasing = releasing;
-        let key = names.key.clone();
-        let release = Release::new(core, names, owner, lease_ms).pinned_to(pinned);
-        match release.run().await {
-            Ok(Released::StillHeld) => {
-                if let (Some(hold), Some(applied), true) = (live, restore, counts) {
-                    hold.lease_applied(undo_started, applied);
+        let Sent {
+            core,
+            names,
+            owner,
+            id,
+            applied: abandoned,
+            started,
+            pinned,
+            ..
+        } = self;
+        let live = core.holds.live(&id);
+        let undo_started = Instant::now();
+        let restore = live.as_ref().map(|hold| {
+            hold.cap_validity(started, abandoned);
+            hold.lease_at(undo_started)
+        });
+        let lease_ms = restore.map_or(0, |applied| applied.ms);
+        let counts = core.replica_sync.is_none();
+        let releasing = core.holds.release_started(&id);
+        async move {
+            let _releasing = releasing;
+            let key = names.key.clone();
+            let release = Release::new(core, names, owner, lease_ms).pinned_to(pinned);
+            match release.run().await {
+                Ok(Released::StillHeld) => {
+                    if let (Some(hold), Some(applied), true) = (live, restore, counts) {
+                        hold.lease_applied(undo_started, applied);
+                    }
                 }
-            }
-            Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "acquire undone"),
-            Err(e) => {
-                tracing::warn!(lock = %key, error = %e, "could not undo an acquire; it expires with its lease")
+                Ok(outcome) => tracing::debug!(lock = %key, ?outcome, "acquire undone"),
+                Err(e) => {
+                    tracing::warn!(lock = %key, error = %e, "could not undo an acquire; it expires with its lease")
+                }
             }
         }
     }

@@ -117,6 +117,39 @@ fn unbounded<G>(outcome: Result<Option<G>>) -> Result<G> {
     outcome.map(|guard| guard.expect("an unbounded wait ends with the lock or an error"))
 }
 
+/// Implements [`DistributedGuard`] for a guard type by its inherent methods of the same
+/// names, which carry the docs.
+macro_rules! guard_by_inherent_methods {
+    ($guard:ty) => {
+        impl $crate::locks::distributed::sealed::Sealed for $guard {}
+
+        impl $crate::locks::distributed::DistributedGuard for $guard {
+            fn unlock(self) -> impl std::future::Future<Output = $crate::error::Result<()>> + Send {
+                <$guard>::unlock(self)
+            }
+
+            fn lost(
+                &self,
+            ) -> impl std::future::Future<Output = $crate::error::LostReason> + Send + 'static {
+                <$guard>::lost(self)
+            }
+
+            fn is_lost(&self) -> bool {
+                <$guard>::is_lost(self)
+            }
+
+            fn valid_until(&self) -> std::time::Instant {
+                <$guard>::valid_until(self)
+            }
+
+            fn fencing_token(&self) -> Option<u64> {
+                <$guard>::fencing_token(self)
+            }
+        }
+    };
+}
+pub(crate) use guard_by_inherent_methods;
+
 pub(crate) mod sealed {
     /// Only this crate's locks and guards implement the traits.
     pub trait Sealed {}

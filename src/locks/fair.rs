@@ -83,16 +83,26 @@ impl QueuePlace {
         }
     }
 
-    /// The waiter took the lock, which removed it from the queue.
-    pub(crate) fn taken(mut self) {
-        self.deregister();
+    /// The wait ended with the lock (`Some(true)`: taking it removed the waiter from the
+    /// queue), gave up (`Some(false)`), or failed (`None`: Redis is failing, and a leave
+    /// now would fail too; the drop leaves in the background).
+    pub(crate) async fn end(mut self, acquired: Option<bool>) {
+        match acquired {
+            Some(true) => {
+                self.deregister();
+            }
+            // Left before returning, so that the caller sees the queue without it and the
+            // waiter behind it is already told.
+            Some(false) => self.leave().await,
+            None => drop(self),
+        }
     }
 
     /// The waiter gives up: leaves the queue, and the new head is told if the lock is free.
     /// One try is awaited, so that a caller who gave up sees the queue without it; if Redis
     /// fails it, the retries go on in the background rather than holding the caller. They
     /// go on in the background too if the caller stops waiting.
-    pub(crate) async fn leave(mut self) {
+    async fn leave(mut self) {
         if !self.deregister() {
             return;
         }

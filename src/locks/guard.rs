@@ -234,71 +234,66 @@ pub(crate) fn release_one(
         metrics::hold_ended(kind, || hold.held_for());
     }
     async move {
-        let (outcome, result) = release_hold(&core, &names, &hold, lost, last).await;
+        // What the release came to, also as a metric label: `freed`, `still_held`, `lost`
+        // or `failed`.
+        let (outcome, result) = async {
+            if let Some(reason) = lost {
+                return (
+                    "lost",
+                    Err(lost_error(hold.key.to_string(), reason, hold.valid_until())),
+                );
+            }
+            let started = Instant::now();
+            let applied = hold.lease_at(started);
+            let request = Release::new(core.clone(), names.clone(), hold.owner.clone(), applied.ms);
+            let released = match request.run().await {
+                Ok(released) => released,
+                Err(e) if e.is_not_a_lock() => {
+                    // Someone wrote other data over the lock: it is gone.
+                    hold.release_found_lost(LostReason::Released);
+                    return ("lost", Err(e));
+                }
+                Err(e) => return ("failed", Err(e)),
+            };
+            match released {
+                Released::Freed if !last => {
+                    // Redis counted fewer holds than this hold has guards: some of its counts
+                    // left Redis unseen. The lock is free now, so the guards left must not
+                    // stay valid.
+                    hold.mark_lost(LostReason::Released);
+                    ("freed", Ok(()))
+                }
+                Released::Freed => ("freed", Ok(())),
+                Released::StillHeld if last => {
+                    release_leftovers(&core, &names, &hold.owner).await;
+                    ("freed", Ok(()))
+                }
+                Released::StillHeld => {
+                    // With replica sync on, this lease was not waited for: it does not
+                    // count, and the watchdog's next acknowledged renewal moves the validity
+                    // on.
+                    if core.replica_sync.is_none() {
+                        hold.lease_applied(started, applied);
+                    }
+                    ("still_held", Ok(()))
+                }
+                Released::NotHeld => {
+                    let reason = if Instant::now() >= hold.valid_until() {
+                        LostReason::Expired
+                    } else {
+                        LostReason::Released
+                    };
+                    hold.release_found_lost(reason);
+                    let reason = hold.lost_reason().unwrap_or(reason);
+                    let error = lost_error(hold.key.to_string(), reason, hold.valid_until());
+                    ("lost", Err(error))
+                }
+            }
+        }
+        .await;
         drop((releasing, tracked));
         metrics::released(kind, outcome);
         result
-    }
-}
-
-/// The release of a hold, and what it came to as a metric label: `freed`, `still_held`,
-/// `lost` or `failed`.
-async fn release_hold(
-    core: &Arc<Core>,
-    names: &Arc<LockNames>,
-    hold: &Arc<Hold>,
-    lost: Option<LostReason>,
-    last: bool,
-) -> (&'static str, Result<()>) {
-    if let Some(reason) = lost {
-        return ("lost", Err(lost_error(hold, reason)));
-    }
-    let started = Instant::now();
-    let applied = hold.lease_at(started);
-    let request = Release::new(core.clone(), names.clone(), hold.owner.clone(), applied.ms);
-    let released = match request.run().await {
-        Ok(released) => released,
-        Err(e) => {
-            if e.is_not_a_lock() {
-                // Someone wrote other data over the lock: it is gone.
-                hold.release_found_lost(LostReason::Released);
-                return ("lost", Err(e));
-            }
-            return ("failed", Err(e));
-        }
-    };
-    match released {
-        Released::Freed if !last => {
-            // Redis counted fewer holds than this hold has guards: some of its counts left
-            // Redis unseen. The lock is free now, so the guards left must not stay valid.
-            hold.mark_lost(LostReason::Released);
-            ("freed", Ok(()))
-        }
-        Released::Freed => ("freed", Ok(())),
-        Released::StillHeld if last => {
-            release_leftovers(core, names, &hold.owner).await;
-            ("freed", Ok(()))
-        }
-        Released::StillHeld => {
-            // With replica sync on, this lease was not waited for: it does not count,
-            // and the watchdog's next acknowledged renewal moves the validity on.
-            if core.replica_sync.is_none() {
-                hold.lease_applied(started, applied);
-            }
-            ("still_held", Ok(()))
-        }
-        Released::NotHeld => {
-            let reason = if Instant::now() >= hold.valid_until() {
-                LostReason::Expired
-            } else {
-                LostReason::Released
-            };
-            hold.release_found_lost(reason);
-            (
-                "lost",
-                Err(lost_error(hold, hold.lost_reason().unwrap_or(reason))),
-            )
-        }
     }
 }
 
@@ -329,10 +324,11 @@ async fn release_leftovers(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc
     }
 }
 
-fn lost_error(hold: &Hold, reason: LostReason) -> Error {
-    let expired_ago = Instant::now().checked_duration_since(hold.valid_until());
+/// The error of an unlock of the lock `name`, lost for `reason`, valid until `valid_until`.
+pub(crate) fn lost_error(name: String, reason: LostReason, valid_until: Instant) -> Error {
+    let expired_ago = Instant::now().checked_duration_since(valid_until);
     Error::LockLost {
-        name: hold.key.to_string(),
+        name,
         reason,
         expired_ago: expired_ago.filter(|ago| *ago > Duration::ZERO),
     }
@@ -357,26 +353,4 @@ impl Drop for LockGuard {
     }
 }
 
-impl crate::locks::distributed::sealed::Sealed for LockGuard {}
-
-impl crate::locks::distributed::DistributedGuard for LockGuard {
-    fn unlock(self) -> impl Future<Output = Result<()>> + Send {
-        LockGuard::unlock(self)
-    }
-
-    fn lost(&self) -> impl Future<Output = LostReason> + Send + 'static {
-        LockGuard::lost(self)
-    }
-
-    fn is_lost(&self) -> bool {
-        LockGuard::is_lost(self)
-    }
-
-    fn valid_until(&self) -> std::time::Instant {
-        LockGuard::valid_until(self)
-    }
-
-    fn fencing_token(&self) -> Option<u64> {
-        LockGuard::fencing_token(self)
-    }
-}
+crate::locks::distributed::guard_by_inherent_methods!(LockGuard);

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::Lease;
-use crate::locks::acquire::acquire;
-use crate::locks::attempt::Request;
-use crate::locks::distributed::{sealed, DistributedLock};
+use crate::locks::distributed::DistributedLock;
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::{LockKind, Reentrant};
 use crate::protocol::names::LockNames;
@@ -82,14 +79,14 @@ pub enum ForceUnlockOutcome {
 /// lock when it frees. To write code for any kind, take a `Lock<K>` with `K: LockKind`, or
 /// any [`DistributedLock`](crate::DistributedLock).
 pub struct Lock<K: LockKind = Reentrant> {
-    core: Arc<Core>,
-    name: Arc<str>,
+    pub(super) core: Arc<Core>,
+    pub(super) name: Arc<str>,
     /// `None` for an invalid name, reported by the first call.
-    names: Option<Arc<LockNames>>,
+    pub(super) names: Option<Arc<LockNames>>,
     /// How long a hold taken through this handle may last at most; checked by each call.
-    max_hold: Option<Duration>,
+    pub(super) max_hold: Option<Duration>,
     /// Whose name the locks are taken in.
-    identity: Identity,
+    pub(super) identity: Identity,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -268,16 +265,6 @@ impl<K: LockKind> Lock<K> {
     /// The client and names a call on this lock uses; an invalid name is the error.
     pub(crate) fn parts(&self) -> Result<(&Arc<Core>, &Arc<LockNames>)> {
         Ok((&self.core, self.names()?))
-    }
-
-    fn request(&self, lease: Lease) -> Result<Request> {
-        if let Some(cap) = self.max_hold {
-            validate::lease_millis("max_hold", cap)?;
-        }
-        Ok(Request {
-            lease,
-            max_hold: self.max_hold,
-        })
     }
 
     /// Takes the lock, waiting as long as it takes. The watchdog keeps it alive (lease:
@@ -503,30 +490,5 @@ impl<K: LockKind> Lock<K> {
             .with_retries(|conn| scripts::inspect(conn, names, &owner))
             .await;
         explain::explained(connections, "reading", names, state).await
-    }
-}
-
-impl<K: LockKind> sealed::Sealed for Lock<K> {}
-
-impl<K: LockKind> DistributedLock for Lock<K> {
-    type Guard = LockGuard;
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    #[tracing::instrument(level = "debug", name = "acquire", skip(self), fields(lock = %self.name, kind = self.names.as_deref().map_or("", |names| names.kind.label)))]
-    async fn acquire(
-        &self,
-        fixed_lease_ms: Option<u64>,
-        wait: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        let lease = match fixed_lease_ms {
-            Some(ms) => Lease::Fixed(ms),
-            None => Lease::Watchdog(self.core.watchdog.lease_ms()),
-        };
-        let request = self.request(lease)?;
-        let names = self.names()?;
-        acquire(&self.core, names, self.identity, request, wait).await
     }
 }

@@ -216,10 +216,11 @@ pub(crate) async fn wait_for<C: Contender>(
             {
                 failures += 1;
                 tracing::debug!(error = %e, "acquire failed; retrying");
-                let pause = contender.pacing().backoff();
-                if !sleep_within(contender.pacing(), pause, deadline).await {
+                let length = contender.pacing().backoff();
+                if length >= remaining(deadline) {
                     return Err(e);
                 }
+                pause(contender.pacing(), length).await;
                 continue;
             }
             Err(e) => return Err(e),
@@ -229,8 +230,10 @@ pub(crate) async fn wait_for<C: Contender>(
         if remaining.is_zero() {
             return Ok(None);
         }
-        let listening = match contender.listen(remaining).await {
-            Ok(listening) => listening,
+        match contender.listen(remaining).await {
+            Ok(Listening::Already) => {}
+            Ok(Listening::Started) => continue,
+            Ok(Listening::GaveUp) => return Ok(None),
             // Subscribing failed to reach Redis: within a budget, as a failed try.
             Err(e) if budgeted && rides_out_outage(&e) => {
                 failures += 1;
@@ -240,11 +243,6 @@ pub(crate) async fn wait_for<C: Contender>(
                 continue;
             }
             Err(e) => return Err(e),
-        };
-        match listening {
-            Listening::Already => {}
-            Listening::Started => continue,
-            Listening::GaveUp => return Ok(None),
         }
         // Bounded by the same `remaining` that `listen` was given: a wait that ends at it
         // ends at the caller's deadline, which `WakeUps` counts apart from the holder's TTL.
@@ -316,14 +314,4 @@ pub(crate) fn remaining(deadline: Option<Instant>) -> Duration {
 /// large to add to the clock).
 pub(crate) fn deadline_after(wait: Option<Duration>) -> Option<Instant> {
     wait.and_then(|wait| Instant::now().checked_add(wait))
-}
-
-/// Sleeps `length` (see [`pause`]) unless that would pass `deadline`; returns whether time
-/// is left after it.
-async fn sleep_within(pacing: &Connections, length: Duration, deadline: Option<Instant>) -> bool {
-    if length >= remaining(deadline) {
-        return false;
-    }
-    pause(pacing, length).await;
-    true
 }

@@ -16,7 +16,9 @@ use std::fmt;
 use std::sync::Arc;
 
 #[cfg(feature = "metrics")]
-use super::metrics::{AcquireOutcome, LOCK_KINDS, LOST_REASONS, OTHER_ACQUIRE_KINDS, RELEASE_OUTCOMES};
+use super::metrics::{
+    AcquireOutcome, LOCK_KINDS, LOST_REASONS, OTHER_ACQUIRE_KINDS, RELEASE_OUTCOMES,
+};
 
 /// The class of every lock when the client has no rule.
 pub(crate) const DEFAULT_CLASS: &str = "default";
@@ -222,14 +224,16 @@ impl Handles {
         });
         let lock_kind = LOCK_KINDS.contains(&kind);
         let releases = RELEASE_OUTCOMES.map(|outcome| {
-            let counter = counter!(RELEASES, "kind" => kind, "outcome" => outcome, "class" => class());
+            let counter =
+                counter!(RELEASES, "kind" => kind, "outcome" => outcome, "class" => class());
             // Groups' and synchronizers' releases count under their locks' kinds.
             if lock_kind {
                 counter.increment(0);
             }
             counter
         });
-        let lost = LOST_REASONS.map(|reason| at_zero(counter!(LOST, "reason" => reason, "class" => class())));
+        let lost = LOST_REASONS
+            .map(|reason| at_zero(counter!(LOST, "reason" => reason, "class" => class())));
         let held = gauge!(HELD, "class" => class());
         let waiting = gauge!(WAITING, "class" => class());
         held.increment(0.0);
