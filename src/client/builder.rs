@@ -1,5 +1,6 @@
 //! [`ClientBuilder`]: every setting of a [`Client`], with its default and its range.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::client::Client;
@@ -7,6 +8,7 @@ use crate::client_core::Core;
 use crate::config::sentinel::MasterCredentials;
 use crate::config::settings::{PubSubMode, Settings};
 use crate::error::Result;
+use crate::util::lock_metrics::ClassRule;
 
 /// Builds a [`Client`]. Start from [`Client::builder`].
 ///
@@ -194,6 +196,56 @@ impl ClientBuilder {
         ///
         /// Default: the host name and the process id, `<host>:<pid>`. 1 to 256 bytes.
         client_name(name: impl Into<String>) => client_name = name.into().into();
+
+        /// With the `metrics` feature, the `class` label of a lock's metrics is the part of
+        /// its name before the first `separator` (the whole name without one):
+        /// `lock_class_by_prefix(':')` puts `orders:42` and `orders:43` in the class
+        /// `orders`. Without a rule every lock is in the class `default`, so no part of a
+        /// lock name reaches a label unless asked for. At most
+        /// [`max_lock_classes`](Self::max_lock_classes) classes; a handle's own class is set
+        /// with [`Lock::with_class`](crate::Lock::with_class).
+        ///
+        /// ```no_run
+        /// # async fn run() -> redis_rlock::Result<()> {
+        /// let client = redis_rlock::Client::builder("redis://127.0.0.1/")
+        ///     .lock_class_by_prefix(':')
+        ///     .build()
+        ///     .await?;
+        /// // rlock_acquires_total{kind="reentrant",outcome="acquired",class="orders",...}
+        /// let order = client.lock("orders:42").lock().await?;
+        /// # Ok(()) }
+        /// ```
+        lock_class_by_prefix(separator: char) => class_rule = ClassRule::Prefix(separator);
+
+        /// With the `metrics` feature, the `class` label of a lock's metrics is what `rule`
+        /// gives for its name (called once per handle made, not per call). Keep the set of
+        /// classes small: past [`max_lock_classes`](Self::max_lock_classes), the names fold
+        /// into `other`.
+        ///
+        /// ```no_run
+        /// # async fn run() -> redis_rlock::Result<()> {
+        /// use std::borrow::Cow;
+        /// let client = redis_rlock::Client::builder("redis://127.0.0.1/")
+        ///     .lock_class_with(|name: &str| match name.starts_with("tenant/") {
+        ///         true => Cow::Borrowed("tenant"),
+        ///         false => Cow::Borrowed("system"),
+        ///     })
+        ///     .build()
+        ///     .await?;
+        /// # Ok(()) }
+        /// ```
+        lock_class_with(rule: impl Fn(&str) -> Cow<'static, str> + Send + Sync + 'static)
+            => class_rule = ClassRule::With(std::sync::Arc::new(rule));
+
+        /// The most distinct classes one client gives the metrics of its locks (see
+        /// [`lock_class_by_prefix`](Self::lock_class_by_prefix)): each class is a set of
+        /// series in the metrics backend, so a rule that turned out unbounded (a class
+        /// per user id) must not become a cardinality bomb. Handles of classes past it are
+        /// counted under `other`, and each such handle made counts one in
+        /// `rlock_lock_classes_folded_total`.
+        ///
+        /// Default: 64. From 1 to 10,000.
+        max_lock_classes(max: usize) => max_lock_classes = max;
 
         /// Set this to the `fairLockWaitTimeout` of the Redisson clients that share this
         /// client's [`FairLock`](crate::FairLock)s (Redisson's default: 5 minutes), so that

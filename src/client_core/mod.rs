@@ -6,6 +6,7 @@
 //! public type. A client that makes lock handles and lock code that needs the client's
 //! services meet in this module instead of in an import cycle.
 
+use crate::util::lock_metrics::Classes;
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -59,6 +60,8 @@ pub(crate) struct Core {
     pub(crate) replica_sync: Option<Arc<ReplicaSync>>,
     /// Whether the user may run each lock kind's commands, checked at its first use.
     pub(crate) commands: CommandCheck,
+    /// The `class` label of each lock handle's metrics.
+    pub(crate) classes: Classes,
     /// The runtime the client was built on, where its connections are driven and its
     /// clean-up work runs.
     background: Background,
@@ -142,6 +145,7 @@ impl Core {
         // prints it, to this process.
         tracing::info!(client = %id, url = %settings.url, ?channel_kind, "connected");
         crate::util::metrics::describe();
+        let classes = Classes::new(settings.class_rule.clone(), settings.max_lock_classes);
         Ok(Arc::new(Core {
             id,
             id_text: id.to_string(),
@@ -158,6 +162,7 @@ impl Core {
             releases: Batcher::new(runtime.clone(), cluster),
             replica_sync,
             commands,
+            classes,
             background,
             connections,
         }))

@@ -3,6 +3,7 @@
 //! Filled in by the public [`ClientBuilder`](crate::ClientBuilder); read by the connection
 //! layer, which never sees the builder.
 
+use crate::util::lock_metrics::ClassRule;
 use std::fmt;
 use std::time::Duration;
 
@@ -132,6 +133,10 @@ pub(crate) struct Settings {
     pub(crate) long_wait_warning: Duration,
     /// How this client names itself in the wait registry.
     pub(crate) client_name: std::sync::Arc<str>,
+    /// How a lock's name becomes the `class` label of its metrics.
+    pub(crate) class_rule: ClassRule,
+    /// The most classes a client gives its metrics; past it, `other`.
+    pub(crate) max_lock_classes: usize,
 }
 
 /// The default [`Settings::client_name`]: the host's name and the process id, which is
@@ -213,6 +218,8 @@ impl Settings {
             wait_registry: false,
             long_wait_warning: Duration::from_secs(60),
             client_name: default_client_name(),
+            class_rule: ClassRule::One,
+            max_lock_classes: 64,
         }
     }
 
@@ -272,6 +279,7 @@ impl Settings {
             ms(10),
             secs(86_400),
         )?;
+        validate::within("max_lock_classes", s.max_lock_classes, 1, 10_000)?;
         if s.client_name.is_empty() || s.client_name.len() > 256 {
             return Err(Error::invalid(format!(
                 "client_name must be 1 to 256 bytes long, got {} bytes",

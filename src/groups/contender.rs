@@ -22,6 +22,7 @@ use crate::locks::attempt::attempt;
 use crate::locks::wait::{Contender, Listening, Tried};
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::{Limit, Subscription};
+use crate::util::lock_metrics::LockMetrics;
 
 /// The longest random pause before retrying after a split vote.
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
@@ -46,6 +47,8 @@ pub(super) struct GroupContender<'a> {
     /// The caller's time left when the group last listened: a wait that runs to it ends
     /// at the caller's deadline, not at a holder's TTL.
     pub(super) remaining: Duration,
+    /// The group's metrics: its kind, and its first lock's class.
+    pub(super) metrics: &'a LockMetrics,
 }
 
 impl Contender for GroupContender<'_> {
@@ -246,6 +249,10 @@ impl Contender for GroupContender<'_> {
 
     fn pacing(&self) -> &Connections {
         &self.nodes[0].core.connections
+    }
+
+    fn metrics(&self) -> &LockMetrics {
+        self.metrics
     }
 }
 

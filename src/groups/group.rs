@@ -11,6 +11,7 @@
 //! re-entry is a re-entry on every node. A group of fenced locks also makes its token
 //! agree across majorities ([`crate::groups::fence`]) before it returns.
 
+use crate::util::lock_metrics::LockMetrics;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -288,7 +289,7 @@ macro_rules! group_methods {
                 wait: Option<Duration>,
             ) -> Result<Option<GroupGuard>> {
                 let group = &self.group;
-                let mut timed = Timed::start(group.quorum.type_names().1);
+                let mut timed = Timed::start(&group.metrics);
                 // The caller's wait counts from the call, the independence check included.
                 let deadline = deadline_after(wait);
                 let outcome = async {
@@ -312,6 +313,7 @@ macro_rules! group_methods {
                         busy: Vec::new(),
                         split: false,
                         remaining: Duration::MAX,
+                        metrics: &group.metrics,
                     };
                     wait_for(&mut contender, deadline).await
                 }
@@ -372,6 +374,8 @@ struct Group<K: GroupKind> {
     independence: Arc<Independence>,
     /// Whose name the group is taken in.
     identity: Identity,
+    /// Its acquires' metrics: the group's kind, in its first lock's class.
+    metrics: LockMetrics,
 }
 
 impl<K: GroupKind> fmt::Debug for Group<K> {
@@ -388,7 +392,12 @@ impl<K: GroupKind> fmt::Debug for Group<K> {
 
 impl<K: GroupKind> Group<K> {
     fn new(locks: Vec<Lock<K>>, quorum: Quorum) -> Self {
+        let metrics = locks
+            .first()
+            .map(|lock| lock.metrics_as(quorum.type_names().1))
+            .unwrap_or_default();
         Group {
+            metrics,
             locks: locks.into(),
             quorum,
             node_timeout: DEFAULT_NODE_TIMEOUT,

@@ -5,6 +5,7 @@
 //! confirmed acquire or renewal, plus the lease, minus a clock-drift allowance. Past it
 //! the lock may already have expired in Redis, so the guard must assume it lost.
 
+use crate::util::lock_metrics::LockMetrics;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -15,7 +16,6 @@ use super::lease::{drift, Applied, Lease, Terms};
 use super::registry::HoldId;
 use super::watch_list::NOT_LISTED;
 use crate::error::LostReason;
-use crate::util::metrics;
 use crate::util::time::{from_nanos, to_nanos};
 
 /// How the watchdog renews a hold: which script, with which keys.
@@ -79,6 +79,8 @@ pub(crate) struct Hold {
     /// An expirable permit's: held while its lease is set anew or its expiry confirmed
     /// with Redis, so that neither acts on what the other is changing. `None` for locks.
     lease_change: Option<Box<tokio::sync::Mutex<()>>>,
+    /// The held-locks gauge and lost-locks counter of its lock's class.
+    metrics: LockMetrics,
 }
 
 impl Drop for Hold {
@@ -95,10 +97,11 @@ impl Hold {
         terms: Terms,
         started: Instant,
         applied: Applied,
+        metrics: &LockMetrics,
     ) -> Self {
         let lease_change =
             (renewal == Renewal::Permit).then(|| Box::new(tokio::sync::Mutex::new(())));
-        metrics::held(1.0);
+        metrics.held(1.0);
         Hold {
             key: id.key.clone(),
             owner: id.owner.clone(),
@@ -118,6 +121,7 @@ impl Hold {
             started,
             counted: AtomicBool::new(true),
             lease_change,
+            metrics: metrics.clone(),
         }
     }
 
@@ -129,7 +133,7 @@ impl Hold {
     /// Leaves the held-locks gauge, once: the hold was lost or its last guard went.
     pub(super) fn uncount(&self) {
         if self.counted.swap(false, Ordering::AcqRel) {
-            metrics::held(-1.0);
+            self.metrics.held(-1.0);
         }
     }
 
@@ -266,7 +270,7 @@ impl Hold {
             // Counted before anyone awaiting `lost()` is told, who may read the metrics. A
             // shutdown's release is no loss to alert on: every deploy makes them.
             if reason != LostReason::ShutDown {
-                metrics::lost(reason.label());
+                self.metrics.lost(reason.label());
             }
             self.uncount();
             self.lost_set.notify_waiters();

@@ -1,6 +1,7 @@
 //! [`Holds`]: every hold of one client, by (lock key, owner), and the acquires on their
 //! way; the registry the watchdog renews from and the lease check reads.
 
+use crate::util::lock_metrics::LockMetrics;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -168,6 +169,8 @@ impl Holds {
     /// Only a hold already registered when the acquire was sent can be proven lost this
     /// way: one registered meanwhile may be a concurrent acquire of the same owner that Redis
     /// ran after this one.
+    // Each argument is one fact of the acquire that ran; the two callers have them apart.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn add(
         &self,
         id: &HoldId,
@@ -176,8 +179,9 @@ impl Holds {
         started: Instant,
         applied: Applied,
         replaces: Option<&Arc<Hold>>,
+        metrics: &LockMetrics,
     ) -> Arc<Hold> {
-        let fresh = || Arc::new(Hold::new(id, renewal, terms, started, applied));
+        let fresh = || Arc::new(Hold::new(id, renewal, terms, started, applied, metrics));
         // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
         // one lists it before any release of its guard can delist it.
         let listed = |hold: Arc<Hold>| {
@@ -397,6 +401,7 @@ mod tests {
             now,
             Applied::within(lease.millis(), None, now),
             None,
+            &LockMetrics::default(),
         )
     }
 

@@ -22,6 +22,7 @@ use crate::locks::wait_registry::Registration;
 use crate::protocol::names::LockNames;
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::Wake;
+use crate::util::lock_metrics::LockMetrics;
 use crate::util::metrics::{self, AcquireOutcome};
 
 impl<K: LockKind> sealed::Sealed for Lock<K> {}
@@ -44,7 +45,7 @@ impl<K: LockKind> DistributedLock for Lock<K> {
     ) -> Result<Option<LockGuard>> {
         let request = Request::new(&self.core, fixed_lease_ms, self.max_hold)?;
         let (core, names) = self.parts()?;
-        let mut timed = Timed::start(names.kind.label);
+        let mut timed = Timed::start(&names.metrics);
         let _admitted = timed.admit(core)?;
         let task = self.identity.field(&core.id_text);
         let owner = names.owner_field(&task);
@@ -73,16 +74,16 @@ impl<K: LockKind> DistributedLock for Lock<K> {
 
 /// Reports an acquire call's outcome and wait to the metrics when it ends, as cancelled
 /// if its future is dropped first.
-pub(crate) struct Timed {
-    kind: &'static str,
+pub(crate) struct Timed<'m> {
+    metrics: &'m LockMetrics,
     started: Option<std::time::Instant>,
     ended: bool,
 }
 
-impl Timed {
-    pub(crate) fn start(kind: &'static str) -> Self {
+impl<'m> Timed<'m> {
+    pub(crate) fn start(metrics: &'m LockMetrics) -> Self {
         Timed {
-            kind,
+            metrics,
             started: metrics::start(),
             ended: false,
         }
@@ -98,7 +99,7 @@ impl Timed {
 
     fn end(&mut self, outcome: AcquireOutcome) {
         self.ended = true;
-        metrics::acquire_ended(self.kind, outcome, self.started);
+        self.metrics.acquire_ended(outcome, self.started);
     }
 
     /// Admits the call ([`Core::admit`]): counted until the token drops, queue place left
@@ -112,7 +113,7 @@ impl Timed {
     }
 }
 
-impl Drop for Timed {
+impl Drop for Timed<'_> {
     fn drop(&mut self) {
         if !self.ended {
             self.end(AcquireOutcome::Cancelled);
@@ -187,5 +188,9 @@ impl Contender for OneLock<'_> {
 
     fn pacing(&self) -> &Connections {
         &self.core.connections
+    }
+
+    fn metrics(&self) -> &LockMetrics {
+        &self.names.metrics
     }
 }

@@ -237,6 +237,7 @@ impl Sent {
                     self.started,
                     self.applied,
                     replaces,
+                    &self.names.metrics,
                 );
                 if hold.is_watchdog() {
                     core.watchdog.ensure_running();

@@ -15,7 +15,6 @@ use crate::locks::release::Release;
 use crate::locks::release::Released;
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
-use crate::util::metrics;
 
 /// Proof of one hold on a distributed lock.
 ///
@@ -229,9 +228,8 @@ pub(crate) fn release_one(
     let releasing = core.holds.release_started(&hold.id());
     let tracked = core.track();
     let last = core.holds.release(&hold);
-    let kind = names.kind.label;
     if last {
-        metrics::hold_ended(kind, || hold.held_for());
+        names.metrics.hold_ended(|| hold.held_for());
     }
     async move {
         // What the release came to, also as a metric label: `freed`, `still_held`, `lost`
@@ -292,7 +290,7 @@ pub(crate) fn release_one(
         }
         .await;
         drop((releasing, tracked));
-        metrics::released(kind, outcome);
+        names.metrics.released(outcome);
         result
     }
 }

@@ -87,6 +87,8 @@ pub struct Lock<K: LockKind = Reentrant> {
     pub(super) max_hold: Option<Duration>,
     /// Whose name the locks are taken in.
     pub(super) identity: Identity,
+    /// The class its metrics were given by [`Lock::with_class`].
+    pub(super) class: Option<Arc<str>>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -98,6 +100,7 @@ impl<K: LockKind> Clone for Lock<K> {
             names: self.names.clone(),
             max_hold: self.max_hold,
             identity: self.identity,
+            class: self.class.clone(),
             kind: PhantomData,
         }
     }
@@ -117,7 +120,8 @@ impl<K: LockKind> Lock<K> {
     pub(crate) fn new(core: Arc<Core>, name: &str) -> Self {
         let names = validate::lock_name(name).ok().map(|()| {
             let prefix = &core.settings.key_prefix;
-            let names = LockNames::new(K::KIND, prefix, name);
+            let metrics = core.classes.of(K::KIND.label, name, None);
+            let names = LockNames::new(K::KIND, prefix, name).with_metrics(metrics);
             Arc::new(if core.connections.is_cluster() {
                 names.on_cluster(core.channel_kind)
             } else {
@@ -130,8 +134,39 @@ impl<K: LockKind> Lock<K> {
             names,
             max_hold: None,
             identity: Identity::Task,
+            class: None,
             kind: PhantomData,
         }
+    }
+
+    /// This handle, with its metrics in the class `class` instead of the one the client's
+    /// rule gives its name ([`ClientBuilder::lock_class_by_prefix`](crate::ClientBuilder::lock_class_by_prefix)):
+    /// the `class` label of `rlock_acquires_total`, `rlock_acquire_wait_seconds`,
+    /// `rlock_hold_seconds`, `rlock_releases_total`, `rlock_locks_lost_total` and the
+    /// held and waiting gauges, with the `metrics` feature. It counts against the client's
+    /// [`max_lock_classes`](crate::ClientBuilder::max_lock_classes) as any class does.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
+    /// let nightly = client.lock("report:2026-11-28").with_class("nightly-report");
+    /// let guard = nightly.lock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_class(mut self, class: &str) -> Self {
+        let metrics = self.core.classes.of(K::KIND.label, &self.name, Some(class));
+        self.names = self.names.map(|names| {
+            let names = LockNames::clone(&names).with_metrics(metrics);
+            Arc::new(names)
+        });
+        self.class = Some(class.into());
+        self
+    }
+
+    /// The metrics a group of `kind` made of this handle reports to: its class.
+    pub(crate) fn metrics_as(&self, kind: &'static str) -> crate::util::lock_metrics::LockMetrics {
+        self.core
+            .classes
+            .of(kind, &self.name, self.class.as_deref())
     }
 
     /// This handle, taking its locks in `owner`'s name instead of the calling task's: calls

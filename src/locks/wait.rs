@@ -24,6 +24,7 @@
 //! ran out while the lock was held (`Ok(None)`). A failover after a master died takes
 //! about two `cluster-node-timeout`s, far longer than a few quick retries.
 
+use crate::util::lock_metrics::{LockMetrics, Waiting};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +36,6 @@ use crate::error::{Error, Result};
 use crate::transport::calls::TopologyWait;
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::{Limit, Subscription, Wake};
-use crate::util::metrics;
 
 /// How long to wait between re-checks when no TTL bounds a wait: the lock key has no expiry
 /// (which this crate never writes but a foreign client might), or, for a lock group, the
@@ -142,6 +142,9 @@ pub(crate) trait Contender {
 
     /// The connections whose retry settings pace retries after failures to reach Redis.
     fn pacing(&self) -> &Connections;
+
+    /// The metrics a wait counts in (the waiting gauge of its class).
+    fn metrics(&self) -> &LockMetrics;
 
     /// Whether a try that failed with `error` may be sent again: not when it may have run
     /// and cannot be undone (a re-entry), since each run would add a count. Asked after a
@@ -250,7 +253,7 @@ pub(crate) async fn wait_for<C: Contender>(
             .unwrap_or(NO_TTL_RECHECK)
             .max(Duration::from_millis(1))
             .min(remaining);
-        waiting.get_or_insert_with(metrics::Waiting::start);
+        waiting.get_or_insert_with(|| Waiting::start(contender.metrics()));
         // A shutdown ends the wait at once; the loop's top then returns.
         let stopping = contender.pacing().lifecycle.stop_signal();
         tokio::select! {

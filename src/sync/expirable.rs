@@ -382,6 +382,7 @@ impl Try for TakePermit {
                     started,
                     applied,
                     None,
+                    &names.metrics,
                 );
                 // After a reconnection, a permit that Redis forgot is reported lost.
                 core.lease_check.ensure_running();

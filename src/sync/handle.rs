@@ -28,7 +28,8 @@ impl Handle {
     /// `what` names the kind in errors ("semaphore").
     pub(crate) fn new(core: Arc<Core>, kind: SyncKind, what: &'static str, name: &str) -> Self {
         let names = check::name(what, name).ok().map(|()| {
-            let names = SyncNames::new(kind, &core.settings.key_prefix, name);
+            let metrics = core.classes.of(kind.label(), name, None);
+            let names = SyncNames::new(kind, &core.settings.key_prefix, name).with_metrics(metrics);
             Arc::new(if core.connections.is_cluster() {
                 names.on_cluster(core.channel_kind)
             } else {

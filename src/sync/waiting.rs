@@ -8,6 +8,7 @@
 //! [`Wake`]); a resubscription after a lost connection or a moved slot does too, since
 //! messages of the gap are gone.
 
+use crate::util::lock_metrics::LockMetrics;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +58,7 @@ pub(crate) async fn wait_until<T: Try>(
     wait: Option<Duration>,
 ) -> Result<Option<T::Output>> {
     let (core, names) = (&handle.core, handle.names()?);
-    let mut timed = Timed::start(names.kind.label());
+    let mut timed = Timed::start(&names.metrics);
     let _admitted = timed.admit(core)?;
     let mut waiter = Waiter {
         core,
@@ -117,5 +118,9 @@ impl<T: Try> Contender for Waiter<'_, T> {
 
     fn pacing(&self) -> &Connections {
         &self.core.connections
+    }
+
+    fn metrics(&self) -> &LockMetrics {
+        &self.names.metrics
     }
 }

@@ -11,6 +11,9 @@
 //! [`max_lock_classes`](crate::ClientBuilder::max_lock_classes) classes per client, and the
 //! names past them fold into `other`, counted by `rlock_lock_classes_folded_total`.
 
+// Without the feature, the rule is kept (the builder takes it either way) but never asked.
+#![cfg_attr(not(feature = "metrics"), allow(dead_code))]
+
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
@@ -25,6 +28,9 @@ pub(crate) const DEFAULT_CLASS: &str = "default";
 /// The class of the names past the cap.
 pub(crate) const OTHER_CLASS: &str = "other";
 
+/// A user's rule: the class of a lock's name.
+pub(crate) type ClassOf = dyn Fn(&str) -> Cow<'static, str> + Send + Sync;
+
 /// How a lock's name becomes its class.
 #[derive(Clone, Default)]
 pub(crate) enum ClassRule {
@@ -34,7 +40,7 @@ pub(crate) enum ClassRule {
     /// The name up to its first `separator` (the whole name without one).
     Prefix(char),
     /// The user's function.
-    With(Arc<dyn Fn(&str) -> Cow<'static, str> + Send + Sync>),
+    With(Arc<ClassOf>),
 }
 
 impl fmt::Debug for ClassRule {
@@ -146,14 +152,30 @@ pub(crate) struct LockMetrics(
     #[cfg(not(feature = "metrics"))] (),
 );
 
-impl LockMetrics {
-    /// Metrics that record nothing (tests of inner layers).
-    #[cfg(test)]
-    pub(crate) fn none() -> Self {
+impl Default for LockMetrics {
+    /// Metrics that record nothing, until a client's [`Classes`] gives a handle its own.
+    fn default() -> Self {
         #[cfg(feature = "metrics")]
         return LockMetrics(None);
         #[cfg(not(feature = "metrics"))]
         LockMetrics(())
+    }
+}
+
+/// Counts one waiting call in `rlock_waiting_tasks` while it lives.
+#[derive(Debug)]
+pub(crate) struct Waiting(LockMetrics);
+
+impl Waiting {
+    pub(crate) fn start(metrics: &LockMetrics) -> Self {
+        metrics.waiting(1.0);
+        Waiting(metrics.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting(-1.0);
     }
 }
 
@@ -183,14 +205,16 @@ struct ClassHandles {
 
 #[cfg(feature = "metrics")]
 impl ClassHandles {
-    /// A class's series: its per-kind ones at zero as each kind comes; its lost-lock
-    /// counters and gauges at zero now.
+    /// A class's series, every counter and gauge of every kind at zero: a first loss, a
+    /// first failed acquire of a class must show as an increase.
     fn new(class: Arc<str>) -> Self {
         let handles = ClassHandles {
             class,
             kinds: Arc::new(Default::default()),
         };
-        handles.of(LOCK_KINDS[0]);
+        for kind in LOCK_KINDS.into_iter().chain(OTHER_ACQUIRE_KINDS) {
+            handles.of(kind);
+        }
         handles
     }
 

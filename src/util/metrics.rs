@@ -2,8 +2,10 @@
 //! the cargo feature `metrics`: the one place that names the metrics and their labels.
 //! Without the feature every function here is empty and the `metrics` crate is not linked.
 //!
-//! Labels are bounded: a lock kind, an outcome, a reason or a source, never a lock name or
-//! an owner. Gauges are per process: every client of the process adds to the same ones.
+//! Labels are bounded: a lock kind, an outcome, a reason, a source or a lock's `class` (see
+//! [`lock_metrics`](super::lock_metrics): the metrics of one lock carry it), never a lock
+//! name or an owner. Gauges are per process: every client of the process adds to the same
+//! ones.
 //! The names, their meaning and an alert worth having are in the
 //! [`operations`](crate::operations) module docs.
 
@@ -11,16 +13,15 @@
 // that the docs list every metric and the callers are the same either way.
 #![cfg_attr(not(feature = "metrics"), allow(dead_code, unused_variables))]
 
-use std::time::Duration;
-
-/// Counter: acquire calls ended, by `kind` and `outcome` (see [`AcquireOutcome`]); for a
+/// Counter: acquire calls ended, by `kind`, `outcome` (see [`AcquireOutcome`]) and `class`; for a
 /// semaphore, its permits; for a latch, a wait for it to open.
 pub(crate) const ACQUIRES: &str = "rlock_acquires_total";
-/// Histogram, seconds: from the call to its end (the wait), by `kind` and `outcome`.
+/// Histogram, seconds: from the call to its end (the wait), by `kind`, `outcome` and `class`.
 pub(crate) const ACQUIRE_WAIT: &str = "rlock_acquire_wait_seconds";
-/// Histogram, seconds: from an owner's first acquire to its last release, by `kind`.
+/// Histogram, seconds: from an owner's first acquire to its last release, by `kind` and
+/// `class`.
 pub(crate) const HOLD: &str = "rlock_hold_seconds";
-/// Counter: releases, by `kind` and `outcome`: `freed`, `still_held` (re-entered),
+/// Counter: releases, by `kind`, `class` and `outcome`: `freed`, `still_held` (re-entered),
 /// `lost` (the lock was gone), `failed` (Redis could not be reached).
 pub(crate) const RELEASES: &str = "rlock_releases_total";
 /// Counter: locks the watchdog renewed, by `outcome`: `renewed`, `not_held` (gone: lost).
@@ -28,11 +29,12 @@ pub(crate) const RENEWALS: &str = "rlock_renewals_total";
 /// Counter: renewal calls that failed (Redis unreachable, or replicas did not
 /// acknowledge): the locks in them were not renewed this round.
 pub(crate) const RENEWAL_FAILURES: &str = "rlock_renewal_failures_total";
-/// Counter: holds lost, by `reason` (`LostReason` in snake case).
+/// Counter: holds lost, by `reason` (`LostReason` in snake case) and `class`.
 pub(crate) const LOST: &str = "rlock_locks_lost_total";
-/// Gauge: holds this process has (one per owner and lock, however often re-entered).
+/// Gauge: holds this process has (one per owner and lock, however often re-entered), by
+/// `class`.
 pub(crate) const HELD: &str = "rlock_held_locks";
-/// Gauge: calls waiting for a lock after a first busy try.
+/// Gauge: calls waiting for a lock after a first busy try, by `class`.
 pub(crate) const WAITING: &str = "rlock_waiting_tasks";
 /// Gauge: channels this process is subscribed to for unlock messages.
 pub(crate) const CHANNELS: &str = "rlock_subscribed_channels";
@@ -62,10 +64,6 @@ pub(crate) enum AcquireOutcome {
 impl AcquireOutcome {
     /// Every outcome's label, in the order of the variants: for the series made at zero.
     pub(super) const LABELS: [&'static str; 4] = ["acquired", "timed_out", "failed", "cancelled"];
-
-    fn label(self) -> &'static str {
-        Self::LABELS[self as usize]
-    }
 }
 
 /// What woke a waiter, the `source` of [`WAKEUPS`].
@@ -162,6 +160,10 @@ pub(crate) fn describe() {
             describe_counter!(WAKEUPS, "Waiters woken, by source");
             describe_counter!(RESUBSCRIPTIONS, "Unlock channels subscribed again");
             describe_counter!(REPLICA_SYNC, "Replica sync WAITs, by outcome");
+            describe_counter!(
+                CLASSES_FOLDED,
+                "Lock handles counted under the class `other`, past max_lock_classes"
+            );
             at_zero();
         });
     }
@@ -173,23 +175,10 @@ pub(crate) fn describe() {
 #[cfg(feature = "metrics")]
 fn at_zero() {
     use metrics::{counter, gauge};
-    for kind in LOCK_KINDS.into_iter().chain(OTHER_ACQUIRE_KINDS) {
-        for outcome in AcquireOutcome::LABELS {
-            counter!(ACQUIRES, "kind" => kind, "outcome" => outcome).increment(0);
-        }
-    }
-    for kind in LOCK_KINDS {
-        for outcome in RELEASE_OUTCOMES {
-            counter!(RELEASES, "kind" => kind, "outcome" => outcome).increment(0);
-        }
-    }
     for outcome in RENEWAL_OUTCOMES {
         counter!(RENEWALS, "outcome" => outcome).increment(0);
     }
     counter!(RENEWAL_FAILURES).increment(0);
-    for reason in LOST_REASONS {
-        counter!(LOST, "reason" => reason).increment(0);
-    }
     for source in WakeUp::LABELS {
         counter!(WAKEUPS, "source" => source).increment(0);
     }
@@ -197,44 +186,14 @@ fn at_zero() {
     for outcome in REPLICA_SYNC_OUTCOMES {
         counter!(REPLICA_SYNC, "outcome" => outcome).increment(0);
     }
-    for level in [HELD, WAITING, CHANNELS] {
-        gauge!(level).increment(0.0);
-    }
+    counter!(CLASSES_FOLDED).increment(0);
+    gauge!(CHANNELS).increment(0.0);
 }
 
 /// When a timed operation started: `None` without the feature, which spares the clock
 /// read on every lock call.
 pub(crate) fn start() -> Option<std::time::Instant> {
     cfg!(feature = "metrics").then(std::time::Instant::now)
-}
-
-/// An acquire call of a `kind`, started at `started` (see [`start`]), ended.
-pub(crate) fn acquire_ended(
-    kind: &'static str,
-    outcome: AcquireOutcome,
-    started: Option<std::time::Instant>,
-) {
-    #[cfg(feature = "metrics")]
-    {
-        let outcome = outcome.label();
-        metrics::counter!(ACQUIRES, "kind" => kind, "outcome" => outcome).increment(1);
-        if let Some(started) = started {
-            metrics::histogram!(ACQUIRE_WAIT, "kind" => kind, "outcome" => outcome)
-                .record(started.elapsed().as_secs_f64());
-        }
-    }
-}
-
-/// A release of a `kind` ended with `outcome` (see [`RELEASES`]).
-pub(crate) fn released(kind: &'static str, outcome: &'static str) {
-    #[cfg(feature = "metrics")]
-    metrics::counter!(RELEASES, "kind" => kind, "outcome" => outcome).increment(1);
-}
-
-/// An owner's hold of a `kind` ended after `held()` (only asked with the feature).
-pub(crate) fn hold_ended(kind: &'static str, held: impl FnOnce() -> Duration) {
-    #[cfg(feature = "metrics")]
-    metrics::histogram!(HOLD, "kind" => kind).record(held().as_secs_f64());
 }
 
 /// One renewal call came back: `renewed` locks renewed, `not_held` found gone.
@@ -250,24 +209,6 @@ pub(crate) fn renewals(renewed: u64, not_held: u64) {
 pub(crate) fn renewal_failed() {
     #[cfg(feature = "metrics")]
     metrics::counter!(RENEWAL_FAILURES).increment(1);
-}
-
-/// A hold was lost for `reason`.
-pub(crate) fn lost(reason: &'static str) {
-    #[cfg(feature = "metrics")]
-    metrics::counter!(LOST, "reason" => reason).increment(1);
-}
-
-/// The process holds one lock more (`1.0`) or fewer (`-1.0`).
-pub(crate) fn held(change: f64) {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!(HELD).increment(change);
-}
-
-/// One call more (`1.0`) or fewer (`-1.0`) is waiting for a lock.
-pub(crate) fn waiting(change: f64) {
-    #[cfg(feature = "metrics")]
-    metrics::gauge!(WAITING).increment(change);
 }
 
 /// The process listens on one channel more (`1.0`) or fewer (`-1.0`).
@@ -292,21 +233,4 @@ pub(crate) fn resubscribed() {
 pub(crate) fn replica_sync(outcome: &'static str) {
     #[cfg(feature = "metrics")]
     metrics::counter!(REPLICA_SYNC, "outcome" => outcome).increment(1);
-}
-
-/// Counts one waiting call in [`WAITING`] while it lives.
-#[derive(Debug)]
-pub(crate) struct Waiting(());
-
-impl Waiting {
-    pub(crate) fn start() -> Self {
-        waiting(1.0);
-        Waiting(())
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        waiting(-1.0);
-    }
 }

@@ -24,16 +24,16 @@ fn the_example_serves_prometheus_text() {
 
     let wanted = [
         "# TYPE rlock_acquires_total counter",
-        "rlock_acquires_total{kind=\"reentrant\",outcome=\"acquired\"}",
-        "rlock_releases_total{kind=\"reentrant\",outcome=\"freed\"}",
+        "rlock_acquires_total{kind=\"reentrant\",outcome=\"acquired\",class=\"default\"}",
+        "rlock_releases_total{kind=\"reentrant\",outcome=\"freed\",class=\"default\"}",
         "rlock_acquire_wait_seconds",
         "rlock_hold_seconds",
         "rlock_held_locks",
         // The documented buckets: histograms, not summaries.
-        "rlock_acquire_wait_seconds_bucket{kind=\"reentrant\",outcome=\"acquired\",le=\"5\"}",
-        "rlock_hold_seconds_bucket{kind=\"reentrant\",le=\"30\"}",
+        "rlock_acquire_wait_seconds_bucket{kind=\"reentrant\",outcome=\"acquired\",class=\"default\",le=\"5\"}",
+        "rlock_hold_seconds_bucket{kind=\"reentrant\",class=\"default\",le=\"30\"}",
         // Made at zero, and the workers' own deadlines counted apart.
-        "rlock_locks_lost_total{reason=\"expired\"} 0",
+        "rlock_locks_lost_total{reason=\"expired\",class=\"default\"} 0",
         "rlock_wakeups_total{source=\"deadline\"}",
     ];
     let text = settles_to_text(&address, &wanted);

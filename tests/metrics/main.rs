@@ -63,6 +63,29 @@ const WAKEUP_SOURCES: [&str; 5] = ["message", "reconnect", "heartbeat", "ttl_bou
 /// A series: its name and its labels as `k=v`, sorted.
 type Series = (String, Vec<String>);
 
+/// The metrics of one lock, which carry its `class`.
+const CLASSED: [&str; 7] = [
+    "rlock_acquires_total",
+    "rlock_acquire_wait_seconds",
+    "rlock_hold_seconds",
+    "rlock_releases_total",
+    "rlock_locks_lost_total",
+    "rlock_held_locks",
+    "rlock_waiting_tasks",
+];
+
+/// `labels` of the series `name`, sorted, with `class=default` when `name` is one of a
+/// lock's metrics and no class is given: every client here but the class tests' has no
+/// class rule.
+fn labelled(name: &str, labels: &[&str]) -> Vec<String> {
+    let mut labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    if CLASSED.contains(&name) && !labels.iter().any(|l| l.starts_with("class=")) {
+        labels.push("class=default".to_string());
+    }
+    labels.sort();
+    labels
+}
+
 /// The process's one recorder, and what it showed right after the first client was built.
 struct Recorded {
     snapshotter: Snapshotter,
@@ -172,8 +195,7 @@ impl Seen {
     /// A counter's total or a gauge's level; `labels` as `k=v`, in any order.
     fn value(&mut self, name: &str, labels: &[&str]) -> f64 {
         self.update();
-        let mut labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
-        labels.sort();
+        let labels = labelled(name, labels);
         self.values
             .get(&(name.to_string(), labels))
             .copied()
@@ -182,8 +204,7 @@ impl Seen {
 
     fn histogram(&mut self, name: &str, labels: &[&str]) -> Vec<f64> {
         self.update();
-        let mut labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
-        labels.sort();
+        let labels = labelled(name, labels);
         self.histograms
             .get(&(name.to_string(), labels))
             .cloned()
@@ -232,6 +253,7 @@ fn series_in(text: &str) -> HashMap<Series, f64> {
     series
 }
 
+mod classes;
 mod example;
 mod monitoring;
 mod series;

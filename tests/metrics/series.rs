@@ -52,9 +52,9 @@ async fn every_series_exists_at_zero_from_the_first_client() {
     ] {
         expected.push((name, Vec::new()));
     }
-    for (name, mut labels) in expected {
-        labels.sort();
-        let series = (name.to_string(), labels);
+    for (name, labels) in expected {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let series = (name.to_string(), labelled(name, &labels));
         assert_eq!(
             at_zero.get(&series),
             Some(&0.0),
@@ -75,7 +75,10 @@ async fn every_series_exists_at_zero_from_the_first_client() {
         .unwrap();
     let acquired = (
         "rlock_acquires_total".to_string(),
-        vec!["kind=reentrant".to_string(), "outcome=acquired".to_string()],
+        labelled(
+            "rlock_acquires_total",
+            &["kind=reentrant", "outcome=acquired"],
+        ),
     );
     let before = series_in(&seen.prometheus_text())[&acquired];
     assert!(before >= 1.0, "{before}");
@@ -97,11 +100,11 @@ async fn the_documented_buckets_make_histograms() {
     let text = seen.prometheus_text();
     for line in [
         "# TYPE rlock_acquire_wait_seconds histogram",
-        "rlock_acquire_wait_seconds_bucket{kind=\"reentrant\",outcome=\"acquired\",le=\"5\"}",
-        "rlock_acquire_wait_seconds_bucket{kind=\"reentrant\",outcome=\"acquired\",le=\"+Inf\"}",
+        "rlock_acquire_wait_seconds_bucket{kind=\"reentrant\",outcome=\"acquired\",class=\"default\",le=\"5\"}",
+        "rlock_acquire_wait_seconds_bucket{kind=\"reentrant\",outcome=\"acquired\",class=\"default\",le=\"+Inf\"}",
         "# TYPE rlock_hold_seconds histogram",
-        "rlock_hold_seconds_bucket{kind=\"reentrant\",le=\"30\"}",
-        "rlock_hold_seconds_bucket{kind=\"reentrant\",le=\"+Inf\"}",
+        "rlock_hold_seconds_bucket{kind=\"reentrant\",class=\"default\",le=\"30\"}",
+        "rlock_hold_seconds_bucket{kind=\"reentrant\",class=\"default\",le=\"+Inf\"}",
     ] {
         assert!(text.contains(line), "no `{line}` in:\n{text}");
     }

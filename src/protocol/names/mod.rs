@@ -1,6 +1,7 @@
 //! The Redis key and channel names of one lock, exactly as Redisson derives them: the rules
 //! of the public [`layout`](crate::protocol::layout), applied once per handle.
 
+use crate::util::lock_metrics::LockMetrics;
 use std::sync::Arc;
 
 use crate::protocol::channels::ChannelKind;
@@ -22,7 +23,7 @@ fn first_split(key: &str, names: impl IntoIterator<Item = String>) -> Option<Spl
 }
 
 /// Every name one lock uses in Redis, computed once per lock handle.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct LockNames {
     /// What the lock is: its scripts, and the rules of the names below.
     pub(crate) kind: &'static Kind,
@@ -41,6 +42,8 @@ pub(crate) struct LockNames {
     /// On a cluster: a derived name outside the key's slot (see
     /// [`LockNames::split_name`]), which makes the lock unusable there.
     split: Option<SplitName>,
+    /// The metrics of the handles with these names (their kind and class).
+    pub(crate) metrics: LockMetrics,
 }
 
 /// A derived name of a lock that a Redis Cluster would put in another hash slot than the
@@ -70,7 +73,14 @@ impl LockNames {
             key: key.into(),
             channel_kind: ChannelKind::Classic,
             split: None,
+            metrics: LockMetrics::default(),
         }
+    }
+
+    /// These names, with the metrics `metrics` (of their handle's class).
+    pub(crate) fn with_metrics(mut self, metrics: LockMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// These names, for a client of a Redis Cluster whose unlock messages travel as
@@ -207,9 +217,17 @@ pub(crate) struct SyncNames {
     cluster: bool,
     channel_kind: ChannelKind,
     split: Option<SplitName>,
+    /// The metrics of the handles with these names (their kind and class).
+    pub(crate) metrics: LockMetrics,
 }
 
 impl SyncNames {
+    /// These names, with the metrics `metrics` (of their handle's class).
+    pub(crate) fn with_metrics(mut self, metrics: LockMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// The names of the synchronizer `name` of kind `kind`.
     pub(crate) fn new(kind: SyncKind, key_prefix: &str, name: &str) -> Self {
         let key = format!("{key_prefix}{name}");
@@ -234,6 +252,7 @@ impl SyncNames {
             channel: channel.into(),
             channel_kind: ChannelKind::Classic,
             split: None,
+            metrics: LockMetrics::default(),
         }
     }
 
