@@ -23,27 +23,41 @@
 //! `MultiLock`'s releases and holds count under its locks' kinds. Gauges count for the
 //! whole process.
 //!
+//! The metrics of a lock also carry its `class`, a bounded grouping of lock names into
+//! families, so that a dashboard can tell which family is contended or losing locks without
+//! a lock name ever reaching a label. By default every lock is in the class `default`. A
+//! client built with [`lock_class_by_prefix(':')`](crate::ClientBuilder::lock_class_by_prefix)
+//! puts `orders:42` in `orders`; [`lock_class_with`](crate::ClientBuilder::lock_class_with)
+//! takes any function of the name; [`Lock::with_class`](crate::Lock::with_class) sets one
+//! handle's. A client gives at most [`max_lock_classes`](crate::ClientBuilder::max_lock_classes)
+//! classes (64 by default): the handles of names past them count under `other`, and each
+//! one made counts in `rlock_lock_classes_folded_total`, so a rule that turned out
+//! unbounded costs a bounded number of series. A group's acquires are in its first lock's
+//! class; a semaphore's or latch's, in the class of its name.
+//!
 //! Every counter and gauge exists from the first client on, at 0, for every label value
 //! below: the first client built in the process makes them (later ones reset nothing), so
 //! that Prometheus sees a process's first lost lock as an increase from 0 rather than a
 //! series that appears at 1. Install the exporter before that client, or they appear at
-//! their first change. The histograms appear with their first sample.
+//! their first change. A class other than `default` gets its series, at 0, when its first
+//! handle is made. The histograms appear with their first sample.
 //!
 //! | metric | type | labels | what it counts |
 //! |---|---|---|---|
-//! | `rlock_acquires_total` | counter | `kind`, `outcome` | acquire calls ended: `acquired`, `timed_out` (the wait ran out, or `try_lock` found it held), `failed` (an error), `cancelled` (the future was dropped) |
-//! | `rlock_acquire_wait_seconds` | histogram | `kind`, `outcome` | from the call to its end: the wait, for each outcome |
-//! | `rlock_hold_seconds` | histogram | `kind` | from an owner's first acquire of a lock to its last release (re-entries included) |
-//! | `rlock_releases_total` | counter | `kind`, `outcome` | releases: `freed`, `still_held` (an inner re-entry), `lost` (the lock was gone), `failed` (Redis not reached: the lock expires with its lease) |
+//! | `rlock_acquires_total` | counter | `kind`, `outcome`, `class` | acquire calls ended: `acquired`, `timed_out` (the wait ran out, or `try_lock` found it held), `failed` (an error), `cancelled` (the future was dropped) |
+//! | `rlock_acquire_wait_seconds` | histogram | `kind`, `outcome`, `class` | from the call to its end: the wait, for each outcome |
+//! | `rlock_hold_seconds` | histogram | `kind`, `class` | from an owner's first acquire of a lock to its last release (re-entries included) |
+//! | `rlock_releases_total` | counter | `kind`, `outcome`, `class` | releases: `freed`, `still_held` (an inner re-entry), `lost` (the lock was gone), `failed` (Redis not reached: the lock expires with its lease) |
 //! | `rlock_renewals_total` | counter | `outcome` | locks the watchdog renewed: `renewed`, `not_held` (gone: reported lost) |
 //! | `rlock_renewal_failures_total` | counter | | renewal calls that failed: their locks were not renewed that round |
-//! | `rlock_locks_lost_total` | counter | `reason` | holds lost: `expired`, `released`, `connection_lost`, `quorum_lost`, `max_hold_reached` (see [`LostReason`](crate::LostReason)); a shutdown's releases are not counted |
-//! | `rlock_held_locks` | gauge | | holds of the process (one per owner and lock, however often re-entered) |
-//! | `rlock_waiting_tasks` | gauge | | calls waiting for a lock after a first busy try |
+//! | `rlock_locks_lost_total` | counter | `reason`, `class` | holds lost: `expired`, `released`, `connection_lost`, `quorum_lost`, `max_hold_reached` (see [`LostReason`](crate::LostReason)); a shutdown's releases are not counted |
+//! | `rlock_held_locks` | gauge | `class` | holds of the process (one per owner and lock, however often re-entered) |
+//! | `rlock_waiting_tasks` | gauge | `class` | calls waiting for a lock after a first busy try |
 //! | `rlock_subscribed_channels` | gauge | | unlock channels the process listens on |
 //! | `rlock_wakeups_total` | counter | `source` | waiters woken: `message` (an unlock message), `reconnect` (a subscription back after a gap in which messages were lost), `heartbeat` (a fair waiter's turn found by its heartbeat), `ttl_bound` (no message within the holder's TTL, or within a second for a lock without one: a re-check), `deadline` (no message before the caller's own deadline, such as `try_lock_for`'s: its last re-check) |
 //! | `rlock_resubscriptions_total` | counter | | unlock channels subscribed again after their connection dropped or their slot moved |
 //! | `rlock_replica_sync_total` | counter | `outcome` | [replica sync](crate::ClientBuilder::replica_sync) checks: `acknowledged`, `not_acknowledged` (the write did not count), `failed` |
+//! | `rlock_lock_classes_folded_total` | counter | | lock handles made past `max_lock_classes`, counted under the class `other` |
 //!
 //! ## Histogram buckets
 //!
@@ -56,8 +70,8 @@
 //! | `rlock_acquire_wait_seconds` | 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 | an uncontended acquire is one round trip (about a millisecond on a LAN), a contended one waits for the holders' critical sections; 5 (the alert below) is an edge, 30 is the default lease (a wait that long outlived a holder that died), 60 catches the rest |
 //! | `rlock_hold_seconds` | 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600 | from a short critical section to an hour-long job the watchdog keeps; 30 (the default lease) is an edge, so holds the watchdog had to renew stand apart |
 //!
-//! Each bucket is a series per `kind` and `outcome`: 14 buckets cost 14 series per pair in
-//! use. With the exporter (as `examples/metrics.rs` does):
+//! Each bucket is a series per `kind`, `outcome` and `class`: 14 buckets cost 14 series
+//! per set in use. With the exporter (as `examples/metrics.rs` does):
 //!
 //! ```text
 //! PrometheusBuilder::new()
@@ -80,8 +94,8 @@
 //! stay few mean unlock messages are not arriving (an ACL without the channel, a proxy that
 //! drops pub/sub). `deadline` wake-ups are callers giving up on a busy lock, as
 //! `try_lock_for` does, and many of them are normal under contention (the example makes about
-//! one for every three messages and no `ttl_bound` one); a `RedLock`'s or `MultiLock`'s wait
-//! still counts its deadline as `ttl_bound`. A wait p99 near the lease means the lock is
+//! one for every three messages and no `ttl_bound` one), and a `RedLock`'s or `MultiLock`'s
+//! wait counts its deadline the same way. A wait p99 near the lease means the lock is
 //! contended beyond what its holders' work allows. The alert rules below watch for each of
 //! these.
 //!
