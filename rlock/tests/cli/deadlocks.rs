@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 
 use crate::support::{rlock, Run};
-use testkit::{RedisCluster, RedisServer};
+use testkit::{RedisCluster, RedisSentinels, RedisServer};
 
 /// The environment variable that makes [`worker`] a worker: `connect|client name|plan`.
 const WORKER: &str = "RLOCK_DEADLOCK_WORKER";
@@ -20,7 +20,8 @@ const WORKER: &str = "RLOCK_DEADLOCK_WORKER";
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// Not a test when run by `cargo test`: the body of a worker process. `connect` is a URL,
-/// or `cluster=` and seed URLs joined by `,`. The plan is `hold:NAME,wait:NAME` (hold one
+/// `cluster=` and seed URLs joined by `,`, or `sentinel=<master name>=` and sentinel URLs
+/// joined by `,`. The plan is `hold:NAME,wait:NAME` (hold one
 /// lock, print `held <owner>`, wait for a line on stdin, then wait for the other for as
 /// long as it takes) or `contend:NAME` (take and release the lock 20 times, holding it
 /// 100 ms each, then print `done`).
@@ -37,9 +38,13 @@ fn worker() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let builder = match connect.strip_prefix("cluster=") {
-            Some(seeds) => redis_rlock::Client::cluster_builder(seeds.split(',')),
-            None => redis_rlock::Client::builder(connect),
+        let builder = if let Some(seeds) = connect.strip_prefix("cluster=") {
+            redis_rlock::Client::cluster_builder(seeds.split(','))
+        } else if let Some(rest) = connect.strip_prefix("sentinel=") {
+            let (master, sentinels) = rest.split_once('=').unwrap();
+            redis_rlock::Client::sentinel_builder(sentinels.split(','), master)
+        } else {
+            redis_rlock::Client::builder(connect.as_str())
         };
         let client = builder
             .wait_registry(true)
@@ -300,4 +305,27 @@ async fn a_cycle_across_cluster_masters_is_found() {
         2,
         "the two locks are on two masters: {report:#}"
     );
+}
+
+#[tokio::test]
+async fn a_cycle_on_the_master_sentinel_names_is_found() {
+    let group = tokio::task::spawn_blocking(|| RedisSentinels::start("deadlocks"))
+        .await
+        .unwrap();
+    let sentinels = group.sentinel_urls();
+    let connect = format!("sentinel={}={}", group.master_name(), sentinels.join(","));
+    let (_workers, owners) = cycle_of(
+        &connect,
+        &[("north", "s:1", "s:2"), ("south", "s:2", "s:1")],
+    )
+    .await;
+    let run = deadlocks_until(
+        &["--sentinel", &sentinels[0], "--master", group.master_name()],
+        1,
+    )
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let (found, clients) = cycle_owners(&run.json()["deadlocks"][0]);
+    assert_eq!(found, owners.into_iter().collect::<BTreeSet<_>>());
+    assert_eq!(clients, set(&["north", "south"]));
 }
