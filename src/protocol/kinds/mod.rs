@@ -286,10 +286,15 @@ mod tests {
     }
 
     /// The metrics make every kind's series at zero from a list of labels of their own,
-    /// which must be the table's.
+    /// which must be the table's. Compared as slices, so that a kind added here and not
+    /// there fails with both lists rather than with a type error.
     #[test]
     fn the_metrics_know_every_kind() {
         let labels = ALL.map(|kind| kind.label);
-        assert_eq!(labels, crate::util::metrics::LOCK_KINDS);
+        assert_eq!(
+            labels[..],
+            crate::util::metrics::LOCK_KINDS[..],
+            "util::metrics::LOCK_KINDS must list the kinds' labels, in ALL's order"
+        );
     }
 }
