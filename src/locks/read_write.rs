@@ -123,63 +123,13 @@ use std::sync::Arc;
 use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::holds::Renewal;
-use crate::locks::kind::{sealed, LockKind};
 use crate::locks::lock::Lock;
-use crate::protocol::kinds::read_write::{READ, WRITE};
-use crate::protocol::kinds::{Kind, Side};
+use crate::protocol::kinds::Side;
 use crate::protocol::names::LockNames;
 
-/// The read side of a [`ReadWriteLock`]: shared by any number of tasks while nobody
-/// writes, with every method of [`Lock`] and the same [`LockGuard`](crate::LockGuard)
-/// (Redisson's `RReadWriteLock.readLock()`).
-///
-/// ```no_run
-/// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
-/// let read = client.read_write_lock("doc:7").read_lock();
-/// let guard = read.lock().await?;  // waits only while someone writes
-/// let again = read.lock().await?;  // same task: re-entry
-/// assert_eq!(read.hold_count().await?, 2);
-/// again.unlock().await?;
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type ReadLock = Lock<Read>;
-
-/// The write side of a [`ReadWriteLock`]: exclusive of readers and other writers, with
-/// every method of [`Lock`] and the same [`LockGuard`](crate::LockGuard) (Redisson's
-/// `RReadWriteLock.writeLock()`). A task holding it may also take the read lock; a task
-/// holding the read lock is refused it (see [`ReadWriteLock`]).
-///
-/// ```no_run
-/// # async fn demo(client: redis_rlock::Client) -> redis_rlock::Result<()> {
-/// let write = client.read_write_lock("doc:7").write_lock();
-/// let guard = write.lock().await?; // waits until no one reads or writes
-/// guard.unlock().await?;           // every waiting reader comes in
-/// # Ok(()) }
-/// ```
-pub type WriteLock = Lock<Write>;
-
-/// The kind of a [`ReadLock`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Read;
-
-impl LockKind for Read {}
-
-impl sealed::Sealed for Read {
-    const TYPE_NAME: &'static str = "ReadLock";
-    const KIND: &'static Kind = &READ;
-}
-
-/// The kind of a [`WriteLock`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Write;
-
-impl LockKind for Write {}
-
-impl sealed::Sealed for Write {
-    const TYPE_NAME: &'static str = "WriteLock";
-    const KIND: &'static Kind = &WRITE;
-}
+// The sides' kinds and handle types are defined in the table of kinds, and are this
+// module's items as well.
+pub use crate::locks::kind::{Read, ReadLock, Write, WriteLock};
 
 /// A read-write lock: many readers at once, or one writer (Redisson's `RReadWriteLock`,
 /// with its Redis layout, so Java services using Redisson share it). Made by

@@ -99,8 +99,9 @@ impl WakeUp {
 // kind emits was among them.
 
 /// The `kind` of a lock's own acquires, releases and holds (a `RedLock`'s or `MultiLock`'s
-/// releases and holds count under its locks' kinds): `protocol::kinds`' labels.
-pub(super) const LOCK_KINDS: [&str; 5] = ["reentrant", "fair", "fenced", "read", "write"];
+/// releases and holds count under its locks' kinds): `protocol::kinds`' labels, in its
+/// order (a test there checks them; this layer cannot read that table).
+pub(crate) const LOCK_KINDS: [&str; 5] = ["reentrant", "fair", "fenced", "read", "write"];
 /// The `kind` of the acquires of a group (`groups`' quorums) or a synchronizer
 /// (`protocol::names::SyncKind`), beside [`LOCK_KINDS`].
 pub(super) const OTHER_ACQUIRE_KINDS: [&str; 5] = [

@@ -3,9 +3,13 @@
 //! channel, its owner fields, the shape of each of its scripts' calls, the commands those
 //! run). The engine reads these values and never asks which kind it holds.
 //!
-//! A new kind is its scripts in `lua/`, one file here that describes it, its line in
-//! [`ALL`], and the public type that names it (with `LockKind::KIND`) in
-//! [`locks`](crate::locks).
+//! A new kind is three things: its scripts in `lua/`; its entry in the `kinds!` table
+//! below, which is its [`Kind`] (or names it, for a kind with calls of its own, described
+//! in a file here as the fair, fenced and read-write kinds are); and its entry in the
+//! table of `locks::kind`, which makes its public types. Everything that goes over every
+//! kind ([`ALL`], [`COUNT`], the scripts loaded at connect, the command checks) follows
+//! from the table; the metrics' list of kind labels, in `util`, below this layer, does
+//! not yet, and a test here says when it is behind.
 
 use std::sync::LazyLock;
 
@@ -18,17 +22,40 @@ pub(crate) mod fenced;
 pub(crate) mod read_write;
 pub(crate) mod reentrant;
 
-/// How many kinds there are.
-pub(crate) const COUNT: usize = 5;
+/// The table of kinds: each entry either names a [`Kind`] described in a file of its own
+/// (`fair::FAIR,`) or is one, `static NAME: Kind = Kind { .. };` with its docs. Makes
+/// [`ALL`], in the order of the entries, and [`COUNT`].
+macro_rules! kinds {
+    (@table [$($all:expr,)*]) => {
+        /// How many kinds there are.
+        pub(crate) const COUNT: usize = [$(stringify!($all)),*].len();
 
-/// Every kind, in the order their command checks are kept (see `transport::permissions`).
-pub(crate) static ALL: [&Kind; COUNT] = [
-    &reentrant::REENTRANT,
-    &fair::FAIR,
-    &fenced::FENCED,
-    &read_write::READ,
-    &read_write::WRITE,
-];
+        /// Every kind, in the order their command checks are kept (see
+        /// `transport::permissions`).
+        pub(crate) static ALL: [&Kind; COUNT] = [$($all),*];
+    };
+    // Before the named form: a `path` fragment would take `static` for the start of a
+    // path, and fail instead of letting the next rule try.
+    (@table [$($all:expr,)*] $(#[$doc:meta])* static $name:ident: Kind = $kind:expr; $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) static $name: Kind = $kind;
+        kinds!(@table [$($all,)* &$name,] $($rest)*);
+    };
+    (@table [$($all:expr,)*] $named:path, $($rest:tt)*) => {
+        kinds!(@table [$($all,)* &$named,] $($rest)*);
+    };
+    ($($entries:tt)*) => {
+        kinds!(@table [] $($entries)*);
+    };
+}
+
+kinds! {
+    reentrant::REENTRANT,
+    fair::FAIR,
+    fenced::FENCED,
+    read_write::READ,
+    read_write::WRITE,
+}
 
 /// What one kind of lock is, in Redis.
 pub struct Kind {
@@ -240,5 +267,34 @@ impl Kind {
                 None => word.to_string(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Metrics and spans tell the kinds apart by their labels, and the engine finds a kind's
+    /// place in [`ALL`] by its address: both must be unique.
+    #[test]
+    fn every_kind_is_listed_once_under_a_label_of_its_own() {
+        for (at, kind) in ALL.iter().enumerate() {
+            assert_eq!(kind.index(), at, "{kind:?} is listed twice");
+            let same = ALL.iter().filter(|other| other.label == kind.label);
+            assert_eq!(same.count(), 1, "two kinds are labelled {}", kind.label);
+        }
+    }
+
+    /// The metrics make every kind's series at zero from a list of labels of their own,
+    /// which must be the table's. Compared as slices, so that a kind added here and not
+    /// there fails with both lists rather than with a type error.
+    #[test]
+    fn the_metrics_know_every_kind() {
+        let labels = ALL.map(|kind| kind.label);
+        assert_eq!(
+            labels[..],
+            crate::util::metrics::LOCK_KINDS[..],
+            "util::metrics::LOCK_KINDS must list the kinds' labels, in ALL's order"
+        );
     }
 }
