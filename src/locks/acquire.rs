@@ -133,7 +133,7 @@ struct OneLock<'a> {
     /// is, once it is willing to wait (other kinds' waiters race: nothing to keep).
     place: Option<QueuePlace>,
     /// The call's entry in the wait registry, when the client keeps one.
-    registration: Option<Registration>,
+    registration: Option<Box<Registration>>,
 }
 
 impl Contender for OneLock<'_> {
@@ -174,11 +174,9 @@ impl Contender for OneLock<'_> {
     async fn wait(&mut self, bound: Duration) {
         match self.registration.as_mut() {
             None => self.wake_ups.wait(bound).await,
-            // The registry's writes run beside the wait, never in its way.
-            Some(registration) => tokio::select! {
-                () = self.wake_ups.wait(bound) => {}
-                never = registration.keep() => match never {},
-            },
+            // The registry's writes run beside the wait, never in its way; boxed, so that
+            // the wait of a client without a registry stays small.
+            Some(registration) => Box::pin(registration.beside(self.wake_ups.wait(bound))).await,
         }
     }
 

@@ -49,18 +49,34 @@ pub(crate) struct Registration {
 impl Registration {
     /// The entry of `owner`'s wait for the lock at `lock_key`, when the client keeps a
     /// registry.
-    pub(crate) fn new(core: &Arc<Core>, lock_key: &Arc<str>, owner: &Arc<str>) -> Option<Self> {
-        core.settings.wait_registry.then(|| Registration {
-            core: core.clone(),
-            lock_key: lock_key.clone(),
-            owner: owner.clone(),
-            waiters: Derived::Waiters.of(lock_key),
-            record: waiting_record(owner),
-            started: None,
-            next_refresh: Instant::now(),
-            warned: false,
-            written: false,
+    /// Boxed, as the wait that keeps it is: a client without a registry carries neither in
+    /// every acquire's future.
+    pub(crate) fn new(
+        core: &Arc<Core>,
+        lock_key: &Arc<str>,
+        owner: &Arc<str>,
+    ) -> Option<Box<Self>> {
+        core.settings.wait_registry.then(|| {
+            Box::new(Registration {
+                core: core.clone(),
+                lock_key: lock_key.clone(),
+                owner: owner.clone(),
+                waiters: Derived::Waiters.of(lock_key),
+                record: waiting_record(owner),
+                started: None,
+                next_refresh: Instant::now(),
+                warned: false,
+                written: false,
+            })
         })
+    }
+
+    /// Waits as `wait` does, with the entry written and kept fresh beside it.
+    pub(crate) async fn beside(&mut self, wait: impl std::future::Future<Output = ()>) {
+        tokio::select! {
+            () = wait => {}
+            never = self.keep() => match never {},
+        }
     }
 
     /// The call waits from now on (its first try found the lock held).
