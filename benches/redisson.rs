@@ -9,7 +9,7 @@
 //! until compilation is quiet before its first turn.
 //!
 //! `cargo bench --bench redisson`: about 8 minutes, most of it the JIT's warm-ups (`QUICK=1`:
-//! about 3). Besides `QUICK`, `PAIRS`, `WARMUP` (see `common/options.rs`):
+//! about 2). Besides `QUICK`, `PAIRS`, `WARMUP` (see `common/options.rs`):
 //! `WORKLOADS=w1,w2,w3`; `CONTENDERS=floor,lock,fair,redisson_lock,redisson_lock_async,
 //! redisson_fair`; `FLAVOURS=current_thread,multi_thread` (the crate's runtimes);
 //! `JIT_QUIET_S` (the quiet window, 2 s) and `JIT_WARMUP_MAX_S` (the bound on one
