@@ -240,3 +240,21 @@ impl ContentionRow {
         }
     }
 }
+
+/// The figures [`ContentionRow::cells`] shows, as numbers, for a table of the caller's own.
+impl ContentionRow {
+    /// Wait p50, p99 and max, in ms.
+    pub fn waits_ms(&self) -> [f64; 3] {
+        [self.p50, self.p99, self.max]
+    }
+
+    /// The fewest and the most acquisitions of one task.
+    pub fn per_task(&self) -> (usize, usize) {
+        (self.fewest, self.most)
+    }
+
+    /// Acquisitions in all.
+    pub fn acquisitions(&self) -> f64 {
+        self.per_sec * self.run_s
+    }
+}

@@ -5,12 +5,15 @@
 //! the `testkit` crate.
 #![allow(dead_code)]
 
+pub mod beside;
 pub mod cluster;
 pub mod contend;
 pub mod floor;
 pub mod interleave;
+pub mod jvm;
 pub mod options;
 pub mod placement;
+pub mod redis_use;
 pub mod report;
 pub mod runtime;
 pub mod server;
