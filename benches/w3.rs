@@ -1,5 +1,5 @@
 //! W3: 8 tasks of one client contend for one key: lock (blocking, defaults), hold 1 ms,
-//! unlock, for 5 s: `RLock`, `FairLock`, `RLock` with the wait registry on (the price of
+//! unlock, for 5 s: `RLock`, `FairLock`, `RLock` with the wait registry on (`RLock+reg`: the price of
 //! `ClientBuilder::wait_registry`: every contended acquire waits) and rslock 0.10, taking
 //! turns a slice of the run each, with each one's acquisitions/s as a ratio to rslock's; on the current-thread and
 //! the multi-thread runtime. Server on CPU 1, client on CPU 0.
@@ -40,7 +40,7 @@ async fn contenders(url: String, run: Duration, turns: u32) -> Vec<ContentionRow
         contend(Single(registry.lock("w3:registry")), slice, &mut figures[2]).await;
         contend(rslock.clone(), slice, &mut figures[3]).await;
     }
-    ["RLock", "FairLock", "RLock, wait registry", "rslock"]
+    ["RLock", "FairLock", "RLock+reg", "rslock"]
         .into_iter()
         .zip(figures)
         .map(|(name, figures)| figures.summary(name))
