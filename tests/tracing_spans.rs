@@ -36,6 +36,21 @@ impl Write for Captured {
     }
 }
 
+/// Runs `work` on a current-thread runtime with `subscriber` installed for this thread:
+/// everything it logs, background tasks included, reaches the subscriber.
+fn logged<S>(subscriber: S, work: impl std::future::Future<Output = ()>)
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    tracing::subscriber::with_default(subscriber, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(work);
+    });
+}
+
 /// One test at a time: each installs its subscriber for its own thread only.
 static ALONE: Mutex<()> = Mutex::new(());
 
@@ -51,80 +66,73 @@ fn operations_have_spans_and_only_a_lost_lock_warns() {
         .with_span_events(FmtSpan::CLOSE)
         .with_writer(move || sink.clone())
         .finish();
-    // Everything on this thread, background tasks included: a current-thread runtime.
-    tracing::subscriber::with_default(subscriber, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
+    logged(subscriber, async {
+        let client = Client::builder(server.url())
+            .watchdog_timeout(Duration::from_millis(300))
             .build()
+            .await
             .unwrap();
-        runtime.block_on(async {
-            let client = Client::builder(server.url())
-                .watchdog_timeout(Duration::from_millis(300))
-                .build()
-                .await
-                .unwrap();
-            let guard = client.lock("order:1").lock().await.unwrap();
-            let waiter = client.lock("order:1");
-            let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
-            // Two renewal rounds (every 100 ms) while the waiter waits.
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            guard.unlock().await.unwrap();
-            let second = waiting.await.unwrap();
-            second.unlock().await.unwrap();
-            let fair = client.fair_lock("order:2").lock().await.unwrap();
-            fair.unlock().await.unwrap();
-            assert!(
-                !captured.text().contains(" WARN "),
-                "a warning in a quiet run:\n{}",
-                captured.text()
-            );
+        let guard = client.lock("order:1").lock().await.unwrap();
+        let waiter = client.lock("order:1");
+        let waiting = tokio::spawn(async move { waiter.lock().await.unwrap() });
+        // Two renewal rounds (every 100 ms) while the waiter waits.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        guard.unlock().await.unwrap();
+        let second = waiting.await.unwrap();
+        second.unlock().await.unwrap();
+        let fair = client.fair_lock("order:2").lock().await.unwrap();
+        fair.unlock().await.unwrap();
+        assert!(
+            !captured.text().contains(" WARN "),
+            "a warning in a quiet run:\n{}",
+            captured.text()
+        );
 
-            // Lost: deleted under its holder; the watchdog finds out and warns, once.
-            let held = client.lock("order:3").lock().await.unwrap();
-            server.cli(&["DEL", "order:3"]);
-            let reason = tokio::time::timeout(Duration::from_secs(5), held.lost())
-                .await
-                .unwrap();
-            assert_eq!(reason, LostReason::Released);
-            drop(held);
-            let before_outage = captured.text().len();
+        // Lost: deleted under its holder; the watchdog finds out and warns, once.
+        let held = client.lock("order:3").lock().await.unwrap();
+        server.cli(&["DEL", "order:3"]);
+        let reason = tokio::time::timeout(Duration::from_secs(5), held.lost())
+            .await
+            .unwrap();
+        assert_eq!(reason, LostReason::Released);
+        drop(held);
+        let before_outage = captured.text().len();
 
-            // An outage of 2.2 s while a client with a 3 s watchdog holds a lock: its
-            // renewals fail about three times (every 500 ms after the first, at 1 s) and the
-            // lock survives. One WARN says Redis is out of reach, one INFO that it is back,
-            // and the repeats are DEBUG.
-            let steady = Client::builder(server.url())
-                .watchdog_timeout(Duration::from_secs(3))
-                .build()
-                .await
-                .unwrap();
-            let held = steady.lock("order:4").lock().await.unwrap();
-            let frozen = server.pid().to_string();
-            let signal = |sig: &str| {
-                std::process::Command::new("kill")
-                    .args([sig, &frozen])
-                    .status()
-                    .unwrap()
-            };
-            signal("-STOP");
-            tokio::time::sleep(Duration::from_millis(2200)).await;
-            signal("-CONT");
-            held.unlock().await.unwrap();
-            let outage = captured.text()[before_outage..].to_string();
-            let lines = |level: &str, what: &str| {
-                outage
-                    .lines()
-                    .filter(|l| l.contains(level) && l.contains(what))
-                    .count()
-            };
-            assert_eq!(lines(" WARN ", "cannot reach Redis"), 1, "{outage}");
-            assert!(
-                lines(" DEBUG ", "still cannot reach Redis") >= 1,
-                "{outage}"
-            );
-            assert_eq!(lines(" INFO ", "reachable again"), 1, "{outage}");
-            assert_eq!(lines(" WARN ", ""), 1, "nothing else warns:\n{outage}");
-        });
+        // An outage of 2.2 s while a client with a 3 s watchdog holds a lock: its
+        // renewals fail about three times (every 500 ms after the first, at 1 s) and the
+        // lock survives. One WARN says Redis is out of reach, one INFO that it is back,
+        // and the repeats are DEBUG.
+        let steady = Client::builder(server.url())
+            .watchdog_timeout(Duration::from_secs(3))
+            .build()
+            .await
+            .unwrap();
+        let held = steady.lock("order:4").lock().await.unwrap();
+        let frozen = server.pid().to_string();
+        let signal = |sig: &str| {
+            std::process::Command::new("kill")
+                .args([sig, &frozen])
+                .status()
+                .unwrap()
+        };
+        signal("-STOP");
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        signal("-CONT");
+        held.unlock().await.unwrap();
+        let outage = captured.text()[before_outage..].to_string();
+        let lines = |level: &str, what: &str| {
+            outage
+                .lines()
+                .filter(|l| l.contains(level) && l.contains(what))
+                .count()
+        };
+        assert_eq!(lines(" WARN ", "cannot reach Redis"), 1, "{outage}");
+        assert!(
+            lines(" DEBUG ", "still cannot reach Redis") >= 1,
+            "{outage}"
+        );
+        assert_eq!(lines(" INFO ", "reachable again"), 1, "{outage}");
+        assert_eq!(lines(" WARN ", ""), 1, "nothing else warns:\n{outage}");
     });
     let text = captured.text();
     let closed = |span: &str| {
@@ -172,67 +180,61 @@ fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
         .with_ansi(false)
         .with_writer(move || sink.clone())
         .finish();
-    tracing::subscriber::with_default(subscriber, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let build = |name: &str| {
-                Client::builder(server.url())
-                    .wait_registry(true)
-                    .long_wait_warning(Duration::from_millis(300))
-                    .client_name(name)
-                    .build()
-            };
-            let (a, b) = (build("svc-a").await.unwrap(), build("svc-b").await.unwrap());
+    logged(subscriber, async {
+        let build = |name: &str| {
+            Client::builder(server.url())
+                .wait_registry(true)
+                .long_wait_warning(Duration::from_millis(300))
+                .client_name(name)
+                .build()
+        };
+        let (a, b) = (build("svc-a").await.unwrap(), build("svc-b").await.unwrap());
 
-            // A wait behind a holder that waits for nothing: the holder, no cycle.
-            let holder = a.lock("z").lock().await.unwrap();
-            let late = b.lock("z").try_lock_for(Duration::from_millis(700)).await;
-            assert!(late.unwrap().is_none());
-            let text = captured.text();
-            let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
-            assert_eq!(warned.len(), 1, "{text}");
-            assert!(warned[0].contains("still waiting for a lock"), "{text}");
-            assert!(warned[0].contains("lock=z"), "{text}");
+        // A wait behind a holder that waits for nothing: the holder, no cycle.
+        let holder = a.lock("z").lock().await.unwrap();
+        let late = b.lock("z").try_lock_for(Duration::from_millis(700)).await;
+        assert!(late.unwrap().is_none());
+        let text = captured.text();
+        let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert_eq!(warned.len(), 1, "{text}");
+        assert!(warned[0].contains("still waiting for a lock"), "{text}");
+        assert!(warned[0].contains("lock=z"), "{text}");
+        assert!(
+            warned[0].contains(holder.owner()),
+            "names the holder: {text}"
+        );
+        assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
+        holder.unlock().await.unwrap();
+        let before = captured.text().len();
+
+        // Two tasks, each holding the lock the other waits for, on two clients.
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+        let cross = |client: Client, first: &'static str, then: &'static str| {
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                let held = client.lock(first).lock().await.unwrap();
+                barrier.wait().await;
+                let other = client.lock(then);
+                let wait = other.try_lock_for(Duration::from_millis(1_500)).await;
+                assert!(wait.unwrap().is_none());
+                held.unlock().await.unwrap();
+            })
+        };
+        let (one, two) = (cross(a.clone(), "x", "y"), cross(b.clone(), "y", "x"));
+        one.await.unwrap();
+        two.await.unwrap();
+        let text = captured.text()[before..].to_string();
+        let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert_eq!(warned.len(), 2, "one per wait:\n{text}");
+        for line in warned {
             assert!(
-                warned[0].contains(holder.owner()),
-                "names the holder: {text}"
+                line.contains("waits for `x`") && line.contains("waits for `y`"),
+                "{line}"
             );
-            assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
-            holder.unlock().await.unwrap();
-            let before = captured.text().len();
-
-            // Two tasks, each holding the lock the other waits for, on two clients.
-            let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
-            let cross = |client: Client, first: &'static str, then: &'static str| {
-                let barrier = barrier.clone();
-                tokio::spawn(async move {
-                    let held = client.lock(first).lock().await.unwrap();
-                    barrier.wait().await;
-                    let other = client.lock(then);
-                    let wait = other.try_lock_for(Duration::from_millis(1_500)).await;
-                    assert!(wait.unwrap().is_none());
-                    held.unlock().await.unwrap();
-                })
-            };
-            let (one, two) = (cross(a.clone(), "x", "y"), cross(b.clone(), "y", "x"));
-            one.await.unwrap();
-            two.await.unwrap();
-            let text = captured.text()[before..].to_string();
-            let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
-            assert_eq!(warned.len(), 2, "one per wait:\n{text}");
-            for line in warned {
-                assert!(
-                    line.contains("waits for `x`") && line.contains("waits for `y`"),
-                    "{line}"
-                );
-                assert!(
-                    line.contains("(svc-a)") || line.contains("(svc-b)"),
-                    "{line}"
-                );
-            }
-        });
+            assert!(
+                line.contains("(svc-a)") || line.contains("(svc-b)"),
+                "{line}"
+            );
+        }
     });
 }

@@ -6,20 +6,7 @@ use super::*;
 /// workers run, it shows the acquires, the releases and the held-locks gauge.
 #[test]
 fn the_example_serves_prometheus_text() {
-    let mut child = Command::new(example_binary("metrics"))
-        .args(["--seconds", "5"])
-        .env_remove("REDIS_URL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("run the metrics example");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let address = first
-        .strip_prefix("serving http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-        .to_string();
+    let (mut child, address) = run_example("5");
     assert!(address.starts_with("127.0.0.1:"), "{address}");
 
     let wanted = [
@@ -57,7 +44,30 @@ fn settles_to_text(address: &str, wanted: &[&str]) -> String {
     }
 }
 
-fn scrape(address: &str) -> std::io::Result<String> {
+/// Starts `examples/metrics.rs` for `seconds`, its own throwaway `redis-server` and all
+/// (no `REDIS_URL`), and returns it with the address it serves its metrics on.
+pub(super) fn run_example(seconds: &str) -> (std::process::Child, String) {
+    let mut child = Command::new(example_binary("metrics"))
+        .args(["--seconds", seconds])
+        .env_remove("REDIS_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run the metrics example");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").unwrap();
+    let address = first
+        .strip_prefix("serving http://")
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_string();
+    // The rest of what it prints is read and dropped: a closed pipe would fail its prints.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, address)
+}
+
+/// One `GET /metrics` from the example at `address`: the whole HTTP response.
+pub(super) fn scrape(address: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(address)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     write!(

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use super::example::{run_example, scrape};
 use super::*;
 
 /// Labels Prometheus adds to every series it scrapes (the target's), not the crate's.
@@ -238,32 +239,7 @@ impl Served {
 /// Runs `examples/metrics.rs` (as `example.rs` does) and scrapes `/metrics` until what it
 /// serves is `ready`, or [`GENEROUS`] has passed; returns the last scrape.
 fn scrape_the_example(ready: impl Fn(&Served) -> bool) -> Served {
-    let test_binary = std::env::current_exe().expect("path of the test binary");
-    let binary = test_binary
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .join("examples")
-        .join(format!("metrics{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "no example binary at {}: run `cargo build --features metrics --example metrics`",
-        binary.display()
-    );
-    let mut child = Command::new(binary)
-        .args(["--seconds", "5"])
-        .env_remove("REDIS_URL")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("run the metrics example");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").unwrap();
-    let address = first
-        .strip_prefix("serving http://")
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-        .to_string();
+    let (mut child, address) = run_example("5");
     let end = Instant::now() + GENEROUS;
     let mut served = Served::from("");
     while !ready(&served) && Instant::now() < end {
@@ -276,22 +252,6 @@ fn scrape_the_example(ready: impl Fn(&Served) -> bool) -> Served {
     let status = child.wait().expect("the example ends");
     assert!(status.success(), "{status}");
     served
-}
-
-/// The body of one `GET /metrics`.
-fn scrape(address: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    Ok(response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default())
 }
 
 fn monitoring_file(name: &str) -> String {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::args::ScanArgs;
 use crate::commands::leaks::unlock_command;
 use crate::connect::{Nodes, Target};
-use crate::exit::{Exit, Failure, Outcome};
+use crate::exit::{Failure, Outcome};
 use crate::glob::glob_match;
 use crate::inspect::{self, Read};
 use crate::keys::{shown, Key};
@@ -28,15 +28,8 @@ const MOST_STEPS: usize = 100_000;
 pub async fn run(target: &Target, args: &ScanArgs, json: bool) -> Outcome {
     let nodes = target.connect().await?;
     let report = find(target, &nodes, args).await?;
-    if json {
-        println!("{}", render::json(&report));
-    } else {
-        print!("{}", render::deadlocks(&report));
-    }
-    Ok(match report.deadlocks.is_empty() {
-        true => Exit::Ok,
-        false => Exit::Found,
-    })
+    let found = !report.deadlocks.is_empty();
+    Ok(super::report(&report, json, render::deadlocks, found))
 }
 
 /// Reads every registered wait, the holders of each lock waited for, and the cycles.

@@ -6,7 +6,7 @@ use redis_rlock::protocol::layout::Derived;
 
 use crate::args::ScanArgs;
 use crate::connect::{Node, Nodes, Target};
-use crate::exit::{Exit, Failure, Outcome};
+use crate::exit::{Failure, Outcome};
 use crate::keys::{self, shown, Key};
 use crate::model::{Leak, LeakReport, LockView};
 use crate::render;
@@ -28,16 +28,8 @@ const FIX_LEASE_MS: i64 = 30_000;
 pub async fn run(target: &Target, args: &ScanArgs, json: bool) -> Outcome {
     let nodes = target.connect().await?;
     let report = find(target, &nodes, args).await?;
-    if json {
-        println!("{}", render::json(&report));
-    } else {
-        print!("{}", render::leaks(&report));
-    }
-    Ok(if report.leaks.is_empty() {
-        Exit::Ok
-    } else {
-        Exit::Found
-    })
+    let found = !report.leaks.is_empty();
+    Ok(super::report(&report, json, render::leaks, found))
 }
 
 /// Walks the keyspace and judges each lock and unlock latch as it is read.

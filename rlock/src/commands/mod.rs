@@ -7,3 +7,22 @@ pub mod list;
 pub mod show;
 pub mod unlock;
 pub mod watch;
+
+/// Prints a finding command's report, JSON or text, and its exit code: 1 when it found
+/// something (`leaks`, `deadlocks`), 0 otherwise.
+pub fn report<T: serde::Serialize>(
+    report: &T,
+    json: bool,
+    text: impl Fn(&T) -> String,
+    found: bool,
+) -> crate::exit::Exit {
+    if json {
+        println!("{}", crate::render::json(report));
+    } else {
+        print!("{}", text(report));
+    }
+    match found {
+        true => crate::exit::Exit::Found,
+        false => crate::exit::Exit::Ok,
+    }
+}
