@@ -163,7 +163,9 @@ async fn a_long_wait_keeps_its_entry_past_the_ttl() {
     let server = RedisServer::start();
     let raw = server.raw().await;
     let holder = client(&server).await;
-    let ttl = Duration::from_millis(600);
+    // Refreshed every third of it: a loaded machine would have to stall the waiter for a
+    // whole second to lose the entry.
+    let ttl = Duration::from_millis(1_000);
     let waiter = registry_client(&server, "w", ttl).await;
     let guard = holder.lock("job").lock().await.unwrap();
     let lock = waiter.lock("job");
@@ -247,4 +249,36 @@ async fn every_lock_kind_registers_its_waiters() {
         let fields = record(&raw, &entries[0].0).await;
         assert_eq!(fields[1], ("lock".to_string(), key.to_string()));
     }
+}
+
+#[tokio::test]
+async fn bad_registry_and_class_settings_are_refused_before_anything_is_sent() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    let long_name = "n".repeat(257);
+    let refused = [
+        Client::builder(server.url()).client_name("").build().await,
+        Client::builder(server.url())
+            .client_name(long_name)
+            .build()
+            .await,
+        Client::builder(server.url())
+            .long_wait_warning(Duration::ZERO)
+            .build()
+            .await,
+        Client::builder(server.url())
+            .max_lock_classes(0)
+            .build()
+            .await,
+        Client::builder(server.url())
+            .max_lock_classes(10_001)
+            .build()
+            .await,
+    ];
+    for outcome in refused {
+        let error = outcome.err().expect("refused");
+        assert!(error.is_invalid_argument(), "{error}");
+    }
+    assert_eq!(registry_keys(&raw).await.len(), 0);
+    assert_eq!(testkit::dbsize(&mut raw.clone()).await, 0);
 }
