@@ -276,7 +276,7 @@ async fn bad_registry_and_class_settings_are_refused_before_anything_is_sent() {
             .await,
     ];
     for outcome in refused {
-        let error = outcome.err().expect("refused");
+        let error = outcome.expect_err("refused");
         assert!(error.is_invalid_argument(), "{error}");
     }
     assert_eq!(registry_keys(&raw).await.len(), 0);
