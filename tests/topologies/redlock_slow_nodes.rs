@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use redis_rlock::{Client, RedLock};
+use testkit::group::{held_on, redlock};
 use testkit::{lock_hash, RedisGroup};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,7 +24,12 @@ async fn re_entries_that_outlive_their_timeout_count_once_per_node() {
     }
     let red = RedLock::new(clients.iter().map(|c| c.lock("slow-red")).collect())
         .with_node_timeout(Duration::from_millis(150));
-    let first = red.lock().await.unwrap();
+    // The outer hold must be on every node, or a node's count says nothing about its
+    // re-entries: taken with a roomy node timeout, whose late answers join the guard, and
+    // read back from each node before any is frozen. (With 150 ms a loaded machine can
+    // leave one node out of a quorum of two.)
+    let first = redlock(&clients, "slow-red").lock().await.unwrap();
+    assert_eq!(held_on(&group, "slow-red", &[true; 3]).await, [true; 3]);
 
     for server in &group.servers {
         server.freeze();
