@@ -10,7 +10,9 @@
 # flavours: default current_thread,multi_thread,multi_thread_task.
 # Environment: SMALL and LARGE timed pairs (default 200 and 2200), WARMUP (default 200),
 # WORKERS for the multi-thread runtime (default 1, as `#[tokio::main]` starts on a client
-# pinned to one CPU), OUT for the callgrind files (default target/callgrind).
+# pinned to one CPU), OUT for the callgrind files (default target/callgrind), FEATURES for
+# the library's cargo features (FEATURES=metrics PROMETHEUS=1: with a Prometheus recorder
+# installed, see benches/w1.rs).
 #
 # Each contender runs alone in its own process, twice: SMALL then LARGE timed pairs after
 # the same warm-up. Instructions per pair = (Ir(LARGE) - Ir(SMALL)) / (LARGE - SMALL), so
@@ -31,7 +33,7 @@ warmup=${WARMUP:-200}
 out=${OUT:-target/callgrind}
 mkdir -p "$out"
 
-bin=$(nice -n 10 cargo bench --bench w1 --no-run --message-format=json 2>/dev/null |
+bin=$(nice -n 10 cargo bench --bench w1 --no-run --features "${FEATURES:-}" --message-format=json 2>/dev/null |
     grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
 if [ -z "$bin" ]; then
     echo "could not build benches/w1.rs" >&2

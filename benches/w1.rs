@@ -9,6 +9,10 @@
 //! `cargo bench --bench w1`. Besides `QUICK`, `PAIRS`, `WARMUP` (see `common/options.rs`):
 //! `CONTENDERS=floor,lock`, `FLAVOURS=multi_thread`, `PLACEMENTS=same_cpu` pick what runs;
 //! `PLACEMENTS=none` runs once without moving anything (for `benches/callgrind.sh`).
+//! Built with `--features metrics`, `PROMETHEUS=1` installs a Prometheus recorder (the
+//! buckets of `examples/metrics.rs`) before anything runs, so that the library's metrics
+//! cost what they cost in a service that scrapes them; compare each contender's ratio to
+//! the floor, which emits no metrics, with a run without it.
 //!
 //! Per contender, beside p50/p99 and pairs/s: client CPU per pair (every thread of the
 //! process), context switches per pair (every thread of the process) and runtime worker
@@ -225,7 +229,38 @@ fn placements() -> Vec<Option<Placement>> {
         .collect()
 }
 
+/// Installs a Prometheus recorder when `PROMETHEUS` is set, with the example's histogram
+/// buckets, and drains its histograms every 5 s as the exporter's HTTP listener would.
+#[cfg(feature = "metrics")]
+fn install_recorder() {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    if std::env::var_os("PROMETHEUS").is_none() {
+        return;
+    }
+    let edges = [
+        0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+    ];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Prefix("rlock_".into()), &edges)
+        .and_then(|builder| builder.install_recorder())
+        .expect("a Prometheus recorder installs once, first");
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(5));
+        handle.run_upkeep();
+    });
+    eprintln!("W1: a Prometheus recorder is installed");
+}
+
+#[cfg(not(feature = "metrics"))]
+fn install_recorder() {
+    assert!(
+        std::env::var_os("PROMETHEUS").is_none(),
+        "PROMETHEUS needs the bench built with --features metrics"
+    );
+}
+
 fn main() {
+    install_recorder();
     let (warmup, pairs) = options::pairs();
     let server = support::RedisServer::start();
     let client_pinned = placements().iter().any(Option::is_some)
