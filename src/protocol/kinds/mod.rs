@@ -6,7 +6,7 @@
 //! A new kind is three things: its scripts in `lua/`; its entry in the `kinds!` table
 //! below, which is its [`Kind`] (or names it, for a kind with calls of its own, described
 //! in a file here as the fair, fenced and read-write kinds are); and its entry in the
-//! table of `locks::kind`, which makes its public types.
+//! table of `locks::kind`, which makes its public types and its `Client` method.
 //! Everything that goes over every kind ([`ALL`], [`COUNT`], [`LABELS`], the scripts
 //! loaded at connect, the command checks, the metrics' series) follows from the table.
 
