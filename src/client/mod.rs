@@ -11,7 +11,8 @@ use uuid::Uuid;
 use crate::client_core::Core;
 use crate::config::settings::Settings;
 use crate::error::Result;
-use crate::locks::{fenced, FairLock, FencedLock, Lock, RLock, ReadWriteLock};
+use crate::locks::kind::lock_factories;
+use crate::locks::{fenced, Lock, RLock, ReadWriteLock};
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 
 pub(crate) mod builder;
@@ -192,15 +193,10 @@ impl Client {
         Lock::new(self.core.clone(), name.as_ref())
     }
 
-    /// A handle on the fair lock `name`: reentrant like [`lock`](Client::lock), and served
-    /// to its waiters in arrival order (see [`FairLock`]). Cheap; nothing is sent until a
-    /// method is called.
-    ///
-    /// An empty name is reported by the first call on the handle, as
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
-    pub fn fair_lock(&self, name: impl AsRef<str>) -> FairLock {
-        Lock::new(self.core.clone(), name.as_ref())
-    }
+    // `fair_lock` and `fenced_lock`, written in their kinds' entries in `locks::kind`, so
+    // that a new kind's method comes with its entry (the read and write sides come from
+    // `read_write_lock`).
+    lock_factories!();
 
     /// A handle on the semaphore `name` (Redisson's `RSemaphore`: the Redis key is the
     /// configured key prefix followed by `name`). Cheap; nothing is sent until a method is
@@ -236,16 +232,6 @@ impl Client {
     /// The lease of locks taken without one; the watchdog renews them every third of it.
     pub fn watchdog_timeout(&self) -> Duration {
         self.core.settings.watchdog_timeout
-    }
-
-    /// A handle on the fenced lock `name`: reentrant like [`lock`](Client::lock), and every
-    /// acquire draws a fencing token (see [`FencedLock`]). Cheap; nothing is sent until a
-    /// method is called.
-    ///
-    /// An empty name is reported by the first call on the handle, as
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
-    pub fn fenced_lock(&self, name: impl AsRef<str>) -> FencedLock {
-        Lock::new(self.core.clone(), name.as_ref())
     }
 
     /// A handle on the read-write lock `name`: many readers at once or one writer, each

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::holds::Holds;
 use crate::protocol::batch::Batcher;
 use crate::protocol::channels::ChannelKind;
+use crate::protocol::kinds;
 use crate::protocol::scripts::{AcquireItem, UnlockItem};
 use crate::services::heartbeat::Heartbeat;
 use crate::services::latches::LatchReaper;
@@ -145,7 +146,11 @@ impl Core {
         // prints it, to this process.
         tracing::info!(client = %id, url = %settings.url, ?channel_kind, "connected");
         crate::util::metrics::describe();
-        let classes = Classes::new(settings.class_rule.clone(), settings.max_lock_classes);
+        let classes = Classes::new(
+            settings.class_rule.clone(),
+            settings.max_lock_classes,
+            &kinds::LABELS,
+        );
         Ok(Arc::new(Core {
             id,
             id_text: id.to_string(),

@@ -1,7 +1,11 @@
-//! The lock kinds as types ([`Reentrant`], [`Fair`], [`Fenced`], [`Read`], [`Write`]) and
+//! The lock kinds as types ([`Reentrant`], [`Fair`], [`Fenced`], [`Read`], [`Write`]),
 //! the handle types that name them ([`FairLock`], [`FencedLock`], [`ReadLock`],
-//! [`WriteLock`]; [`RLock`](crate::RLock) is `lock`'s): the table below, one entry per
-//! kind, re-exported at the crate's root with one glob.
+//! [`WriteLock`]; [`RLock`](crate::RLock) is `lock`'s) and the [`Client`](crate::Client)
+//! methods that make them ([`fair_lock`](crate::Client::fair_lock),
+//! [`fenced_lock`](crate::Client::fenced_lock)): the table below, one entry per kind. Its
+//! types are re-exported at the crate's root with one glob, and its methods are put in
+//! `impl Client` by the one line `lock_factories!()` in `client`, above this layer. So a
+//! new kind is, beside its scripts, its entry in `protocol::kinds` and its entry here.
 //!
 //! A kind is chosen by type (`Lock<Fair>`), and each type names its description in the
 //! protocol ([`protocol::kinds`](crate::protocol::kinds)): its names, scripts and the shape
@@ -28,18 +32,54 @@ pub(crate) mod sealed {
 }
 
 /// The table of kinds: each entry is a marker type with its docs, the [`Kind`] it stands
-/// for, and the handle type `Lock<Marker>` with its docs, whose name `Debug` shows; or,
-/// for a handle type declared elsewhere, that name as text (`as "RLock"`).
+/// for, and the handle type `Lock<Marker>` with its docs, whose name `Debug` shows,
+/// optionally followed by the name of the `Client` method that makes it, with that
+/// method's docs (`pub fn fair_lock;`); or, for a handle type declared elsewhere (and
+/// made by a method written out), that name as text (`as "RLock"`).
+///
+/// The methods are gathered, entry by entry, into the macro `lock_factories!`, which
+/// `client` invokes inside `impl Client`: this layer cannot name `Client`.
 macro_rules! lock_kinds {
-    () => {};
+    (@entries [$($factories:tt)*]) => {
+        /// The [`Client`](crate::Client) methods of the kinds whose entry names one,
+        /// for `client` to invoke inside `impl Client`.
+        macro_rules! lock_factories {
+            () => { $($factories)* };
+        }
+        pub(crate) use lock_factories;
+    };
     (
+        @entries [$($factories:tt)*]
         $(#[$doc:meta])* pub struct $marker:ident($kind:path) as $shown:literal;
         $($rest:tt)*
     ) => {
         lock_kinds!(@marker $(#[$doc])* $marker, $kind, $shown);
-        lock_kinds!($($rest)*);
+        lock_kinds!(@entries [$($factories)*] $($rest)*);
+    };
+    // Before the entry without a method, which would take its docs for the next entry's
+    // and fail on `pub fn`: gathers the method, and leaves the entry without it.
+    (
+        @entries [$($factories:tt)*]
+        $(#[$doc:meta])* pub struct $marker:ident($kind:path);
+        $(#[$lock_doc:meta])* pub type $lock:ident;
+        $(#[$factory_doc:meta])* pub fn $factory:ident;
+        $($rest:tt)*
+    ) => {
+        lock_kinds!(
+            @entries [
+                $($factories)*
+                $(#[$factory_doc])*
+                pub fn $factory(&self, name: impl AsRef<str>) -> crate::locks::kind::$lock {
+                    crate::locks::lock::Lock::new(self.core.clone(), name.as_ref())
+                }
+            ]
+            $(#[$doc])* pub struct $marker($kind);
+            $(#[$lock_doc])* pub type $lock;
+            $($rest)*
+        );
     };
     (
+        @entries [$($factories:tt)*]
         $(#[$doc:meta])* pub struct $marker:ident($kind:path);
         $(#[$lock_doc:meta])* pub type $lock:ident;
         $($rest:tt)*
@@ -47,7 +87,7 @@ macro_rules! lock_kinds {
         lock_kinds!(@marker $(#[$doc])* $marker, $kind, stringify!($lock));
         $(#[$lock_doc])*
         pub type $lock = Lock<$marker>;
-        lock_kinds!($($rest)*);
+        lock_kinds!(@entries [$($factories)*] $($rest)*);
     };
     (@marker $(#[$doc:meta])* $marker:ident, $kind:path, $shown:expr) => {
         $(#[$doc])*
@@ -60,6 +100,9 @@ macro_rules! lock_kinds {
             const TYPE_NAME: &'static str = $shown;
             const KIND: &'static Kind = &$kind;
         }
+    };
+    ($($entries:tt)*) => {
+        lock_kinds!(@entries [] $($entries)*);
     };
 }
 
@@ -103,6 +146,13 @@ lock_kinds! {
     /// # Ok(()) }
     /// ```
     pub type FairLock;
+    /// A handle on the fair lock `name`: reentrant like [`lock`](crate::Client::lock), and
+    /// served to its waiters in arrival order (see [`FairLock`](crate::FairLock)). Cheap;
+    /// nothing is sent until a method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fair_lock;
 
     /// The kind of a [`FencedLock`]: reentrant, and every acquire draws a fencing token
     /// (Redisson's `RFencedLock`).
@@ -136,6 +186,13 @@ lock_kinds! {
     /// # Ok(()) }
     /// ```
     pub type FencedLock;
+    /// A handle on the fenced lock `name`: reentrant like [`lock`](crate::Client::lock),
+    /// and every acquire draws a fencing token (see [`FencedLock`](crate::FencedLock)).
+    /// Cheap; nothing is sent until a method is called.
+    ///
+    /// An empty name is reported by the first call on the handle, as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    pub fn fenced_lock;
 
     /// The kind of a [`ReadLock`].
     pub struct Read(kinds::read_write::READ);

@@ -3,6 +3,9 @@
 //! building no label set and hashing nothing. Without the `metrics` feature, everything
 //! here is empty.
 //!
+//! The lock kinds' labels are the protocol's table of kinds, above this layer: the client
+//! passes them in ([`Classes::new`]), so that a new kind has its series without a line here.
+//!
 //! A lock's *class* is a bounded label that groups lock names into families (`orders`,
 //! `invoices`), so that a dashboard can tell which family is contended without a lock name
 //! ever reaching a label: one class, `default`, unless the client is given a rule
@@ -19,9 +22,7 @@ use std::fmt;
 use std::sync::Arc;
 
 #[cfg(feature = "metrics")]
-use super::metrics::{
-    AcquireOutcome, LOCK_KINDS, LOST_REASONS, OTHER_ACQUIRE_KINDS, RELEASE_OUTCOMES,
-};
+use super::metrics::{AcquireOutcome, LOST_REASONS, OTHER_ACQUIRE_KINDS, RELEASE_OUTCOMES};
 
 /// The class of every lock when the client has no rule.
 pub(crate) const DEFAULT_CLASS: &str = "default";
@@ -74,17 +75,24 @@ pub(crate) struct Classes {
     #[cfg(feature = "metrics")]
     cap: usize,
     #[cfg(feature = "metrics")]
+    lock_kinds: &'static [&'static str],
+    #[cfg(feature = "metrics")]
     admitted: dashmap::DashMap<Arc<str>, ClassHandles>,
 }
 
 impl Classes {
-    pub(crate) fn new(rule: ClassRule, cap: usize) -> Self {
+    /// `lock_kinds`: the `kind` label of every lock kind (a lock's own acquires, releases
+    /// and holds), told apart from those of groups and synchronizers, whose releases count
+    /// under their locks' kinds.
+    pub(crate) fn new(rule: ClassRule, cap: usize, lock_kinds: &'static [&'static str]) -> Self {
         #[cfg(not(feature = "metrics"))]
-        let _ = cap;
+        let _ = (cap, lock_kinds);
         let classes = Classes {
             rule,
             #[cfg(feature = "metrics")]
             cap,
+            #[cfg(feature = "metrics")]
+            lock_kinds,
             #[cfg(feature = "metrics")]
             admitted: dashmap::DashMap::new(),
         };
@@ -97,8 +105,8 @@ impl Classes {
         classes
     }
 
-    /// The metrics of a handle of `kind` (a label of `LOCK_KINDS` or `OTHER_ACQUIRE_KINDS`)
-    /// named `name`, or set to the class `forced`.
+    /// The metrics of a handle of `kind` (a lock kind's label, or one of
+    /// `OTHER_ACQUIRE_KINDS`) named `name`, or set to the class `forced`.
     pub(crate) fn of(&self, kind: &'static str, name: &str, forced: Option<&str>) -> LockMetrics {
         #[cfg(feature = "metrics")]
         {
@@ -140,7 +148,9 @@ impl Classes {
         let class: Arc<str> = class.into();
         match self.admitted.entry(class.clone()) {
             Entry::Occupied(made) => made.get().clone(),
-            Entry::Vacant(room) => room.insert(ClassHandles::new(class)).clone(),
+            Entry::Vacant(room) => room
+                .insert(ClassHandles::new(class, self.lock_kinds))
+                .clone(),
         }
     }
 }
@@ -195,44 +205,51 @@ pub(crate) struct Handles {
     waiting: Gauge,
 }
 
-/// The handles of one class, by kind, made as handles of each kind are.
+/// The handles of one class, by kind (the lock kinds', then `OTHER_ACQUIRE_KINDS`), made
+/// as handles of each kind are.
 #[cfg(feature = "metrics")]
 #[derive(Clone, Debug)]
 struct ClassHandles {
     class: Arc<str>,
-    kinds: Arc<[std::sync::OnceLock<Arc<Handles>>; 10]>,
+    lock_kinds: &'static [&'static str],
+    kinds: Arc<[std::sync::OnceLock<Arc<Handles>>]>,
 }
 
 #[cfg(feature = "metrics")]
 impl ClassHandles {
     /// A class's series, every counter and gauge of every kind at zero: a first loss, a
     /// first failed acquire of a class must show as an increase.
-    fn new(class: Arc<str>) -> Self {
+    fn new(class: Arc<str>, lock_kinds: &'static [&'static str]) -> Self {
+        let count = lock_kinds.len() + OTHER_ACQUIRE_KINDS.len();
         let handles = ClassHandles {
             class,
-            kinds: Arc::new(Default::default()),
+            lock_kinds,
+            kinds: (0..count).map(|_| std::sync::OnceLock::new()).collect(),
         };
-        for kind in LOCK_KINDS.into_iter().chain(OTHER_ACQUIRE_KINDS) {
+        for kind in lock_kinds.iter().chain(&OTHER_ACQUIRE_KINDS) {
             handles.of(kind);
         }
         handles
     }
 
     fn of(&self, kind: &'static str) -> Arc<Handles> {
-        let index = LOCK_KINDS
+        let index = self
+            .lock_kinds
             .iter()
             .chain(&OTHER_ACQUIRE_KINDS)
             .position(|k| *k == kind)
-            .expect("every kind label is listed in util::metrics");
+            .expect("every kind label is a lock kind's or in util::metrics");
+        let lock_kind = index < self.lock_kinds.len();
         self.kinds[index]
-            .get_or_init(|| Arc::new(Handles::new(kind, &self.class)))
+            .get_or_init(|| Arc::new(Handles::new(kind, lock_kind, &self.class)))
             .clone()
     }
 }
 
 #[cfg(feature = "metrics")]
 impl Handles {
-    fn new(kind: &'static str, class: &Arc<str>) -> Self {
+    /// `lock_kind`: `kind` is a lock's, whose releases count under it.
+    fn new(kind: &'static str, lock_kind: bool, class: &Arc<str>) -> Self {
         use super::metrics::{ACQUIRES, ACQUIRE_WAIT, HELD, HOLD, LOST, RELEASES, WAITING};
         use metrics::{counter, gauge, histogram};
         let class = || metrics::SharedString::from(class.clone());
@@ -246,7 +263,6 @@ impl Handles {
         let waits = AcquireOutcome::LABELS.map(|outcome| {
             histogram!(ACQUIRE_WAIT, "kind" => kind, "outcome" => outcome, "class" => class())
         });
-        let lock_kind = LOCK_KINDS.contains(&kind);
         let releases = RELEASE_OUTCOMES.map(|outcome| {
             let counter =
                 counter!(RELEASES, "kind" => kind, "outcome" => outcome, "class" => class());

@@ -95,15 +95,13 @@ impl WakeUp {
 }
 
 // The label values the callers pass as text, listed here so that every series can be made
-// at zero (see `describe`). `tests/metrics/` checks that whatever a walk through every
-// kind emits was among them.
+// at zero (see `describe`); the lock kinds' own `kind` labels come from their table, above
+// this layer, through `lock_metrics::Classes::new`. `tests/metrics/` checks that whatever
+// a walk through every kind emits was among them.
 
-/// The `kind` of a lock's own acquires, releases and holds (a `RedLock`'s or `MultiLock`'s
-/// releases and holds count under its locks' kinds): `protocol::kinds`' labels, in its
-/// order (a test there checks them; this layer cannot read that table).
-pub(crate) const LOCK_KINDS: [&str; 5] = ["reentrant", "fair", "fenced", "read", "write"];
 /// The `kind` of the acquires of a group (`groups`' quorums) or a synchronizer
-/// (`protocol::names::SyncKind`), beside [`LOCK_KINDS`].
+/// (`protocol::names::SyncKind`), beside the lock kinds' (a `RedLock`'s or `MultiLock`'s
+/// releases and holds count under its locks' kinds).
 pub(super) const OTHER_ACQUIRE_KINDS: [&str; 5] = [
     "redlock",
     "multilock",

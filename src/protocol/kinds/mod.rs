@@ -6,10 +6,9 @@
 //! A new kind is three things: its scripts in `lua/`; its entry in the `kinds!` table
 //! below, which is its [`Kind`] (or names it, for a kind with calls of its own, described
 //! in a file here as the fair, fenced and read-write kinds are); and its entry in the
-//! table of `locks::kind`, which makes its public types. Everything that goes over every
-//! kind ([`ALL`], [`COUNT`], the scripts loaded at connect, the command checks) follows
-//! from the table; the metrics' list of kind labels, in `util`, below this layer, does
-//! not yet, and a test here says when it is behind.
+//! table of `locks::kind`, which makes its public types and its `Client` method.
+//! Everything that goes over every kind ([`ALL`], [`COUNT`], [`LABELS`], the scripts
+//! loaded at connect, the command checks, the metrics' series) follows from the table.
 
 use std::sync::LazyLock;
 
@@ -24,7 +23,7 @@ pub(crate) mod reentrant;
 
 /// The table of kinds: each entry either names a [`Kind`] described in a file of its own
 /// (`fair::FAIR,`) or is one, `static NAME: Kind = Kind { .. };` with its docs. Makes
-/// [`ALL`], in the order of the entries, and [`COUNT`].
+/// [`ALL`], in the order of the entries, [`COUNT`] and [`LABELS`].
 macro_rules! kinds {
     (@table [$($all:expr,)*]) => {
         /// How many kinds there are.
@@ -33,6 +32,10 @@ macro_rules! kinds {
         /// Every kind, in the order their command checks are kept (see
         /// `transport::permissions`).
         pub(crate) static ALL: [&Kind; COUNT] = [$($all),*];
+
+        /// Every kind's label, in [`ALL`]'s order: the metrics, below this layer, make
+        /// each kind's series from these.
+        pub(crate) static LABELS: [&str; COUNT] = [$($all.label),*];
     };
     // Before the named form: a `path` fragment would take `static` for the start of a
     // path, and fail instead of letting the next rule try.
@@ -283,18 +286,5 @@ mod tests {
             let same = ALL.iter().filter(|other| other.label == kind.label);
             assert_eq!(same.count(), 1, "two kinds are labelled {}", kind.label);
         }
-    }
-
-    /// The metrics make every kind's series at zero from a list of labels of their own,
-    /// which must be the table's. Compared as slices, so that a kind added here and not
-    /// there fails with both lists rather than with a type error.
-    #[test]
-    fn the_metrics_know_every_kind() {
-        let labels = ALL.map(|kind| kind.label);
-        assert_eq!(
-            labels[..],
-            crate::util::metrics::LOCK_KINDS[..],
-            "util::metrics::LOCK_KINDS must list the kinds' labels, in ALL's order"
-        );
     }
 }
