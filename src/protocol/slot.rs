@@ -4,6 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::Error;
+use crate::protocol::names::SplitName;
+
 /// The number of hash slots of a Redis Cluster.
 const SLOTS: u16 = 16384;
 
@@ -66,6 +69,13 @@ pub(crate) fn batches<T>(
         }
     }
     groups.into_values().flatten().collect()
+}
+
+impl SplitName {
+    /// [`Error::CrossSlotName`] for the lock or synchronizer whose key is `key`.
+    pub(crate) fn error(&self, key: &str) -> Error {
+        Error::cross_slot(key, self.key_slot, self.name.clone(), self.slot)
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::future::Future;
 
 use crate::client_core::Core;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change, RequestLatch};
@@ -131,12 +131,7 @@ impl Handle {
         match &self.names {
             Some(names) => match names.split() {
                 None => Ok(names),
-                Some(split) => Err(Error::CrossSlotName {
-                    name: names.key.to_string(),
-                    slot: split.key_slot,
-                    other: split.name.clone(),
-                    other_slot: split.slot,
-                }),
+                Some(split) => Err(split.error(&names.key)),
             },
             None => Err(check::name(self.what, &self.name)
                 .expect_err("only a rejected name leaves the names unset")),
