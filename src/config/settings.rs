@@ -273,13 +273,8 @@ impl Settings {
         within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;
         within("ping_interval", s.ping_interval, ms(100), secs(3600))?;
         validate::key_length("key_prefix", &s.key_prefix)?;
-        validate::within(
-            "long_wait_warning",
-            s.long_wait_warning,
-            ms(10),
-            secs(86_400),
-        )?;
-        validate::within("max_lock_classes", s.max_lock_classes, 1, 10_000)?;
+        within("long_wait_warning", s.long_wait_warning, ms(10), day)?;
+        within("max_lock_classes", s.max_lock_classes, 1, 10_000)?;
         if s.client_name.is_empty() || s.client_name.len() > 256 {
             return Err(Error::invalid(format!(
                 "client_name must be 1 to 256 bytes long, got {} bytes",

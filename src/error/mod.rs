@@ -340,6 +340,17 @@ impl Error {
         Error::InvalidArgument(message.into())
     }
 
+    /// [`Error::CrossSlotName`]: the key `name`, in hash slot `slot`, derives `other`,
+    /// which is in `other_slot`.
+    pub(crate) fn cross_slot(name: &str, slot: u16, other: String, other_slot: u16) -> Self {
+        Error::CrossSlotName {
+            name: name.to_string(),
+            slot,
+            other,
+            other_slot,
+        }
+    }
+
     /// A pool failure without an error of the pool's own.
     pub(crate) fn pool(message: impl Into<String>) -> Self {
         Error::Pool {

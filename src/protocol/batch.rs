@@ -18,7 +18,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::protocol::conn::{Conn, EvalSha};
-use crate::protocol::slot::group_by_slot;
+use crate::protocol::slot::batches;
 use crate::util::poison;
 use redis::{ErrorKind, RedisError, RedisResult};
 use tokio::sync::oneshot;
@@ -156,7 +156,9 @@ impl<T: Batched> Drop for Slot<T> {
             let slot = next;
             // On a cluster, one call per slot, all in flight at once under this one place.
             let groups = if per_slot {
-                group_by_slot(batch, |queued| queued.item.key().as_bytes())
+                batches(batch, true, MAX_ITEMS, |queued| {
+                    queued.item.key().as_bytes()
+                })
             } else {
                 vec![batch]
             };

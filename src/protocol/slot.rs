@@ -4,6 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::Error;
+use crate::protocol::names::SplitName;
+
 /// The number of hash slots of a Redis Cluster.
 const SLOTS: u16 = 16384;
 
@@ -47,17 +50,32 @@ fn crc16(bytes: &[u8]) -> u16 {
     crc
 }
 
-/// `items` split into groups of one slot each (by the slot of `key(item)`), in slot order,
-/// each group keeping the items' order.
-pub(crate) fn group_by_slot<T>(
+/// `items` as the batches of script calls: runs of at most `size` (at least 1), in slot
+/// order, each of one hash slot (by the slot of `key(item)`) when `per_slot` (on a cluster,
+/// where a script call may name one slot's keys only), each keeping the items' order.
+pub(crate) fn batches<T>(
     items: impl IntoIterator<Item = T>,
+    per_slot: bool,
+    size: usize,
     key: impl Fn(&T) -> &[u8],
 ) -> Vec<Vec<T>> {
-    let mut groups: BTreeMap<u16, Vec<T>> = BTreeMap::new();
+    let mut groups: BTreeMap<u16, Vec<Vec<T>>> = BTreeMap::new();
     for item in items {
-        groups.entry(key_slot(key(&item))).or_default().push(item);
+        let slot = if per_slot { key_slot(key(&item)) } else { 0 };
+        let runs = groups.entry(slot).or_default();
+        match runs.last_mut() {
+            Some(run) if run.len() < size => run.push(item),
+            _ => runs.push(vec![item]),
+        }
     }
-    groups.into_values().collect()
+    groups.into_values().flatten().collect()
+}
+
+impl SplitName {
+    /// [`Error::CrossSlotName`] for the lock or synchronizer whose key is `key`.
+    pub(crate) fn error(&self, key: &str) -> Error {
+        Error::cross_slot(key, self.key_slot, self.name.clone(), self.slot)
+    }
 }
 
 #[cfg(test)]
@@ -92,11 +110,18 @@ mod tests {
 
     #[test]
     fn groups_keep_order_within_a_slot() {
-        let groups = group_by_slot(["{a}1", "{b}1", "{a}2", "{b}2"], |k| k.as_bytes());
+        let groups = batches(["{a}1", "{b}1", "{a}2", "{b}2"], true, 2, |k| k.as_bytes());
         assert_eq!(groups.len(), 2);
         for group in groups {
             assert_eq!(group.len(), 2);
             assert!(group[0].ends_with('1') && group[1].ends_with('2'));
         }
+    }
+
+    #[test]
+    fn batches_are_cut_to_size() {
+        let cut = batches(1..=5, false, 2, |_| b"");
+        assert_eq!(cut, [vec![1, 2], vec![3, 4], vec![5]]);
+        assert!(batches(Vec::<u8>::new(), false, 2, |_| b"").is_empty());
     }
 }

@@ -22,7 +22,7 @@ use dashmap::DashMap;
 use crate::config::settings::Settings;
 use crate::protocol::kinds::fair::{self, Place, PlaceTerms};
 use crate::protocol::names::LockNames;
-use crate::protocol::slot::group_by_slot;
+use crate::protocol::slot::batches;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::UnlockListener;
@@ -138,15 +138,10 @@ impl Refreshes {
             }
         };
         // On a cluster, one call per hash slot: a script call may name one slot's keys only.
-        let groups = if shared.conn.is_cluster() {
-            group_by_slot(places, |(names, _)| names.key.as_bytes())
-        } else {
-            vec![places]
-        };
-        for batch in groups
-            .iter()
-            .flat_map(|group| group.chunks(self.batch_size))
-        {
+        let per_slot = shared.conn.is_cluster();
+        for batch in batches(places, per_slot, self.batch_size, |(names, _)| {
+            names.key.as_bytes()
+        }) {
             let mut conn = shared.conn.clone();
             let entries = batch.iter().map(|(names, owner)| (&**names, &**owner));
             match fair::refresh_places(&mut conn, self.place, entries).await {

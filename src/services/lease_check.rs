@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use crate::config::settings::Settings;
 use crate::holds::Holds;
 use crate::protocol::scripts;
-use crate::protocol::slot::group_by_slot;
+use crate::protocol::slot::batches;
 use crate::services::cluster_epoch::{EpochWatch, EPOCH_POLL};
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connections::Connections;
@@ -140,15 +140,10 @@ async fn check_all(checks: &Checks) -> bool {
         }
     };
     // On a cluster, one call per hash slot: a script call may name one slot's keys only.
-    let groups = if conn.is_cluster() {
-        group_by_slot(holds, |hold| hold.key.as_bytes())
-    } else {
-        vec![holds]
-    };
-    for batch in groups
-        .iter()
-        .flat_map(|group| group.chunks(checks.batch_size))
-    {
+    let per_slot = conn.is_cluster();
+    for batch in batches(holds, per_slot, checks.batch_size, |hold| {
+        hold.key.as_bytes()
+    }) {
         let pairs = batch.iter().map(|hold| (&*hold.key, &*hold.owner));
         match scripts::still_held(&mut conn, pairs).await {
             Ok(held) => {

@@ -21,7 +21,7 @@ use crate::protocol::conn::Conn;
 use crate::protocol::key_slot;
 use crate::protocol::kinds::read_write;
 use crate::protocol::scripts;
-use crate::protocol::slot::group_by_slot;
+use crate::protocol::slot::batches;
 use crate::services::periodic::{Periodic, Rounds};
 use crate::transport::connections::Connections;
 use crate::transport::replica_sync::{ReplicaSync, Replicated};
@@ -227,25 +227,18 @@ fn in_order(holds: &Holds, slots: usize, size: usize) -> impl Stream<Item = Vec<
     gathered.flat_map(|due| stream::iter(by_script(due)))
 }
 
-/// A round's batches on a cluster: every hold of the round at once, grouped by hash slot (a
-/// script call may name one slot's keys only), then each slot's holds `size` to a call.
+/// A round's batches on a cluster: every hold of the round at once, split by renewal
+/// script, grouped by hash slot (a script call may name one slot's keys only), then each
+/// slot's holds `size` to a call.
 /// Gathered for the whole round rather than batch by batch, as Redisson's watchdog does
 /// (`slot2names`): a slot's holds spread over several batches would cost a call per batch,
 /// where the round needs one per slot (1.32 calls per slot touched at 10,000 locks before,
 /// in W6 of BENCHMARKS.md).
 fn per_slot(holds: &Holds, slots: usize, size: usize) -> Vec<Vec<Arc<Hold>>> {
     let (due, _) = holds.due(0, slots, usize::MAX, Instant::now());
-    let groups = group_by_slot(due, |hold| hold.key.as_bytes());
-    groups
+    by_script(due)
         .into_iter()
-        .flat_map(by_script)
-        .flat_map(|group| {
-            if group.len() <= size {
-                vec![group]
-            } else {
-                group.chunks(size).map(<[_]>::to_vec).collect()
-            }
-        })
+        .flat_map(|group| batches(group, true, size, |hold| hold.key.as_bytes()))
         .collect()
 }
 

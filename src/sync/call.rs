@@ -104,48 +104,47 @@ impl CountChange {
     }
 }
 
-/// Runs `operation` (`operation` names it in errors, such as "releasing") up to the
-/// client's `retry_attempts`, as `retry` allows, and on a cluster through a topology
-/// change (see the module docs), with its errors explained.
+/// How a call may be sent again.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// Harmless to run twice (a read, a set, a delete, a release by id): after any
+    /// failure to reach Redis.
+    Idempotent,
+    /// A count change: with its request latch on a cluster, as far as the latch allows
+    /// (see the module docs).
+    CountChange,
+}
+
+/// Runs `call` (`operation` names it in errors, such as "releasing") up to the client's
+/// `retry_attempts`, as its `kind` allows, and on a cluster through a topology change (see
+/// the module docs), with its errors explained. `call` gets the request's latch (a count
+/// change's, on a cluster) for every try.
 pub(crate) async fn run<T, F, Fut>(
     core: &Core,
     names: &SyncNames,
     operation: &'static str,
-    retry: Retry,
+    kind: Kind,
     mut call: F,
 ) -> Outcome<T>
-where
-    F: FnMut(Conn) -> Fut,
-    Fut: Future<Output = redis::RedisResult<T>>,
-{
-    let connections = &core.connections;
-    let road = Road::new(retry).through_topology_changes(connections);
-    let mut outcome = connections.call(road, |conn, _| call(conn)).await;
-    if let Err(e) = outcome.result {
-        outcome.result = Err(explain(core, names, operation, e).await);
-    }
-    outcome
-}
-
-/// [`run`] for a count change: `call` gets the request's latch (on a cluster) for every
-/// try, and the request is sent again as far as the latch allows.
-pub(crate) async fn change<T, F, Fut>(
-    core: &Core,
-    names: &SyncNames,
-    operation: &'static str,
-    mut call: F,
-) -> Result<T>
 where
     F: FnMut(Conn, Option<RequestLatch>) -> Fut,
     Fut: Future<Output = redis::RedisResult<T>>,
 {
-    let change = CountChange::new(core, names);
-    let outcome = run(core, names, operation, change.retry(), |conn| {
-        call(conn, change.latch().cloned())
-    })
-    .await;
-    change.done(core);
-    outcome.result
+    let change = matches!(kind, Kind::CountChange).then(|| CountChange::new(core, names));
+    let retry = change.as_ref().map_or(Retry::Always, CountChange::retry);
+    let latch = change.as_ref().and_then(CountChange::latch);
+    let connections = &core.connections;
+    let road = Road::new(retry).through_topology_changes(connections);
+    let mut outcome = connections
+        .call(road, |conn, _| call(conn, latch.cloned()))
+        .await;
+    if let Err(e) = outcome.result {
+        outcome.result = Err(explain(core, names, operation, e).await);
+    }
+    if let Some(change) = change {
+        change.done(core);
+    }
+    outcome
 }
 
 /// One try of a waiting call, sent once on the shared connection (the waiting loop paces

@@ -12,7 +12,7 @@ use crate::holds::{Applied, Hold, Lease, Renewal, Terms};
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change, PermitAcquire, PermitRelease};
-use crate::sync::call;
+use crate::sync::call::{self, Kind};
 use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::permit::{lost_error, lost_in_release, release_id, update_lease, ExpirablePermit};
@@ -300,7 +300,7 @@ impl PermitExpirableSemaphore {
     async fn count(&self, acquired: bool) -> Result<u64> {
         let count = self
             .handle
-            .answer("reading", |conn, names| {
+            .call("reading", Kind::Idempotent, |conn, names, _| {
                 scripts::permit_count(conn, names, acquired)
             })
             .await?;

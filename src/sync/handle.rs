@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::future::Future;
 
 use crate::client_core::Core;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change, RequestLatch};
-use crate::sync::call;
+use crate::sync::call::{self, Kind};
 use crate::sync::check;
-use crate::transport::calls::Retry;
 
 /// A synchronizer's client and names.
 #[derive(Clone)]
@@ -55,31 +54,12 @@ impl Handle {
         Ok((&self.core, names))
     }
 
-    /// Runs `script`, harmless to run twice (a read, a set, a delete), on the
-    /// synchronizer's names (see [`call::run`]): `operation` names the call in errors.
-    pub(crate) async fn answer<'a, T, F, Fut>(
+    /// Runs `script` on the synchronizer's names, sent again as its `kind` allows (see
+    /// [`call::run`]): `operation` names the call in errors.
+    pub(crate) async fn call<'a, T, F, Fut>(
         &'a self,
         operation: &'static str,
-        mut script: F,
-    ) -> Result<T>
-    where
-        F: FnMut(Conn, &'a SyncNames) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>> + 'a,
-    {
-        let (core, names) = self.parts().await?;
-        let names: &'a SyncNames = names;
-        let outcome = call::run(core, names, operation, Retry::Always, |conn| {
-            script(conn, names)
-        })
-        .await;
-        outcome.result
-    }
-
-    /// Runs the count change `script` on the synchronizer's names (see [`call::change`]):
-    /// each try gets the request's latch, on a cluster.
-    pub(crate) async fn change<'a, T, F, Fut>(
-        &'a self,
-        operation: &'static str,
+        kind: Kind,
         mut script: F,
     ) -> Result<T>
     where
@@ -88,16 +68,17 @@ impl Handle {
     {
         let (core, names) = self.parts().await?;
         let names: &'a SyncNames = names;
-        call::change(core, names, operation, |conn, latch| {
+        let outcome = call::run(core, names, operation, kind, |conn, latch| {
             script(conn, names, latch)
         })
-        .await
+        .await;
+        outcome.result
     }
 
     /// Sets the count (permits, or a latch's count), checked already, if none is set: true
     /// when set. Harmless to send twice.
     pub(crate) async fn try_set_count(&self, operation: &'static str, count: u64) -> Result<bool> {
-        self.answer(operation, |conn, names| {
+        self.call(operation, Kind::Idempotent, |conn, names, _| {
             scripts::try_set_count(conn, names, count)
         })
         .await
@@ -112,22 +93,31 @@ impl Handle {
     /// A semaphore's `add_permits`: `permits` checked, then added as `change` says.
     pub(crate) async fn add_permits(&self, permits: i64, change: Change) -> Result<()> {
         let permits = check::permits_added(permits)?;
-        self.change("adding permits to", |conn, names, latch| {
-            scripts::change_permits(conn, names, latch, permits, change)
-        })
+        self.call(
+            "adding permits to",
+            Kind::CountChange,
+            |conn, names, latch| scripts::change_permits(conn, names, latch, permits, change),
+        )
         .await
         .map(drop)
     }
 
     /// The count at the name (free permits, or a latch's count); 0 when none is set.
     pub(crate) async fn read_count(&self) -> Result<u64> {
-        let count = self.answer("reading", scripts::read_count).await?;
+        let count = self
+            .call("reading", Kind::Idempotent, |conn, names, _| {
+                scripts::read_count(conn, names)
+            })
+            .await?;
         Ok(count.max(0).unsigned_abs())
     }
 
     /// Deletes the synchronizer's keys and tells its waiters: true when something was there.
     pub(crate) async fn delete(&self) -> Result<bool> {
-        self.answer("deleting", scripts::delete).await
+        self.call("deleting", Kind::Idempotent, |conn, names, _| {
+            scripts::delete(conn, names)
+        })
+        .await
     }
 
     /// `f` shows the synchronizer as `kind` with its name: the `Debug` of every handle.
@@ -141,12 +131,7 @@ impl Handle {
         match &self.names {
             Some(names) => match names.split() {
                 None => Ok(names),
-                Some(split) => Err(Error::CrossSlotName {
-                    name: names.key.to_string(),
-                    slot: split.key_slot,
-                    other: split.name.clone(),
-                    other_slot: split.slot,
-                }),
+                Some(split) => Err(split.error(&names.key)),
             },
             None => Err(check::name(self.what, &self.name)
                 .expect_err("only a rejected name leaves the names unset")),

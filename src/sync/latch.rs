@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts;
-use crate::sync::call;
+use crate::sync::call::{self, Kind};
 use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::waiting::{wait_until, Try, RECHECK};
@@ -96,7 +96,7 @@ impl CountDownLatch {
     #[tracing::instrument(level = "debug", skip(self), fields(latch = %self.handle.name))]
     pub async fn count_down(&self) -> Result<()> {
         self.handle
-            .change("counting down", |conn, names, latch| {
+            .call("counting down", Kind::CountChange, |conn, names, latch| {
                 scripts::count_down(conn, names, latch)
             })
             .await

@@ -14,8 +14,8 @@ use crate::error::{Error, LostReason, Result};
 use crate::holds::{drift, Applied, Hold};
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, PermitRelease};
-use crate::sync::call;
-use crate::transport::calls::{Outcome, Retry};
+use crate::sync::call::{self, Kind};
+use crate::transport::calls::Outcome;
 use crate::util::detach::FinishOnDrop;
 
 /// One permit of a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore).
@@ -340,8 +340,8 @@ pub(crate) async fn update_lease(
         core,
         names,
         "extending a permit of",
-        Retry::Always,
-        |conn| scripts::permit_update(conn, names, id, lease_ms),
+        Kind::Idempotent,
+        |conn, _| scripts::permit_update(conn, names, id, lease_ms),
     )
     .await;
     let updated = outcome.result?;
@@ -363,8 +363,8 @@ pub(crate) async fn release_id(
         core,
         names,
         "releasing a permit of",
-        Retry::Always,
-        |conn| scripts::permit_release(conn, names, id),
+        Kind::Idempotent,
+        |conn, _| scripts::permit_release(conn, names, id),
     )
     .await
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::locks::wait::Tried;
 use crate::protocol::names::{SyncKind, SyncNames};
 use crate::protocol::scripts::{self, Change};
-use crate::sync::call::{self, CountChange};
+use crate::sync::call::{self, CountChange, Kind};
 use crate::sync::check;
 use crate::sync::handle::Handle;
 use crate::sync::semaphore_guard::{give_back, SemaphoreGuard};
@@ -213,7 +213,7 @@ impl Semaphore {
     pub async fn drain_permits(&self) -> Result<u64> {
         let drained = self
             .handle
-            .change("draining", |conn, names, latch| {
+            .call("draining", Kind::CountChange, |conn, names, latch| {
                 scripts::drain(conn, names, latch)
             })
             .await?;

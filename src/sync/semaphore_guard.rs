@@ -8,7 +8,7 @@ use crate::client_core::Core;
 use crate::error::{Error, Result};
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::{self, Change};
-use crate::sync::call;
+use crate::sync::call::{self, Kind};
 use crate::util::detach::FinishOnDrop;
 
 /// Permits taken from a [`Semaphore`](crate::Semaphore).
@@ -125,11 +125,17 @@ pub(crate) async fn give_back(core: Arc<Core>, names: Arc<SyncNames>, permits: u
     let _tracked = core.track();
     let names: &SyncNames = &names;
     let added = i64::try_from(permits).expect("permits are checked to fit an int");
-    call::change(&core, names, "releasing permits of", |conn, latch| {
-        scripts::change_permits(conn, names, latch, added, Change::Release)
-    })
-    .await
-    .map(|_| tracing::debug!(semaphore = %names.key, permits, "released"))
+    let released = call::run(
+        &core,
+        names,
+        "releasing permits of",
+        Kind::CountChange,
+        |conn, latch| scripts::change_permits(conn, names, latch, added, Change::Release),
+    )
+    .await;
+    released
+        .result
+        .map(|_| tracing::debug!(semaphore = %names.key, permits, "released"))
 }
 
 impl Drop for SemaphoreGuard {

@@ -269,25 +269,18 @@ impl Session {
         for name in channels {
             pipe.cmd(command).arg(&**name);
         }
-        let sent = tokio::time::timeout(
-            self.timing.command_timeout,
-            self.conn.req_packed_commands(&pipe, 0, channels.len()),
-        )
-        .await;
-        match sent {
-            Ok(Ok(replies)) => Ok(replies
+        let sending = self.conn.req_packed_commands(&pipe, 0, channels.len());
+        let limit = self.timing.command_timeout;
+        match within(limit, "sending pub/sub commands", sending).await {
+            Ok(replies) => Ok(replies
                 .into_iter()
                 .map(|reply| match reply {
                     Value::ServerError(e) => Err(RedisError::from(e)),
                     _ => Ok(()),
                 })
                 .collect()),
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::debug!(node = %self.address, error = %e, "pub/sub command failed");
-                Err(End::Lost)
-            }
-            Err(_) => {
-                tracing::debug!(node = %self.address, "pub/sub command timed out");
                 Err(End::Lost)
             }
         }

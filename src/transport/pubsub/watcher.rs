@@ -13,6 +13,7 @@ use redis::{AsyncConnectionConfig, ConnectionInfo, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::transport::bounded::within;
 use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::topology::host_of;
 use crate::transport::slot_map::SlotMap;
@@ -120,16 +121,9 @@ async fn connect(hub: &Hub, info: ConnectionInfo) -> Result<MultiplexedConnectio
         .set_connection_timeout(Some(timing.connect_timeout))
         .set_response_timeout(Some(read_limit));
     let limit = timing.connect_timeout + read_limit;
-    match tokio::time::timeout(
-        limit,
-        client.get_multiplexed_async_connection_with_config(&config),
-    )
-    .await
-    {
-        Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("connecting timed out after {limit:?}")),
-    }
+    let connecting = client.get_multiplexed_async_connection_with_config(&config);
+    let connected = within(limit, "connecting to read the slot map", connecting).await;
+    connected.map_err(|e| e.to_string())
 }
 
 async fn slots(
@@ -139,9 +133,7 @@ async fn slots(
 ) -> Result<SlotMap, String> {
     let mut read = redis::cmd("CLUSTER");
     read.arg("SLOTS");
-    match tokio::time::timeout(limit, read.query_async::<Value>(conn)).await {
-        Ok(Ok(reply)) => SlotMap::parse(&reply, host),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("CLUSTER SLOTS timed out after {limit:?}")),
-    }
+    let reading = read.query_async::<Value>(conn);
+    let asked = within(limit, "reading CLUSTER SLOTS", reading).await;
+    SlotMap::parse(&asked.map_err(|e| e.to_string())?, host)
 }
