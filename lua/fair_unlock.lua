@@ -1,23 +1,21 @@
 #!lua flags=allow-oom
--- Release one hold of a fair lock, idempotently; the final release wakes the queue's head
--- alone. allow-oom: see unlock.lua.
+-- Release one hold of a fair lock, so that a retried release never releases a second hold;
+-- the final release wakes the queue's head alone. allow-oom: see unlock.lua, whose header
+-- also sets out how a retry recognises its own earlier try without a latch (ARGV[6], ARGV[7]).
 -- KEYS[1] lock hash
 -- KEYS[2] waiting queue
 -- KEYS[3] waiter deadlines
--- KEYS[4] unlock latch for this request: a retried call returns the first call's result
 -- ARGV[1] unlock channel; the head's own channel is this followed by ':<owner>'
 -- ARGV[2] unlock message ("0")
 -- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub
 -- ARGV[4] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it is
 -- ARGV[5] owner field "<client-uuid>:<task-id>"
--- ARGV[6] latch time-to-live in milliseconds
+-- ARGV[6] "1" when this is a retry, whose first try may have run; "0" for a first try
+-- ARGV[7] expected: the holds the owner should count before this release
 -- Returns nil when the owner holds nothing, 0 when holds remain, 1 when the lock was freed,
 -- 2 when it was freed and the queue's head did not hear it (the client looks again once
--- the head's grace has passed: see notify_head).
-local done = redis.call('get', KEYS[4])
-if done ~= false then
-    return tonumber(done)
-end
+-- the head's grace has passed: see notify_head), -2 when a retry of a last release finds
+-- the owner's field gone (an earlier try may have freed the lock: see unlock.lua).
 local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
 if misshapen then
     return misshapen
@@ -25,13 +23,23 @@ end
 local owner = ARGV[5]
 local now = server_now()
 purge(KEYS[2], KEYS[3], now)
-if redis.call('hexists', KEYS[1], owner) == 0 then
-    -- Lost already; if the lock is free, make sure the queue does not stall on it.
+local retry, expected = ARGV[6] == '1', tonumber(ARGV[7])
+local count = tonumber(redis.call('hget', KEYS[1], owner))
+if not count then
+    -- Lost already, or freed by an earlier try of this release; if the lock is free, make
+    -- sure the queue does not stall on it.
     if redis.call('exists', KEYS[1]) == 0 then
         notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
     end
     forget_empty_queue(KEYS[2], KEYS[3])
+    if retry and expected == 1 then
+        return -2
+    end
     return nil
+end
+if retry and count < expected then
+    -- An earlier try of this release ran: answer as it did.
+    return 0
 end
 local remaining = redis.call('hincrby', KEYS[1], owner, -1)
 forget_empty_queue(KEYS[2], KEYS[3])
@@ -39,7 +47,6 @@ if remaining > 0 then
     if tonumber(ARGV[4]) > 0 then
         redis.call('pexpire', KEYS[1], ARGV[4])
     end
-    redis.call('set', KEYS[4], 0, 'px', ARGV[6])
     return 0
 end
 -- The head is told before the delete (one script: nobody sees them apart), so that a
@@ -49,5 +56,4 @@ if notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now) then
     freed = 2
 end
 redis.call('del', KEYS[1])
-redis.call('set', KEYS[4], freed, 'px', ARGV[6])
 return freed

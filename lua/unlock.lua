@@ -1,67 +1,83 @@
 #!lua flags=allow-oom
--- Release one hold of reentrant locks, idempotently (Redisson RLock layout): one hold, or
--- those of concurrent callers of one client in one call.
+-- Release one hold of reentrant locks (Redisson RLock layout), so that a retried release
+-- never releases a second hold: one hold, or those of concurrent callers of one client in
+-- one call.
 --
 -- allow-oom: a release must work when Redis is full (maxmemory with noeviction), or a lock
 -- would stay held until its lease ran out. Without the flag, Redis refuses the first write
 -- that may grow memory (HINCRBY of a nested release; see `scriptVerifyOOM` in Redis'
 -- script.c). Needs Redis 7.0.
 --
--- KEYS[2i - 1] lock hash of release i
--- KEYS[2i] its unlock latch: a retried release returns the first try's result
+-- Retries without a latch. Redisson keeps each unlock request's answer in a key of its own
+-- (`redisson_unlock_latch:{K}:<id>`, SET with a TTL) for a retry to read. Here the client
+-- says instead how many holds its owner should count before this release: `expected`, one
+-- for this release and one for each of the owner's guards that stay. A retry (its first try
+-- may have run, its reply lost) compares the count it finds:
+--   count >= expected   the release has not run: release, as a first try does;
+--   count <  expected   an earlier try of it ran (the count is one lower): answer 0, as
+--                       that try did, and write nothing;
+--   no field, expected > 1   the owner's holds are gone while guards of it stay: -1, lost;
+--   no field, expected == 1  a last release whose earlier try may have freed the lock, or
+--                       which found it gone already: -2, and the client decides (see
+--                       `locks::release`).
+-- A first try cannot have run before, and releases whatever count it finds, as Redisson's
+-- unlock does. Nothing is written but the lock hash and the message: no key of this
+-- crate's unlocks lingers after them.
+--
+-- KEYS[i] lock hash of release i
 -- ARGV[1] unlock message ("0")
--- ARGV[2] latch time-to-live in milliseconds
--- ARGV[3] publish command: "publish", or "spublish" with sharded pub/sub (Redisson passes
+-- ARGV[2] publish command: "publish", or "spublish" with sharded pub/sub (Redisson passes
 --         it the same way)
--- ARGV[4i] the lock's unlock channel, told ARGV[1] when the lock becomes free (not a key:
---          a channel needs no key permission)
--- ARGV[4i + 1] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it
+-- ARGV[5i - 2] the lock's unlock channel, told ARGV[1] when the lock becomes free (not a
+--              key: a channel needs no key permission)
+-- ARGV[5i - 1] lease in milliseconds, re-applied while holds remain; 0 leaves the TTL as it
 --              is (undoing an acquire for a caller who left must not shorten another
 --              hold's lease)
--- ARGV[4i + 2] owner field "<client-uuid>:<task-id>"
--- ARGV[4i + 3] "1" when this is a retry, whose latch may hold the first try's result; a
---              first try cannot find one, and skips the look-up
--- ARGV[#KEYS * 2 + 4] optional: present when one caller is alone in the call, whose one
+-- ARGV[5i] owner field "<client-uuid>:<task-id>"
+-- ARGV[5i + 1] "1" when this is a retry, whose first try may have run; "0" for a first try
+-- ARGV[5i + 2] expected: the holds the owner should count before this release (see above)
+-- ARGV[#KEYS * 5 + 3] optional: present when one caller is alone in the call, whose one
 --                     reply then comes bare, sparing the client an array to parse
 -- Returns one integer per release: -1 when the owner held nothing, 0 when holds remain,
--- 1 when the lock was freed, -4 when the key is not a lock, -5 when the user may not
--- PUBLISH to the channel (nothing written: a lock is never freed without its message).
+-- 1 when the lock was freed, -2 (retries only, see above), -4 when the key is not a lock,
+-- -5 when the user may not PUBLISH to the channel (nothing written: a lock is never freed
+-- without its message).
 local replies = {}
-for i = 1, #KEYS / 2 do
-    local lock, latch = KEYS[2 * i - 1], KEYS[2 * i]
-    local channel, lease, owner, retry = ARGV[4 * i], ARGV[4 * i + 1], ARGV[4 * i + 2], ARGV[4 * i + 3]
-    local done = retry == '1' and redis.call('get', latch)
-    if done then
-        replies[i] = tonumber(done)
-    else
-        -- One HGET instead of Redisson's HEXISTS + HINCRBY: the last hold deletes the key.
-        local found = redis.pcall('hget', lock, owner)
-        local count = tonumber(found)
-        if found == false then
-            replies[i] = -1
-        elseif count == nil or redis.call('hexists', lock, 'mode') == 1 then
-            -- Not a hash, or a read-write lock whose reader field has an owner field's
-            -- shape: never released as a reentrant lock.
-            replies[i] = -4
-        elseif count > 1 then
-            redis.call('hincrby', lock, owner, -1)
-            if tonumber(lease) > 0 then
-                redis.call('pexpire', lock, lease)
-            end
-            redis.call('set', latch, 0, 'px', ARGV[2])
-            replies[i] = 0
-        elseif type(redis.pcall(ARGV[3], channel, ARGV[1])) == 'table' then
-            -- Told before the delete, which no one can see apart inside one script: a
-            -- refused PUBLISH then leaves the lock as it was.
-            replies[i] = -5
+for i = 1, #KEYS do
+    local lock = KEYS[i]
+    local channel, lease, owner = ARGV[5 * i - 2], ARGV[5 * i - 1], ARGV[5 * i]
+    local retry, expected = ARGV[5 * i + 1] == '1', tonumber(ARGV[5 * i + 2])
+    -- One HGET instead of Redisson's HEXISTS + HINCRBY: the last hold deletes the key.
+    local found = redis.pcall('hget', lock, owner)
+    local count = tonumber(found)
+    if found == false then
+        if retry and expected == 1 then
+            replies[i] = -2
         else
-            redis.call('del', lock)
-            redis.call('set', latch, 1, 'px', ARGV[2])
-            replies[i] = 1
+            replies[i] = -1
         end
+    elseif count == nil or redis.call('hexists', lock, 'mode') == 1 then
+        -- Not a hash, or a read-write lock whose reader field has an owner field's
+        -- shape: never released as a reentrant lock.
+        replies[i] = -4
+    elseif retry and count < expected then
+        replies[i] = 0
+    elseif count > 1 then
+        redis.call('hincrby', lock, owner, -1)
+        if tonumber(lease) > 0 then
+            redis.call('pexpire', lock, lease)
+        end
+        replies[i] = 0
+    elseif type(redis.pcall(ARGV[2], channel, ARGV[1])) == 'table' then
+        -- Told before the delete, which no one can see apart inside one script: a
+        -- refused PUBLISH then leaves the lock as it was.
+        replies[i] = -5
+    else
+        redis.call('del', lock)
+        replies[i] = 1
     end
 end
-if ARGV[#KEYS * 2 + 4] then
+if ARGV[#KEYS * 5 + 3] then
     return replies[1]
 end
 return replies

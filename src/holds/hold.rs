@@ -237,6 +237,13 @@ impl Hold {
             .fetch_min(to_nanos(applied.deadline(started)), Ordering::AcqRel);
     }
 
+    /// Its live guards: as many holds as Redis counts for its owner, short of the releases
+    /// on their way (a release tells its script the count it expects, see
+    /// `locks::release`).
+    pub(crate) fn guard_count(&self) -> u32 {
+        self.guards.load(Ordering::Acquire)
+    }
+
     /// True once every guard of the hold was released or dropped.
     pub(crate) fn is_released(&self) -> bool {
         self.guards.load(Ordering::Acquire) == 0

@@ -1,14 +1,57 @@
-//! Releasing one hold: the unlock script, retried idempotently.
+//! Releasing one hold: the unlock script, retried so that a retry never releases a second
+//! hold.
 //!
-//! Each release is one request with a random id. Every try of it carries the same latch key,
-//! so a retry after a lost reply gets the first try's answer instead of releasing a second
-//! hold (Redisson's unlock latch, 3.24.1). The latch is deleted once the answer is in, in a
-//! batch with others ([`crate::services::latches`]).
+//! # Retries without a latch
+//!
+//! A try whose reply is lost (a response timeout, a dropped connection) may have run, and
+//! is sent again. Redisson makes the retry safe with a latch: every unlock request writes
+//! its answer to a key of its own (`redisson_unlock_latch:{<name>}:<request id>`, 3.24.1)
+//! for a retry to read, and deletes it afterwards. This crate's releases write no such key:
+//! the client knows how many holds its owner has, and every try says how many Redis should
+//! count before the release, `expected`: one for this release, and one for each of the
+//! owner's guards on the lock that stay (read from the hold registry when the release is
+//! made). A retry compares the count it finds (`unlock.lua`'s header has the rule for
+//! every unlock script):
+//!
+//! - **a nested release** (`expected` > 1): a count of at least `expected` means no earlier
+//!   try ran, and the retry releases; a lower count is its own earlier try's work, and the
+//!   retry answers "still held", as that try did, writing nothing. The owner's field gone
+//!   means the lock was lost: reported, as before.
+//! - **a last release** (`expected` = 1): a count means no earlier try ran, and the retry
+//!   releases. The field gone cannot tell "an earlier try freed it" from "it was lost before
+//!   that try ran" ([`UnlockOutcome::Gone`]). When an earlier try may have run (its reply was
+//!   lost rather than never sent), the release counts as done, as a permit's release does
+//!   (`sync::permit`); when none can have run (it never reached Redis), the lock was lost,
+//!   and that is reported. A guard's release is only sent for a hold its record says is
+//!   alive (its validity deadline, from the last confirmed acquire or renewal, not passed).
+//!
+//! What remains different from a latch: a last release whose try ran and whose reply was
+//! lost, where that try found the lock already gone (it expired in the moment between the
+//! release's start and the try's run, or was deleted behind the client's back: a force
+//! unlock, a flush, a failover that lost the write), reports "freed" where the latch
+//! reported the loss. And on a Redis Cluster, where every try is treated as a retry (the
+//! cluster connection may resend a command whose reply it lost), a first try of a last
+//! release finding the field gone reports the loss even if such a resend had freed the
+//! lock.
+//!
+//! One case is weaker than a latch: two releases of one owner's guards on one lock on
+//! their way at once (guards of one task released from two tasks) while a third guard
+//! stays. Each release counts the guards still held when it is made, so one made while the
+//! other has not yet run in Redis expects one hold too few. If its first try runs and
+//! loses its reply, and its retry runs before the other release, the retry releases a
+//! second hold, and the other release then takes the staying guard's count (freeing the
+//! lock under it if that was its last; its next renewal reports it lost). Adding the
+//! owner's releases still on their way, which the hold registry counts, to `expected`
+//! would close it: a retry would then err towards writing nothing, leaving a count the
+//! owner's last release takes back (see `locks::guard`).
+//!
+//! Force unlocks take no count: they delete whatever is there, and are idempotent as they
+//! are.
 //!
 //! On a Redis Cluster a release refused for a topology change (a slot on the move, a master
 //! failing over: the script certainly did not run) is sent again after the retry backoff
-//! for up to [`TOPOLOGY_PATIENCE`], within the latch's lifetime: an unlock during a
-//! migration or a failover costs time, not an error.
+//! for up to [`TOPOLOGY_PATIENCE`]: an unlock during a migration or a failover costs time,
+//! not an error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,8 +71,8 @@ pub(crate) fn longest_try(settings: &Settings) -> Duration {
     settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2
 }
 
-/// How long a request's latch lives (an unlock's, or a synchronizer's count change's): it
-/// must outlive every retry of the request, `retry_attempts` tries, and on a cluster
+/// How long a request's latch lives (a Redis Cluster client's synchronizer count change's;
+/// lock releases have none): it must outlive every retry of the request, `retry_attempts` tries, and on a cluster
 /// (`cluster`) tries refused for a topology change for up to [`TOPOLOGY_PATIENCE`] from
 /// the first, after which one more round of retries may start.
 pub(crate) fn latch_ttl(settings: &Settings, cluster: bool) -> Duration {
@@ -57,7 +100,8 @@ pub(crate) struct Release {
     names: Arc<LockNames>,
     owner: Arc<str>,
     lease_ms: u64,
-    latch: Arc<str>,
+    /// The holds the owner should count before this release (see the module docs).
+    expected: u32,
     /// The connection to send on instead of the shared one (see [`Release::pinned_to`]).
     pinned: Option<Conn>,
 }
@@ -65,19 +109,26 @@ pub(crate) struct Release {
 impl Release {
     /// `lease_ms` is re-applied to the lock if holds remain after this one; 0 leaves its
     /// TTL as it is.
+    ///
+    /// Made once the released guard has let go of its hold (or, for an undone acquire,
+    /// with no guard for it): the owner's guards that stay on the lock, if any, are its
+    /// live hold's, and Redis should count one more than them.
     pub(crate) fn new(
         core: Arc<Core>,
         names: Arc<LockNames>,
         owner: Arc<str>,
         lease_ms: u64,
     ) -> Self {
-        let latch = names.unlock_latch(rand::random());
+        let staying = core
+            .holds
+            .live(&core.holds.id(&names.key, &owner))
+            .map_or(0, |hold| hold.guard_count());
         Release {
             core,
             names,
             owner,
             lease_ms,
-            latch,
+            expected: staying.saturating_add(1),
             pinned: None,
         }
     }
@@ -91,13 +142,11 @@ impl Release {
     }
 
     fn call(&self) -> UnlockCall<'_> {
-        let latch_ttl = latch_ttl(&self.core.settings, self.core.connections.is_cluster());
         UnlockCall {
             names: &self.names,
-            latch: &self.latch,
             lease_ms: self.lease_ms,
             owner: &self.owner,
-            latch_ttl_ms: crate::util::time::millis(latch_ttl),
+            expected: self.expected,
             // A pinned request must go out on its own connection, right behind what it
             // follows there.
             batcher: self.pinned.is_none().then_some(&self.core.releases),
@@ -113,20 +162,21 @@ impl Release {
     /// runs out); [`Error::Rejected`] for any other refusal.
     pub(crate) async fn run(self) -> Result<Released> {
         let call = self.call();
-        // On a cluster every try checks the latch, the first too: a command whose reply
-        // was lost may have run (redis-rs reconnects and re-reads the slot map under it).
+        // On a cluster every try is a retry, the first too: a command whose reply was lost
+        // may have run (redis-rs reconnects and re-reads the slot map under it).
         let connections = &self.core.connections;
         let cluster = connections.is_cluster();
-        // Patience from the first try on: the latch's lifetime counts from there.
         let road = Road::new(Retry::Always)
             .on(self.pinned.clone())
             .through_topology_changes(connections);
         let outcome = connections
             .call(road, |conn, tries| call.run(conn, cluster || tries > 0))
-            .await
-            .result;
-        let outcome = match outcome {
+            .await;
+        match outcome.result {
             Ok(UnlockOutcome::NotHeld) => Ok(Released::NotHeld),
+            // An earlier try may have freed it (see the module docs).
+            Ok(UnlockOutcome::Gone) if outcome.earlier_may_have_run => Ok(Released::Freed),
+            Ok(UnlockOutcome::Gone) => Ok(Released::NotHeld),
             Ok(UnlockOutcome::StillHeld) => Ok(Released::StillHeld),
             Ok(UnlockOutcome::Freed) => Ok(Released::Freed),
             Ok(UnlockOutcome::FreedHeadUnheard) => {
@@ -145,9 +195,7 @@ impl Release {
                 ),
             }),
             Err(e) => Err(explain::explain(connections, "unlocking", &self.names, e).await),
-        };
-        self.forget_latch();
-        outcome
+        }
     }
 
     /// One try, ignoring the outcome: for undoing an acquire whose reply was lost.
@@ -162,11 +210,5 @@ impl Release {
                 tracing::debug!(lock = %self.names.key, error = %e, "could not undo an acquire");
             }
         }
-        self.forget_latch();
-    }
-
-    /// Hands the latch over for deletion: nothing waits on it, and it expires anyway.
-    fn forget_latch(self) {
-        self.core.latches.forget(self.latch);
     }
 }

@@ -1,14 +1,17 @@
-//! Deleting unlock latches in batches, off the unlock path.
+//! Deleting request latches in batches, off the request's path.
 //!
-//! Every unlock leaves a latch key (see [`crate::locks::release`]) that has done its job once the
-//! reply is in. Redisson deletes each with its own command; here they are collected and
-//! removed with one UNLINK per [`KEYS_PER_COMMAND`], so that an unlock costs one round trip,
-//! and a burst of unlocks one extra command in all.
+//! A Redis Cluster client's semaphore and count-down latch count changes leave a latch key
+//! (`redisson_unlock_latch:{<name>}:<request id>`, see `sync::call`) that has done its job
+//! once the reply is in. Redisson deletes each with its own command; here they are collected
+//! and removed with one UNLINK per [`KEYS_PER_COMMAND`], so that a count change costs one
+//! round trip, and a burst of them one extra command in all. Lock releases leave none: a
+//! retried release knows its own earlier try by the owner's count (see
+//! [`crate::locks::release`]).
 //!
 //! No timer waits for a batch to fill: on the multi-thread runtime a pending timer made the
 //! runtime's worker wake once more per lock-unlock pair (W1 in BENCHMARKS.md: 3.7 worker
 //! wake-ups per pair instead of 2.7, and 1.07× the floor's p50 instead of 1.01×). A batch
-//! goes out when it is full, when an unlock finds its oldest latch older than
+//! goes out when it is full, when a request finds the oldest latch older than
 //! [`FLUSH_AFTER`], or when the client is dropped; a latch left behind in between expires by
 //! itself, like one whose client went away.
 
@@ -22,7 +25,7 @@ use crate::util::poison;
 /// Keys per UNLINK, to keep each command small.
 const KEYS_PER_COMMAND: usize = 512;
 
-/// Age of the oldest waiting latch at which the next unlock sends the batch, however small:
+/// Age of the oldest waiting latch at which the next request sends the batch, however small:
 /// short next to a latch's time-to-live (seconds), long next to one round trip.
 const FLUSH_AFTER: Duration = Duration::from_secs(1);
 
@@ -103,7 +106,7 @@ async fn unlink(latches: Vec<Arc<str>>, connections: Arc<Connections>) {
         }
         let unlinked: redis::RedisResult<i64> = unlink.query_async(&mut conn).await;
         if let Err(e) = unlinked {
-            tracing::debug!(error = %e, latches = chunk.len(), "unlock latches left to expire");
+            tracing::debug!(error = %e, latches = chunk.len(), "request latches left to expire");
         }
     }
 }

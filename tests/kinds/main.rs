@@ -15,4 +15,5 @@ mod fenced;
 mod read_write_lock;
 mod read_write_lock_acl;
 mod read_write_lock_leases;
+mod retried_unlock;
 mod semaphore;

@@ -347,32 +347,36 @@ async fn the_worker_example_stopped_by_sigterm_frees_its_lock_at_once() {
     next_line(&mut lines_rx, "stop requested").await;
 }
 
-/// A client whose last handle is dropped inside its runtime deletes the unlock latches it
-/// had not sent for deletion yet, rather than leaving them to expire.
+/// Releases write no unlock latch (a retry knows its own earlier try by the owner's count),
+/// so a client leaves none behind to delete or to expire: after nested and last releases,
+/// kept or dropped, and the client's end, the lock's hash is all there was.
 #[tokio::test]
-async fn a_dropped_client_deletes_its_pending_unlock_latches() {
+async fn releases_write_no_unlock_latch_for_a_dropped_client_to_leave_behind() {
     let server = RedisServer::start();
     let client = testkit::client(&server).await;
-    client
-        .lock("latched")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    let lock = client.lock("latched");
+    let outer = lock.lock().await.unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    outer.unlock().await.unwrap();
     let raw = server.raw().await;
     let latches = || {
         let mut raw = raw.clone();
         async move { testkit::keys_matching(&mut raw, "redisson_unlock_latch:*").await }
     };
-    assert_eq!(latches().await, 1, "the unlock's latch waits for its batch");
+    assert_eq!(latches().await, 0, "an unlock wrote a latch");
+    // Released in the background, then the client goes.
+    drop(lock.lock().await.unwrap());
     drop(client);
-    // Seconds before the latch would expire by itself.
+    let keys = || {
+        let mut raw = raw.clone();
+        async move { testkit::dbsize(&mut raw).await }
+    };
     assert_eq!(
-        testkit::settles_to(0, Duration::from_secs(2), latches).await,
-        0
+        testkit::settles_to(0, Duration::from_secs(2), keys).await,
+        0,
+        "the dropped guard's release left keys"
     );
+    assert_eq!(latches().await, 0, "an unlock wrote a latch");
 }
 
 /// A shutdown whose caller stops waiting at once still runs to its end: the lock is freed

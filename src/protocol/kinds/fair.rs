@@ -71,14 +71,15 @@ pub(crate) static FAIR: Kind = Kind {
     },
     unlock: &Call {
         script: &UNLOCK,
-        keys: &[Arg::Key, Arg::Kept(0), Arg::Kept(1), Arg::Latch],
+        keys: KEYS,
         args: &[
             Arg::Channel,
             Arg::Text(UNLOCK_MESSAGE),
             Arg::Publish,
             Arg::Lease,
             Arg::Owner,
-            Arg::LatchTtl,
+            Arg::Retry,
+            Arg::Expected,
         ],
     },
     force_unlock: &Call {

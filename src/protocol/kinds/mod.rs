@@ -149,8 +149,6 @@ pub(crate) enum Arg {
     Key,
     /// The kind's kept key of this index.
     Kept(usize),
-    /// The unlock request's latch.
-    Latch,
     /// The prefix of the owner's read holds' timeout keys, `{<key>}:<owner>:rwlock_timeout`.
     ReadTimeouts,
     /// The lock's unlock channel.
@@ -163,10 +161,10 @@ pub(crate) enum Arg {
     Lease,
     /// The owner field.
     Owner,
-    /// The unlock latch's lifetime in ms.
-    LatchTtl,
     /// `1` when an earlier try of the request may have run, else `0`.
     Retry,
+    /// The holds a release expects its owner to have before it (see `unlock.lua`).
+    Expected,
     /// How long a queued waiter keeps its place without refreshing it, in ms.
     KeepPlace,
     /// `queue` to join the queue when the lock is taken, `try` not to.
@@ -180,9 +178,8 @@ pub(crate) enum Arg {
 pub(crate) struct Values<'a> {
     pub(crate) owner: &'a str,
     pub(crate) lease_ms: u64,
-    pub(crate) latch: &'a str,
-    pub(crate) latch_ttl_ms: u64,
     pub(crate) retry: bool,
+    pub(crate) expected: u32,
     pub(crate) join: bool,
     pub(crate) keep_place_ms: u64,
     pub(crate) ahead_ms: u64,
@@ -197,15 +194,13 @@ impl Call {
         more: usize,
     ) -> EvalSha<'static> {
         let args = self.keys.len() + self.args.len();
-        let bytes =
-            args * NUMBER_BYTES + 3 * names.key.len() + 2 * values.owner.len() + values.latch.len();
+        let bytes = args * NUMBER_BYTES + 3 * names.key.len() + 2 * values.owner.len();
         let script: &'static LuaScript = LazyLock::force(self.script);
         let mut call = EvalSha::new(script, self.keys.len(), args + more, bytes);
         for arg in self.keys.iter().chain(self.args) {
             match *arg {
                 Arg::Key => call.arg(&*names.key),
                 Arg::Kept(index) => call.arg(&*names.kept[index]),
-                Arg::Latch => call.arg(values.latch),
                 Arg::ReadTimeouts => {
                     call.arg(layout::read_timeout_prefix(&names.key, values.owner))
                 }
@@ -214,8 +209,8 @@ impl Call {
                 Arg::Text(text) => call.arg(text),
                 Arg::Lease => call.arg(values.lease_ms),
                 Arg::Owner => call.arg(values.owner),
-                Arg::LatchTtl => call.arg(values.latch_ttl_ms),
                 Arg::Retry => call.arg(if values.retry { "1" } else { "0" }),
+                Arg::Expected => call.arg(values.expected),
                 Arg::KeepPlace => call.arg(values.keep_place_ms),
                 Arg::Join => call.arg(if values.join { "queue" } else { "try" }),
                 Arg::Ahead => call.arg(values.ahead_ms),

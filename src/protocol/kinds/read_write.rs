@@ -56,10 +56,10 @@ const fn unlock_args(message: &'static str) -> [Arg; 8] {
         Arg::Channel,
         Arg::Text(message),
         Arg::Publish,
-        Arg::LatchTtl,
         Arg::Lease,
         Arg::Owner,
         Arg::Retry,
+        Arg::Expected,
         Arg::Kept(0),
     ]
 }
@@ -92,7 +92,7 @@ pub(crate) static READ: Kind = Kind {
     },
     unlock: &Call {
         script: &READ_UNLOCK,
-        keys: &[Arg::Key, Arg::Latch, Arg::ReadTimeouts],
+        keys: &[Arg::Key, Arg::ReadTimeouts],
         args: &unlock_args(UNLOCK_MESSAGE),
     },
     force_unlock: &Call {
@@ -126,7 +126,7 @@ pub(crate) static WRITE: Kind = Kind {
     },
     unlock: &Call {
         script: &WRITE_UNLOCK,
-        keys: &[Arg::Key, Arg::Latch],
+        keys: &[Arg::Key],
         args: &unlock_args(READ_UNLOCK_MESSAGE),
     },
     force_unlock: &Call {

@@ -33,15 +33,15 @@ pub(super) static INSPECT_CALL: Call = Call {
 /// fenced lock's.
 pub(super) static UNLOCK_CALL: Call = Call {
     script: &UNLOCK,
-    keys: &[Arg::Key, Arg::Latch],
+    keys: &[Arg::Key],
     args: &[
         Arg::Text(UNLOCK_MESSAGE),
-        Arg::LatchTtl,
         Arg::Publish,
         Arg::Channel,
         Arg::Lease,
         Arg::Owner,
         Arg::Retry,
+        Arg::Expected,
         Arg::Text("1"),
     ],
 };

@@ -1,6 +1,12 @@
 //! The unlock call: one release of a lock's hold (its kind's script: `unlock.lua`, or
 //! `fair_unlock.lua` telling the queue's head, or a read-write lock's), a plain lock's
 //! alone or in a batch of many, and what it found.
+//!
+//! A retried release is told apart from a new one without a latch key: every call says how
+//! many holds its owner should count before it ([`UnlockCall::expected`]), and a retry that
+//! finds one fewer answers as its earlier try did, writing nothing. `unlock.lua`'s header
+//! sets the rule out; [`crate::locks::release`] what the client makes of
+//! [`UnlockOutcome::Gone`].
 
 use std::sync::Arc;
 
@@ -20,6 +26,9 @@ use crate::protocol::names::LockNames;
 pub(crate) enum UnlockOutcome {
     /// The owner held nothing.
     NotHeld,
+    /// A retry of the owner's last release found its field gone: an earlier try of it may
+    /// have freed the lock, or found it gone already. Redis cannot tell which.
+    Gone,
     /// One hold was released and others remain.
     StillHeld,
     /// The last hold was released; the lock is free and one waiter was told.
@@ -41,6 +50,7 @@ impl From<Option<i64>> for UnlockOutcome {
     fn from(found: Option<i64>) -> Self {
         match found {
             None | Some(-1) => UnlockOutcome::NotHeld,
+            Some(GONE) => UnlockOutcome::Gone,
             Some(0) => UnlockOutcome::StillHeld,
             Some(NOT_A_LOCK) => UnlockOutcome::NotALock,
             Some(PUBLISH_REFUSED) => UnlockOutcome::PublishRefused,
@@ -50,13 +60,17 @@ impl From<Option<i64>> for UnlockOutcome {
     }
 }
 
+/// The unlock scripts' answer for [`UnlockOutcome::Gone`].
+const GONE: i64 = -2;
+
 /// One call of the kind's unlock script.
 pub(crate) struct UnlockCall<'a> {
     pub(crate) names: &'a Arc<LockNames>,
-    pub(crate) latch: &'a Arc<str>,
     pub(crate) lease_ms: u64,
     pub(crate) owner: &'a Arc<str>,
-    pub(crate) latch_ttl_ms: u64,
+    /// The holds the owner should count before this release: one for it, one for each of
+    /// the owner's guards that stay. A retry finding fewer knows an earlier try ran.
+    pub(crate) expected: u32,
     /// Where a release by `unlock.lua` may be batched with others; `None`: sent alone.
     pub(crate) batcher: Option<&'a Arc<Batcher<UnlockItem>>>,
 }
@@ -64,11 +78,10 @@ pub(crate) struct UnlockCall<'a> {
 /// One plain lock's release, as an item of `unlock.lua`.
 pub(crate) struct UnlockItem {
     names: Arc<LockNames>,
-    latch: Arc<str>,
     retry: bool,
+    expected: u32,
     lease_ms: u64,
     owner: Arc<str>,
-    latch_ttl_ms: u64,
 }
 
 impl Batched for UnlockItem {
@@ -82,38 +95,30 @@ impl Batched for UnlockItem {
     /// built from the kind's shape ([`Call::build`](crate::protocol::kinds::Call::build)),
     /// which it equals for one item (tested): this is the lock's hot path.
     fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
-        let bytes = 1
-            + NUMBER_BYTES
-            + items
-                .iter()
-                .map(|item| {
-                    let names = &item.names;
-                    names.key.len()
-                        + names.channel.len()
-                        + item.latch.len()
-                        + NUMBER_BYTES
-                        + item.owner.len()
-                        + 1
-                })
-                .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, 2 * items.len(), 4 + 6 * items.len(), bytes);
+        let bytes = 1 + items
+            .iter()
+            .map(|item| {
+                let names = &item.names;
+                names.key.len() + names.channel.len() + 2 * NUMBER_BYTES + item.owner.len() + 1
+            })
+            .sum::<usize>();
+        let mut call = EvalSha::new(&UNLOCK, items.len(), 3 + 6 * items.len(), bytes);
         for item in items {
-            call.arg(&*item.names.key).arg(&*item.latch);
+            call.arg(&*item.names.key);
         }
-        // Every item of one client asks for the same latch lifetime; the longest is safe.
-        let latch_ttl_ms = items.iter().map(|i| i.latch_ttl_ms).max().unwrap_or(0);
         // Every lock of one client publishes with the same command.
         let publish = items
             .first()
             .map_or(ChannelKind::Classic.publish(), |item| {
                 item.names.publish_command()
             });
-        call.arg(UNLOCK_MESSAGE).arg(latch_ttl_ms).arg(publish);
+        call.arg(UNLOCK_MESSAGE).arg(publish);
         for item in items {
             call.arg(&*item.names.channel)
                 .arg(item.lease_ms)
                 .arg(&*item.owner)
-                .arg(if item.retry { "1" } else { "0" });
+                .arg(if item.retry { "1" } else { "0" })
+                .arg(item.expected);
         }
         if lone {
             call.arg(LONE);
@@ -133,11 +138,10 @@ impl UnlockCall<'_> {
         if std::ptr::eq(&**kind.unlock.script, &*UNLOCK) {
             let item = UnlockItem {
                 names: self.names.clone(),
-                latch: self.latch.clone(),
                 retry,
+                expected: self.expected,
                 lease_ms: self.lease_ms,
                 owner: self.owner.clone(),
-                latch_ttl_ms: self.latch_ttl_ms,
             };
             return match self.batcher {
                 Some(batcher) => batcher.call(conn, item).await,
@@ -147,9 +151,8 @@ impl UnlockCall<'_> {
         let values = Values {
             owner: self.owner,
             lease_ms: self.lease_ms,
-            latch: self.latch,
-            latch_ttl_ms: self.latch_ttl_ms,
             retry,
+            expected: self.expected,
             ..Values::default()
         };
         let found: Option<i64> = kind
@@ -170,21 +173,18 @@ mod tests {
     #[test]
     fn a_lone_release_is_the_kinds_call() {
         let names = Arc::new(LockNames::new(&REENTRANT, "app:", "jobs"));
-        let latch = names.unlock_latch(7);
         let item = UnlockItem {
             names: names.clone(),
-            latch: latch.clone(),
             retry: true,
+            expected: 3,
             lease_ms: 30_000,
             owner: "c:7".into(),
-            latch_ttl_ms: 5_000,
         };
         let values = Values {
             owner: "c:7",
             lease_ms: 30_000,
-            latch: &latch,
-            latch_ttl_ms: 5_000,
             retry: true,
+            expected: 3,
             ..Values::default()
         };
         assert_eq!(
