@@ -13,12 +13,9 @@ Variants:
 - real:        lua/acquire.lua and unlock.lua, one item per call.
 - batched:     the same scripts, all 32 items in one call each (the library's batching
                at its best).
-- no_latch:    `real` without the unlock latch's SET.
-- bare:        the same seven commands with no checks (EXISTS, HINCRBY, PEXPIRE; HGET,
-               PUBLISH, DEL, SET latch), one call each.
-- bare_no_latch: `bare` without the latch's SET.
+- bare:        the same six commands with no checks (EXISTS, HINCRBY, PEXPIRE; HGET,
+               PUBLISH, DEL), one call each.
 """
-import itertools
 import os
 import socket
 import subprocess
@@ -78,17 +75,15 @@ class Conn:
 
 ACQUIRE = source("lock_common.lua") + source("acquire.lua")
 UNLOCK = source("unlock.lua")
-LATCH_SET = "redis.call('set', latch, 1, 'px', ARGV[2])"
 BARE_ACQUIRE = ("redis.call('exists', KEYS[1]); redis.call('hincrby', KEYS[1], ARGV[2], 1); "
                 "redis.call('pexpire', KEYS[1], ARGV[1]); return -3")
-BARE_UNLOCK = ("redis.call('hget', KEYS[1], ARGV[6]); redis.call('publish', ARGV[4], '0'); "
-               "redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 1, 'px', ARGV[2]); return 1")
+BARE_UNLOCK = ("redis.call('hget', KEYS[1], ARGV[5]); redis.call('publish', ARGV[3], '0'); "
+               "redis.call('del', KEYS[1]); return 1")
 
 
 def scripted(conn, acquire, unlock, per_call):
     """Rounds of TASKS pairs: the acquires, then the releases, `per_call` items a call."""
     sa, su = conn.load(acquire), conn.load(unlock)
-    request = itertools.count()
     for _ in range(ROUNDS):
         items = range(TASKS)
         if per_call == 1:
@@ -98,16 +93,15 @@ def scripted(conn, acquire, unlock, per_call):
             acquires = [("EVALSHA", sa, TASKS, *["w2:%d" % i for i in items], *args)]
         got = conn.send(acquires)
         assert all(r == b"-3" for r in (got if per_call == 1 else got[0])), got[:2]
-        releases = []
-        for i in items:
-            keys = ("w2:%d" % i, "redisson_unlock_latch:{w2:%d}:%032x" % (i, next(request)))
-            args = ("redisson_lock__channel:{w2:%d}" % i, 0, OWNER + str(i), 0)
-            releases.append((keys, args))
+        # Per release: the lock; its channel, no lease to re-apply, the owner, a first
+        # try, one hold expected.
+        releases = [("w2:%d" % i, ("redisson_lock__channel:{w2:%d}" % i, 0, OWNER + str(i), 0, 1))
+                    for i in items]
         if per_call == 1:
-            calls = [("EVALSHA", su, 2, *k, 0, 5000, "publish", *a, 1) for k, a in releases]
+            calls = [("EVALSHA", su, 1, k, 0, "publish", *a, 1) for k, a in releases]
         else:
-            calls = [("EVALSHA", su, 2 * TASKS, *[x for k, _ in releases for x in k], 0, 5000,
-                      "publish", *[x for _, a in releases for x in a])]
+            calls = [("EVALSHA", su, TASKS, *[k for k, _ in releases], 0, "publish",
+                      *[x for _, a in releases for x in a])]
         got = conn.send(calls)
         assert all(r == b"1" for r in (got if per_call == 1 else got[0])), got[:2]
 
@@ -126,10 +120,7 @@ VARIANTS = {
     "rslock": set_nx,
     "real": lambda c: scripted(c, ACQUIRE, UNLOCK, 1),
     "batched": lambda c: scripted(c, ACQUIRE, UNLOCK, TASKS),
-    "no_latch": lambda c: scripted(c, ACQUIRE, UNLOCK.replace(LATCH_SET, ""), 1),
     "bare": lambda c: scripted(c, BARE_ACQUIRE, BARE_UNLOCK, 1),
-    "bare_no_latch": lambda c: scripted(
-        c, BARE_ACQUIRE, BARE_UNLOCK.replace("redis.call('set', KEYS[2], 1, 'px', ARGV[2]); ", ""), 1),
 }
 
 
@@ -141,7 +132,6 @@ def free_port():
 
 def main():
     wanted = sys.argv[1:] or list(VARIANTS)
-    assert LATCH_SET in UNLOCK, "unlock.lua changed: update LATCH_SET"
     port = free_port()
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)

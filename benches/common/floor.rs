@@ -4,7 +4,6 @@
 //! locks do.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -42,8 +41,7 @@ pub trait FloorConn: ConnectionLike + Clone + Send + Sync + 'static {}
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> FloorConn for C {}
 
 /// The raw hash-script floor on one lock: the library's acquire and unlock scripts, two
-/// round trips per pair. Each unlock has its own latch (left to expire), as the library's
-/// do.
+/// round trips per pair.
 pub struct RawHash<C = MultiplexedConnection> {
     conns: Vec<C>,
     acquire: Script,
@@ -51,8 +49,6 @@ pub struct RawHash<C = MultiplexedConnection> {
     key: String,
     channel: String,
     owner: String,
-    /// Makes each unlock's latch its own.
-    request: AtomicU64,
 }
 
 impl<C: FloorConn> RawHash<C> {
@@ -66,7 +62,6 @@ impl<C: FloorConn> RawHash<C> {
             key: key.to_string(),
             channel: format!("redisson_lock__channel:{{{key}}}"),
             owner: format!("00000000-0000-4000-8000-000000000000:{task}"),
-            request: AtomicU64::new(0),
         })
     }
 
@@ -77,15 +72,10 @@ impl<C: FloorConn> RawHash<C> {
     }
 
     async fn run_pair(&self) {
-        let request = self.request.fetch_add(1, Ordering::Relaxed);
         let quorum = self.conns.len() / 2 + 1;
         let acquired = first_answers(&self.conns, quorum, |conn| self.acquire_on(conn)).await;
         assert!(acquired.iter().all(|got| got == &[-3]), "acquired");
-        // The latch carries the key as its hash tag, so that on a cluster it shares the
-        // lock's slot.
-        let latch = format!("redisson_unlock_latch:{{{}}}:{request:032x}", self.key);
-        let latch = &latch;
-        let freed = first_answers(&self.conns, quorum, |conn| self.unlock_on(conn, latch)).await;
+        let freed = first_answers(&self.conns, quorum, |conn| self.unlock_on(conn)).await;
         assert!(freed.iter().all(|got| got == &[1]), "freed");
     }
 
@@ -99,20 +89,18 @@ impl<C: FloorConn> RawHash<C> {
             .unwrap()
     }
 
-    /// `lua/unlock.lua` with one release: the lock and its latch; the
-    /// message, the latch lifetime and the publish command; the channel, no lease to
-    /// re-apply, the owner, and not a retry.
-    async fn unlock_on(&self, mut conn: C, latch: &str) -> Vec<i64> {
+    /// `lua/unlock.lua` with one release: the lock; the message and the publish command;
+    /// the channel, the lease (re-applied only while holds remain), the owner, not a retry, and one hold expected.
+    async fn unlock_on(&self, mut conn: C) -> Vec<i64> {
         self.unlock
             .key(&self.key)
-            .key(latch)
             .arg("0")
-            .arg(5_000)
             .arg("publish")
             .arg(&self.channel)
             .arg(30_000)
             .arg(&self.owner)
             .arg("0")
+            .arg("1")
             .invoke_async(&mut conn)
             .await
             .unwrap()
