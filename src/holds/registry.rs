@@ -313,6 +313,11 @@ impl Holds {
         }
     }
 
+    /// How many releases of `id` are on their way (see [`Holds::release_started`]).
+    pub(crate) fn releases_on_their_way(&self, id: &HoldId) -> usize {
+        self.releasing.get(id).map_or(0, |count| *count)
+    }
+
     /// The counts of releases (`release`) or of acquires on their way.
     fn on_its_way(&self, release: bool) -> &ById<usize> {
         if release {

@@ -34,16 +34,14 @@
 //! release finding the field gone reports the loss even if such a resend had freed the
 //! lock.
 //!
-//! One case is weaker than a latch: two releases of one owner's guards on one lock on
-//! their way at once (guards of one task released from two tasks) while a third guard
-//! stays. Each release counts the guards still held when it is made, so one made while the
-//! other has not yet run in Redis expects one hold too few. If its first try runs and
-//! loses its reply, and its retry runs before the other release, the retry releases a
-//! second hold, and the other release then takes the staying guard's count (freeing the
-//! lock under it if that was its last; its next renewal reports it lost). Adding the
-//! owner's releases still on their way, which the hold registry counts, to `expected`
-//! would close it: a retry would then err towards writing nothing, leaving a count the
-//! owner's last release takes back (see `locks::guard`).
+//! Two releases of one owner's guards on one lock can be on their way at once (guards of
+//! one task released from two tasks). Counting only the guards that stay, the one made
+//! second would expect one hold too few: if its first try ran and lost its reply, and its
+//! retry ran before the other release, the retry would release a second hold, and the
+//! other release would then take a staying guard's count. So `expected` counts the
+//! owner's releases on their way (this one among them, as the hold registry counts them)
+//! besides the guards that stay: a retry then errs towards writing nothing, which leaves
+//! at worst a count that the owner's last release takes back (see `locks::guard`).
 //!
 //! Force unlocks take no count: they delete whatever is there, and are idempotent as they
 //! are.
@@ -112,23 +110,26 @@ impl Release {
     ///
     /// Made once the released guard has let go of its hold (or, for an undone acquire,
     /// with no guard for it): the owner's guards that stay on the lock, if any, are its
-    /// live hold's, and Redis should count one more than them.
+    /// live hold's, and Redis should count them and every release of the owner on its way
+    /// (at least this one).
     pub(crate) fn new(
         core: Arc<Core>,
         names: Arc<LockNames>,
         owner: Arc<str>,
         lease_ms: u64,
     ) -> Self {
-        let staying = core
-            .holds
-            .live(&core.holds.id(&names.key, &owner))
-            .map_or(0, |hold| hold.guard_count());
+        let id = core.holds.id(&names.key, &owner);
+        let staying = core.holds.live(&id).map_or(0, |hold| hold.guard_count());
+        let releasing = core.holds.releases_on_their_way(&id).max(1);
+        let expected = u32::try_from(releasing)
+            .unwrap_or(u32::MAX)
+            .saturating_add(staying);
         Release {
             core,
             names,
             owner,
             lease_ms,
-            expected: staying.saturating_add(1),
+            expected,
             pinned: None,
         }
     }

@@ -160,3 +160,32 @@ async fn a_retried_release_of_a_lost_lock_of_every_kind_reports_the_loss() {
     })
     .await;
 }
+
+/// Two guards of one owner released at once while Redis is frozen, a third staying: each
+/// release's retry must count the other release as on its way, so that together they take
+/// two holds at most, never the staying guard's.
+#[tokio::test]
+async fn two_retried_releases_of_one_owner_leave_the_staying_guard_its_hold() {
+    let server = RedisServer::start();
+    let client = impatient(&server).await;
+    let lock = client.lock("l");
+    let staying = lock.lock().await.unwrap();
+    let first = lock.lock().await.unwrap();
+    let second = lock.lock().await.unwrap();
+    let owner = staying.owner().to_string();
+
+    let both = async move {
+        let (a, b) = tokio::join!(tokio::spawn(first.unlock()), tokio::spawn(second.unlock()));
+        a.unwrap().and(b.unwrap())
+    };
+    let released = retried(&server, both).await;
+    assert!(released.is_ok(), "{released:?}");
+    assert_eq!(
+        counts(&server, "l").await,
+        HashMap::from([(owner, 1)]),
+        "two holds released, and only two"
+    );
+    assert!(!staying.is_lost());
+    staying.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
