@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -198,21 +199,19 @@ fn release(state: GuardState) -> impl Future<Output = Result<()>> + Send + 'stat
         ticket,
         ..
     } = state;
-    let sending = core.handed_out.take(ticket).then(|| {
-        // Whether it was lost is decided before the release retires the hold. A shutdown
-        // that marked the hold after this guard took its ticket leaves this guard's count to
-        // this release.
-        let lost = hold
-            .lost_reason()
-            .filter(|reason| *reason != LostReason::ShutDown);
-        release_one(core, names, hold, lost)
-    });
-    async move {
-        match sending {
-            Some(sending) => sending.await,
-            None => Err(Error::ShutDown),
-        }
+    if !core.handed_out.take(ticket) {
+        return Either::Right(std::future::ready(Err(Error::ShutDown)));
     }
+    // Whether it was lost is decided before the release retires the hold. A shutdown that
+    // marked the hold after this guard took its ticket leaves this guard's count to this
+    // release.
+    let lost = hold
+        .lost_reason()
+        .filter(|reason| *reason != LostReason::ShutDown);
+    // `Either`, not an `async` block awaiting an `Option` of the release: that block would
+    // hold the release twice, as its capture and as its awaited future, and be copied at
+    // that size into the guard's `FinishOnDrop` on every unlock.
+    Either::Left(release_one(core, names, hold, lost))
 }
 
 /// Releases one guard's hold, found `lost` or not (sent if not): for the guard's own
@@ -234,12 +233,12 @@ pub(crate) fn release_one(
     async move {
         // What the release came to, also as a metric label: `freed`, `still_held`, `lost`
         // or `failed`.
-        let (outcome, result) = async {
+        // A labelled block, not an inner `async` block: awaited, that would be built apart
+        // and copied whole into this future on every release.
+        let (outcome, result) = 'released: {
             if let Some(reason) = lost {
-                return (
-                    "lost",
-                    Err(lost_error(hold.key.to_string(), reason, hold.valid_until())),
-                );
+                let error = lost_error(hold.key.to_string(), reason, hold.valid_until());
+                break 'released ("lost", Err(error));
             }
             let started = Instant::now();
             let applied = hold.lease_at(started);
@@ -249,9 +248,9 @@ pub(crate) fn release_one(
                 Err(e) if e.is_not_a_lock() => {
                     // Someone wrote other data over the lock: it is gone.
                     hold.release_found_lost(LostReason::Released);
-                    return ("lost", Err(e));
+                    break 'released ("lost", Err(e));
                 }
-                Err(e) => return ("failed", Err(e)),
+                Err(e) => break 'released ("failed", Err(e)),
             };
             match released {
                 Released::Freed if !last => {
@@ -287,8 +286,7 @@ pub(crate) fn release_one(
                     ("lost", Err(error))
                 }
             }
-        }
-        .await;
+        };
         drop((releasing, tracked));
         names.metrics.released(outcome);
         result
