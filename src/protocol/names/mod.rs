@@ -159,17 +159,7 @@ impl LockNames {
 
 /// `<prefix>:<request id in 32 hex digits>`.
 fn request_latch(prefix: &str, request_id: u128) -> Arc<str> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    // What `{:032x}` writes, without the formatter's padding one character at a time: this
-    // runs on every unlock.
-    let mut digits = [0; 32];
-    let mut rest = request_id;
-    for digit in digits.iter_mut().rev() {
-        *digit = HEX[(rest & 0xf) as usize];
-        rest >>= 4;
-    }
-    let digits = std::str::from_utf8(&digits).expect("hex digits are ASCII");
-    [prefix, ":", digits].concat().into()
+    format!("{prefix}:{request_id:032x}").into()
 }
 
 /// The synchronizers, as the protocol sees them: which names and scripts a call uses.
