@@ -113,7 +113,8 @@ impl ClientBuilder {
         response_timeout(timeout: Duration) => response_timeout = timeout;
 
         /// How many times a command that failed to reach Redis is tried in all before the error
-        /// is returned; unlocks are retried idempotently (Redisson's unlock latch).
+        /// is returned; unlocks are retried safely (a retry knows its earlier try by the
+        /// owner's hold count).
         ///
         /// Default: 3. From 1 to 100.
         retry_attempts(attempts: u32) => retry_attempts = attempts;

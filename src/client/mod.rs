@@ -291,10 +291,11 @@ impl Client {
     ///   resolves [`LostReason::ShutDown`](crate::LostReason::ShutDown), and their
     ///   `unlock()`/`release()` returns [`Error::ShutDown`](crate::Error::ShutDown) and sends
     ///   nothing.
-    /// - Releases running in the background (from dropped guards) finish, and unlock
-    ///   latches are deleted; then the watchdog and the other background tasks stop and the
-    ///   connections close. Every later call on the client, its handles and guards returns
-    ///   [`Error::ShutDown`](crate::Error::ShutDown).
+    /// - Releases running in the background (from dropped guards) finish, and the request
+    ///   latches of a Redis Cluster client's semaphore and latch count changes are deleted
+    ///   (lock releases write none); then the watchdog and the other background tasks stop
+    ///   and the connections close. Every later call on the client, its handles and guards
+    ///   returns [`Error::ShutDown`](crate::Error::ShutDown).
     ///
     /// Returns what was released and what could not be (those expire with their leases).
     /// A second call, or one on a clone, waits for the first to end and returns an empty

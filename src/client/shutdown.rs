@@ -13,8 +13,9 @@
 //!    [`LostReason::ShutDown`](crate::LostReason::ShutDown), and what it holds is released
 //!    through its kind's own script, so that waiters are told at once (fair queues move
 //!    on, read and write holds go each by their own rules, permits come back);
-//! 3. releases already running in the background finish, and the unlock latches waiting
-//!    for their batch are deleted;
+//! 3. releases already running in the background finish, and the request latches waiting
+//!    for their batch are deleted (a Redis Cluster client's semaphore and latch count
+//!    changes leave them; lock releases write none);
 //! 4. the watchdog, the fair-queue heartbeat, the lease check and the unlock listener stop,
 //!    and the connections close.
 
@@ -122,7 +123,8 @@ async fn run(core: Arc<Core>, timeout: Duration) -> ShutdownReport {
         tracing::debug!(client = %core.id, "calls still on their way; releasing what is held");
     }
     let report = release_all(core, deadline, timeout).await;
-    // Releases that guards dropped meanwhile started in the background, then the latches.
+    // Releases that guards dropped meanwhile started in the background, then the
+    // synchronizers' request latches.
     let _ = tokio::time::timeout_at(deadline, async {
         lifecycle.work_done().await;
         core.latches.flush().await;

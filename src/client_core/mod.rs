@@ -70,8 +70,9 @@ pub(crate) struct Core {
 
 impl Drop for Core {
     /// The client's last handle is gone: no guard, lock handle or background release is
-    /// left (each holds the core), so what remains is the unlock latches waiting for their
-    /// batch, sent now while the connections are still here.
+    /// left (each holds the core), so what remains is the request latches waiting for their
+    /// batch (a cluster client's synchronizer count changes'; lock releases write none),
+    /// sent now while the connections are still here.
     fn drop(&mut self) {
         self.latches.send_pending();
     }

@@ -67,8 +67,10 @@ pub enum Derived {
     /// `redisson_lock_token:{<key>}`: a fenced lock's token counter, a string with no
     /// expiry.
     FencingToken,
-    /// `redisson_unlock_latch:{<key>}`: the prefix of an unlock request's latch key, which
-    /// adds `:<request id>` (32 hex digits).
+    /// `redisson_unlock_latch:{<key>}`: the prefix of a request's latch key, which adds
+    /// `:<request id>` (32 hex digits): Redisson's unlocks write one, and so do a Redis
+    /// Cluster client's semaphore and latch count changes here; this crate's lock releases
+    /// write none.
     UnlockLatch,
     /// `redisson_lock__channel:{<key>}`: where a lock's unlocks are announced; a fair
     /// lock's waiter has its own, see [`fair_waiter_channel`].

@@ -15,10 +15,13 @@
 //! |---|---|---|
 //! | lock | hash at `<key_prefix><name>` | field `<client-uuid>:<task-id>` → reentry count; the lease is the key's PEXPIRE |
 //! | unlock channel | `redisson_lock__channel:{<key>}` | payload `0` on the final release (wakes one waiter); a key that already contains `{` is used as is: `redisson_lock__channel:<key>` |
-//! | unlock latch | `redisson_unlock_latch:{<key>}:<request-id>` | one per unlock request, `SET … PX`, so that a retried unlock answers as the first try did; deleted after the reply (batched, within ~20 ms) |
 //!
-//! A Redis Cluster client's semaphore and latch count changes write request latches under
-//! the same prefix (see [`sync`](crate::sync#retries)).
+//! Redisson's unlocks also write a latch per request,
+//! `redisson_unlock_latch:{<key>}:<request-id>`, for a retried unlock to read its first
+//! try's answer. This crate's releases write none: each says how many holds its owner should
+//! count before it, and a retry that finds fewer knows its earlier try ran (see
+//! `locks::release`). A Redis Cluster client's semaphore and latch count changes do write
+//! request latches under that prefix (see [`sync`](crate::sync#retries)).
 //!
 //! A [`FairLock`](crate::FairLock) adds, as Redisson's `RFairLock`:
 //!
@@ -70,10 +73,11 @@
 //!   `PEXPIRE lease`, answer -3 ("acquired"); else answer the key's PTTL. Redisson's script,
 //!   run over every key of the call and answering an array (Redisson answers nil for
 //!   "acquired", which a Lua array cannot hold).
-//! - `unlock.lua`: on a retry, the latch's answer if the first try left one; owner's field
-//!   missing → -1; count above 1 → `HINCRBY -1`, `PEXPIRE`, 0; else `PUBLISH 0`, `DEL`, 1. The
-//!   same effects as Redisson's script, with one `HGET` where Redisson runs `HEXISTS` and
-//!   `HINCRBY`, and a latch per request.
+//! - `unlock.lua`: owner's field missing → -1 (on a retry of a last release, -2: an earlier
+//!   try may have freed it); on a retry, a count below `expected` → 0 with nothing written
+//!   (its earlier try ran); count above 1 → `HINCRBY -1`, `PEXPIRE`, 0; else `PUBLISH 0`,
+//!   `DEL`, 1. The same effects as Redisson's script, with one `HGET` where Redisson runs
+//!   `HEXISTS` and `HINCRBY`, and no latch key.
 //! - `acquire.lua` and `unlock.lua` take any number of locks: concurrent acquires (and
 //!   releases) of plain locks by the tasks of one client go out as one call when they
 //!   coincide (up to 8 calls of a kind in flight; those that arrive meanwhile go out together).

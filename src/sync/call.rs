@@ -18,17 +18,19 @@
 //! it went out may have run, and run again it would count twice. Redisson sends these
 //! once (`evalWriteNoRetryAsync`), and so does a client of one server here. A failover
 //! breaks connections by design, though, so a cluster client sends each count change with
-//! a **request latch** ([`CountChange`]), as an unlock carries its unlock latch: a key in
-//! the count's slot, written by the same script run as the change with the change's
+//! a **request latch** ([`CountChange`]), as Redisson's unlocks carry an unlock latch: a key
+//! in the count's slot, written by the same script run as the change with the change's
 //! answer, for as long as the request may be retried ([`latch_ttl`]). A retry whose first
 //! try ran finds it and answers as that try did; one whose first try did not run (or ran
 //! on a master that died before its replica had it: then the latch is gone with the
 //! change) makes the change. A request is sent again only while its latch certainly
 //! outlives the try. Asking Redis what happened instead cannot work for a plain count: it
-//! has no owner, and nothing in it tells one client's change from another's.
+//! has no owner, and nothing in it tells one client's change from another's (a lock
+//! release can, and writes no latch: its retry reads its owner's count, see
+//! [`crate::locks::release`]).
 //!
-//! The latch adds one short-lived key beside Redisson's layout, in the namespace of the
-//! lock's unlock latches (`redisson_unlock_latch:{<key>}:<request id>`), which Redisson
+//! The latch adds one short-lived key beside Redisson's layout, in the namespace of
+//! Redisson's unlock latches (`redisson_unlock_latch:{<key>}:<request id>`), which Redisson
 //! reads only under its own request ids; it is deleted once the answer is in (batched,
 //! see [`crate::services::latches`]) and expires by itself otherwise.
 

@@ -62,15 +62,16 @@ impl TopologyWait {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Retry {
     /// Any failure to reach Redis: the call is harmless to run twice (a read, an unlock
-    /// that checks its latch, setting a count that is not there, releasing a permit by its
-    /// unique id).
+    /// whose retry knows its earlier try by the owner's count, setting a count that is not
+    /// there, releasing a permit by its unique id).
     Always,
     /// Only a failure after which the call certainly did not run (a refused connection, a
     /// cluster's redirection): a count change (`DECR`, `INCRBY`) that ran twice would count
     /// twice, as in Redisson, which sends these once (`evalWriteNoRetryAsync`).
     IfUnsent,
-    /// A count change with a request latch: any failure until this instant, after which
-    /// the latch may be gone, and the call is sent again as [`Retry::IfUnsent`] is.
+    /// A cluster client's count change, with its request latch: any failure until this
+    /// instant, after which the latch may be gone, and the call is sent again as
+    /// [`Retry::IfUnsent`] is.
     Latched(Instant),
 }
 
@@ -114,9 +115,10 @@ impl Road {
         self
     }
 
-    /// Through a cluster's topology change, with patience counted from now: for a request
-    /// whose latch must outlive every try (see [`crate::locks::release`]), so that its tries
-    /// end within a known time of its first.
+    /// Through a cluster's topology change, with patience counted from now, so that the
+    /// request's tries end within a known time of its first: a lock's release (see
+    /// [`crate::locks::release`]), and a synchronizer's count change, whose request latch
+    /// must outlive every try (see `sync::call`).
     pub(crate) fn through_topology_changes(mut self, connections: &Connections) -> Self {
         self.topology.since = Some(Instant::now());
         self.topology.cluster = connections.is_cluster();

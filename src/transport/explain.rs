@@ -36,18 +36,16 @@ impl Check {
 }
 
 /// Every permission an operation on the lock `names` may need beyond its commands (which
-/// are checked once, at connect): its keys and its channel.
+/// are checked once, at connect): its keys and its channel. No unlock latch: a release
+/// writes none (see `locks::release`), so a user without `~redisson_unlock_latch:*` must
+/// not be told that rule is what it lacks.
 pub(crate) fn lock_checks(names: &LockNames) -> Vec<Check> {
     let key = &*names.key;
-    let latch = names.unlock_latch(0);
-    let mut checks = vec![
-        Check::key(
-            &["hincrby", key, "f", "1"],
-            key,
-            "a `~` pattern that matches your lock names",
-        ),
-        Check::key(&["set", &latch, "1"], &latch, "`~redisson_unlock_latch:*`"),
-    ];
+    let mut checks = vec![Check::key(
+        &["hincrby", key, "f", "1"],
+        key,
+        "a `~` pattern that matches your lock names",
+    )];
     for (kept, name) in names.kind.kept.iter().zip(&*names.kept) {
         let key = (kept.checked_as)(name);
         let command: Vec<&str> = kept
@@ -252,6 +250,60 @@ async fn diagnose(connections: &Connections, checks: Vec<Check>) -> String {
         Err(e) => {
             tracing::debug!(error = %e, "cannot check which permission is missing");
             UNKNOWN.to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::channels::ChannelKind;
+    use crate::protocol::kinds::ALL;
+    use crate::protocol::names::SyncKind;
+
+    const LATCH_RULE: &str = "redisson_unlock_latch";
+
+    /// A lock user missing the latch pattern and another one must be told the other one:
+    /// releases write no latch, so naming it would send them after the wrong rule.
+    #[test]
+    fn no_lock_check_names_the_latch_rule() {
+        for kind in ALL {
+            for names in [
+                LockNames::new(kind, "", "app:x"),
+                LockNames::new(kind, "", "app:x").on_cluster(ChannelKind::Sharded),
+            ] {
+                for check in lock_checks(&names) {
+                    assert!(
+                        !check.missing.contains(LATCH_RULE)
+                            && !check.command.iter().any(|w| w.contains(LATCH_RULE)),
+                        "{}: {}",
+                        kind.label,
+                        check.missing
+                    );
+                }
+            }
+        }
+    }
+
+    /// A cluster client's count changes write request latches, so their explanations keep
+    /// the rule; a standalone client's write none.
+    #[test]
+    fn only_a_cluster_clients_synchronizers_check_the_latch_rule() {
+        let kinds = [
+            SyncKind::Semaphore,
+            SyncKind::ExpirableSemaphore,
+            SyncKind::Latch,
+        ];
+        for kind in kinds {
+            let names_latch = |names: &SyncNames| {
+                sync_checks(names)
+                    .iter()
+                    .any(|check| check.missing.contains("`~redisson_unlock_latch:*`"))
+            };
+            let standalone = SyncNames::new(kind, "", "app:s");
+            assert!(!names_latch(&standalone), "{kind:?}");
+            let cluster = SyncNames::new(kind, "", "app:s").on_cluster(ChannelKind::Sharded);
+            assert!(names_latch(&cluster), "{kind:?}");
         }
     }
 }

@@ -17,15 +17,17 @@
 //!   error, when it may already have run. This crate retries, after its backoff and within
 //!   `retry_attempts`, only what is idempotent or certainly did not run: `MOVED`, `ASK`,
 //!   `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`, `READONLY` (redis-rs re-reads the
-//!   slot map on the redirection, so the retry goes to the new owner). Every unlock checks
-//!   its latch, the first try too. An acquire that may have run is undone as on one Redis.
+//!   slot map on the redirection, so the retry goes to the new owner). Every unlock try is
+//!   sent as a retry, the first too: it releases only if the owner's count shows no earlier
+//!   try ran (see `locks::release`). A semaphore or latch count change carries a request
+//!   latch (see [`sync`](crate::sync#retries)). An acquire that may have run is undone as on
+//!   one Redis.
 //! - **Failovers and migrations cost time, not errors.** Those refusals do not count
 //!   against `retry_attempts`: a lock call waits them out for up to 30 s, within the wait a
 //!   `try_lock_for` was given (a wait that runs out meanwhile returns `Ok(None)`, as for a
 //!   lock held all along; a `try_lock`, given no wait, returns the refusal), and an unlock
-//!   for up to 30 s too (its latch lives that much longer), so `lock()` and `unlock()` go
-//!   through a slot migration or a failover (about two `cluster-node-timeout`s after a
-//!   master died) without an error.
+//!   for up to 30 s from its start, so `lock()` and `unlock()` go through a slot migration
+//!   or a failover (about two `cluster-node-timeout`s after a master died) without an error.
 //! - **Locks lost to a failover are reported within about a second.** A replica promoted
 //!   before it got a lock does not have it, and another client can take it there. While a
 //!   client holds locks it reads the cluster's epoch (`CLUSTER INFO`, any node) every
@@ -249,9 +251,9 @@
 //!   passes, so a rule added on the server takes effect at once.
 //! - A missing **key** pattern: Redis refuses the script before it runs, so nothing is
 //!   written. The error names the key and the rule (``access to key
-//!   `redisson_unlock_latch:{app:7}:…` (`~redisson_unlock_latch:*`)``); a missing latch
-//!   pattern fails the unlock and leaves the lock held until its lease runs out. Other tasks'
-//!   calls sent in the same batch are not affected.
+//!   `redisson_lock_queue:{app:7}` (`~redisson_lock_queue:*`)``); an unlock refused so leaves
+//!   the lock held until its lease runs out. Other tasks' calls sent in the same batch are
+//!   not affected.
 //! - A missing **channel** pattern: a waiter's `lock()` or `try_lock_for()` fails at once with
 //!   `PermissionDenied` naming the channel (no silent wait, and the pub/sub connection is kept,
 //!   not reopened). An unlock that may not publish its message fails with `PermissionDenied`

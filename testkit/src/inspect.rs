@@ -42,8 +42,10 @@ pub async fn keys_matching(conn: &mut redis::aio::MultiplexedConnection, pattern
     keys.len()
 }
 
-/// Every key but the unlock latches, sorted: what the locks left. (Each unlock writes a
-/// latch that is deleted in the background, in batches, or expires by itself.)
+/// Every key but the request latches (`redisson_unlock_latch:*`), sorted: what the calls
+/// left. (Lock releases write none; a Redis Cluster client's semaphore and count-down latch
+/// count changes write one each, deleted in the background, in batches, or expiring by
+/// itself.)
 pub async fn keys_but_latches(conn: &redis::aio::MultiplexedConnection) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
