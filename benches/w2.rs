@@ -97,7 +97,7 @@ impl Before {
 
 /// W2 for one contender: [`TASKS`] tasks, `task(i)` making the pairs of task `i`, each
 /// looping for `run`. The keyspace is emptied first, so that keys an earlier contender left
-/// to expire (unlock latches) are not expired on this one's server CPU time.
+/// to expire are not expired on this one's server CPU time.
 async fn w2(
     name: &'static str,
     server: &RedisServer,

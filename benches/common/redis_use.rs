@@ -85,8 +85,8 @@ impl Meter {
         Reading { cpu_s, calls }
     }
 
-    /// Empties the keyspace between turns: keys one contender leaves to expire (the raw
-    /// floor's unlock latches) must not expire on the next one's turn.
+    /// Empties the keyspace between turns: keys one contender leaves to expire (Redisson's
+    /// unlock latches) must not expire on the next one's turn.
     pub fn flush(&mut self) {
         redis::cmd("FLUSHALL")
             .query::<()>(&mut self.conn)

@@ -81,8 +81,9 @@
 //! - **Unlock never harms another owner.** The unlock script checks the owner's field;
 //!   [`LockGuard::unlock`](crate::LockGuard::unlock) on a lost guard returns
 //!   [`Error::LockLost`](crate::Error::LockLost) (with the reason and how long ago the lease
-//!   ran out) and sends nothing. Unlocks are retried after connection errors with Redisson's
-//!   unlock latch, so a retry never releases a second hold.
+//!   ran out) and sends nothing. Unlocks are retried after connection errors, and a retry
+//!   never releases a second hold: it knows its earlier try by the owner's count (see
+//!   `locks::release`).
 //! - **Waiting is bounded.** Each wait lasts at most the holder's remaining TTL and the
 //!   caller's remaining wait, so a missed unlock message costs at most the TTL; after a
 //!   pub/sub reconnection every waiter re-checks at once. A call with a wait budget

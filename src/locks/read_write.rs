@@ -63,7 +63,6 @@
 //! | lock | hash at `<key_prefix><name>` | field `mode` = `read` or `write`; the writer's field `<client-uuid>:<task-id>:write` → count; each reader's field `<client-uuid>:<task-id>` → count |
 //! | read hold `n` of a reader | string at `{<key>}:<client-uuid>:<task-id>:rwlock_timeout:<n>` | with the lease of that hold as its PEXPIRE; the hash's TTL is the longest of them (and the writer's lease) |
 //! | unlock channel | `redisson_rwlock:{<key>}` | `0` when a read unlock frees the lock (wakes one waiter, a writer); `1` on a write unlock (wakes every waiter) |
-//! | unlock latch | `redisson_unlock_latch:{<key>}:<request-id>` | as for every lock |
 //!
 //! A key that already contains `{` is used as is in the derived names, so every key and
 //! channel of one lock shares its hash slot. The scripts (`read_*.lua`, `write_*.lua`,

@@ -35,8 +35,6 @@ pub(crate) struct LockNames {
     pub(crate) channel: Arc<str>,
     /// The keys the kind keeps beside the hash, in the order of its `kept` rules.
     pub(crate) kept: Box<[Arc<str>]>,
-    /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per unlock request.
-    latch_prefix: String,
     /// How unlock messages on `channel` travel: the publish command the scripts get.
     channel_kind: ChannelKind,
     /// On a cluster: a derived name outside the key's slot (see
@@ -69,7 +67,6 @@ impl LockNames {
                 .iter()
                 .map(|kept| (kept.name)(&key).into())
                 .collect(),
-            latch_prefix: Derived::UnlockLatch.of(&key),
             key: key.into(),
             channel_kind: ChannelKind::Classic,
             split: None,
@@ -102,19 +99,18 @@ impl LockNames {
     }
 
     /// On a Redis Cluster every key of one script call must be in one hash slot: the first
-    /// derived name (channel, latch, the kind's kept keys) that is not in the lock key's
+    /// derived name (channel, the kind's kept keys) that is not in the lock key's
     /// slot, with the slot it is in. Only names with braces can split: a `{` but no valid
     /// hash tag (such as `a{b` or `{}x`), or a `}` with no `{` before it; Redisson derives
     /// the same names (redisson#5853).
     /// Computed for cluster clients only: a standalone client never needs a slot.
     fn split_name(&self) -> Option<SplitName> {
-        // A latch is the prefix and `:<id>`: with no valid tag in the prefix, its slot
-        // depends on the id, so a sample stands for all.
-        let latch = self.unlock_latch(0).to_string();
         let kept = self.kind.kept.iter().zip(&*self.kept);
         let kept = kept.map(|(rule, name)| (rule.checked_as)(name));
-        let names = [self.channel.to_string(), self.latch_prefix.clone(), latch];
-        first_split(&self.key, names.into_iter().chain(kept))
+        first_split(
+            &self.key,
+            std::iter::once(self.channel.to_string()).chain(kept),
+        )
     }
 
     /// The key that remembers the highest fencing token a fenced write to `key` accepted,
@@ -148,12 +144,6 @@ impl LockNames {
     pub(crate) fn read_timeouts(&self, owner: &str) -> Option<Arc<str>> {
         (self.kind.side == Some(Side::Read))
             .then(|| layout::read_timeout_prefix(&self.key, owner).into())
-    }
-
-    /// The latch key of one unlock request, `<prefix>:<request id in 32 hex digits>`;
-    /// retries of the request reuse it.
-    pub(crate) fn unlock_latch(&self, request_id: u128) -> Arc<str> {
-        request_latch(&self.latch_prefix, request_id)
     }
 }
 

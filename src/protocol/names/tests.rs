@@ -18,15 +18,6 @@ fn names_follow_redisson() {
     let names = LockNames::new(&REENTRANT, "", "order:1001");
     assert_eq!(&*names.key, "order:1001");
     assert_eq!(&*names.channel, "redisson_lock__channel:{order:1001}");
-    assert_eq!(
-        &*names.unlock_latch(0xab12),
-        "redisson_unlock_latch:{order:1001}:0000000000000000000000000000ab12"
-    );
-    let id = u128::MAX / 7;
-    assert_eq!(
-        &*names.unlock_latch(id),
-        format!("redisson_unlock_latch:{{order:1001}}:{id:032x}")
-    );
 }
 
 #[test]
@@ -63,10 +54,6 @@ fn read_write_names_follow_redisson() {
     assert_eq!(write.read_timeouts("u:7"), None);
     assert_eq!(write.kind.side, Some(Side::Write));
     assert_eq!(&*write.kept[0], "app:{doc}:7");
-    assert_eq!(
-        &*write.unlock_latch(1),
-        "redisson_unlock_latch:app:{doc}:7:00000000000000000000000000000001"
-    );
 }
 
 #[test]

@@ -63,8 +63,8 @@ impl Scene {
         AnyLock::new(self.kind, &clients, "warm-up")
             .take_and_release("warming up")
             .await;
-        // The warm-up's unlock latch stays until 512 have gathered, an unlock a second later,
-        // or the client's end: no UNLINK goes out on a timer while a test has Redis paused.
+        // The warm-up leaves no unlock latch: no background UNLINK goes out while a test
+        // has Redis paused.
         clients
     }
 
