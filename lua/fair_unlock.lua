@@ -18,14 +18,34 @@ local done = redis.call('get', KEYS[4])
 if done ~= false then
     return tonumber(done)
 end
-local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
+local owner = ARGV[5]
+local holders, misshapen = fair_holders(KEYS[1])
 if misshapen then
     return misshapen
 end
-local owner = ARGV[5]
-local now = server_now()
-purge(KEYS[2], KEYS[3], now)
-if redis.call('hexists', KEYS[1], owner) == 0 then
+-- The common case: the caller holds the lock alone (see fair_holders) and nobody waits
+-- (see queue_head): the deadlines key is never touched, and nobody is told.
+local alone = #holders == 1 and holders[1] == owner
+local queued = true
+if alone then
+    local head
+    head, misshapen = queue_head(KEYS[2])
+    queued = head ~= false
+    if queued and not misshapen then
+        misshapen = deadlines_shape_error(KEYS[3])
+    end
+else
+    misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
+end
+if misshapen then
+    return misshapen
+end
+local now
+if queued then
+    now = server_now()
+    purge(KEYS[2], KEYS[3], now)
+end
+if not alone and redis.call('hexists', KEYS[1], owner) == 0 then
     -- Lost already; if the lock is free, make sure the queue does not stall on it.
     if redis.call('exists', KEYS[1]) == 0 then
         notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now)
@@ -34,7 +54,9 @@ if redis.call('hexists', KEYS[1], owner) == 0 then
     return nil
 end
 local remaining = redis.call('hincrby', KEYS[1], owner, -1)
-forget_empty_queue(KEYS[2], KEYS[3])
+if queued then
+    forget_empty_queue(KEYS[2], KEYS[3])
+end
 if remaining > 0 then
     if tonumber(ARGV[4]) > 0 then
         redis.call('pexpire', KEYS[1], ARGV[4])
@@ -45,7 +67,7 @@ end
 -- The head is told before the delete (one script: nobody sees them apart), so that a
 -- refused PUBLISH fails the release with the lock still held, not freed in silence.
 local freed = 1
-if notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now) then
+if queued and notify_head(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now) then
     freed = 2
 end
 redis.call('del', KEYS[1])
