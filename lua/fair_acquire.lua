@@ -18,21 +18,47 @@
 -- trying again, in ms: the holder's PTTL (-1 when it has no expiry), or, when the lock is
 -- free but another waiter heads the queue, the time until that waiter's deadline, or
 -- until its grace ends if nobody hears it (see notify_head).
-local misshapen = fair_shape_error(KEYS[1], KEYS[2], KEYS[3])
+local owner = ARGV[5]
+local holders, misshapen = fair_holders(KEYS[1])
 if misshapen then
     return misshapen
 end
-local owner = ARGV[5]
-local now = server_now()
-purge(KEYS[2], KEYS[3], now)
-if redis.call('hexists', KEYS[1], owner) == 1 then
+local free = #holders == 0
+local reentry = #holders == 1 and holders[1] == owner
+if not (free or reentry) then
+    if not lock_shaped(KEYS[1]) then
+        return not_a_lock(KEYS[1])
+    end
+    reentry = redis.call('hexists', KEYS[1], owner) == 1
+end
+local head
+head, misshapen = queue_head(KEYS[2])
+if misshapen then
+    return misshapen
+end
+-- Checked on every call, queue or not: a call that would take a free lock refuses one
+-- whose deadlines key holds other data rather than leave it beside a lock.
+misshapen = deadlines_shape_error(KEYS[3])
+if misshapen then
+    return misshapen
+end
+-- Whether anyone was queued: otherwise nothing to purge, tell or forget (see queue_head).
+local queued = head ~= false
+local now
+if queued then
+    now = server_now()
+    if purge(KEYS[2], KEYS[3], now) > 0 then
+        head = redis.call('lindex', KEYS[2], 0)
+    end
+end
+if reentry then
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
-    forget_empty_queue(KEYS[2], KEYS[3])
+    if queued then
+        forget_empty_queue(KEYS[2], KEYS[3])
+    end
     return -6
 end
-local free = redis.call('exists', KEYS[1]) == 0
-local head = redis.call('lindex', KEYS[2], 0)
 local unheard_head = false
 if free and head ~= false and head ~= owner then
     -- A hand-over is under way, or its message was lost, or the head is gone: make sure
@@ -47,16 +73,22 @@ if free and (head == false or head == owner) then
     end
     redis.call('hset', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[4])
-    forget_empty_queue(KEYS[2], KEYS[3])
+    if queued then
+        forget_empty_queue(KEYS[2], KEYS[3])
+    end
     return -3
 end
 if ARGV[7] == 'queue' then
+    now = now or server_now()
     -- ZADD refreshes the deadline of a waiter already queued, and reports a new one.
     if redis.call('zadd', KEYS[3], place_deadline(KEYS[2], owner, now, ARGV[6], ARGV[8]), owner) == 1 then
         redis.call('rpush', KEYS[2], owner)
     end
+    queued = true
 end
-forget_empty_queue(KEYS[2], KEYS[3])
+if queued then
+    forget_empty_queue(KEYS[2], KEYS[3])
+end
 if free then
     local deadline = redis.call('zscore', KEYS[3], head)
     if deadline == false then

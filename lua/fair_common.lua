@@ -89,12 +89,14 @@ end
 -- Drops waiters whose deadline passed (they stopped refreshing it: their process died or
 -- froze), wherever they stand in the queue, a bounded number per call, each with its
 -- unheard record if it has one (records whose own score passed go the same way).
+-- Returns how many members it dropped.
 local function purge(queue, timeouts, now)
     local stale = redis.call('zrangebyscore', timeouts, '-inf', now, 'LIMIT', 0, 100)
     for _, waiter in ipairs(stale) do
         redis.call('lrem', queue, 0, waiter)
         redis.call('zrem', timeouts, waiter, unheard_record(waiter))
     end
+    return #stale
 end
 
 -- Deletes the deadlines set once the queue is empty (Redis deletes an empty list): every
@@ -158,6 +160,15 @@ local function notify_head(queue, timeouts, channel, message, publish, now)
     return false
 end
 
+-- A NOTALOCK error when the deadlines key holds something else than a zset, or nil.
+local function deadlines_shape_error(timeouts)
+    local kind = type_of(timeouts)
+    if kind ~= 'none' and kind ~= 'zset' then
+        return not_a_lock(timeouts)
+    end
+    return nil
+end
+
 -- A NOTALOCK error for the first of a fair lock's keys that holds something a fair lock
 -- does not keep there, or nil when they all fit: checked before anything is written.
 local function fair_shape_error(lock, queue, timeouts)
@@ -165,12 +176,43 @@ local function fair_shape_error(lock, queue, timeouts)
     if kind ~= 'none' and (kind ~= 'hash' or not lock_shaped(lock)) then
         return not_a_lock(lock)
     end
-    if not (type_of(queue) == 'none' or type_of(queue) == 'list') then
+    kind = type_of(queue)
+    if kind ~= 'none' and kind ~= 'list' then
         return not_a_lock(queue)
     end
-    if not (type_of(timeouts) == 'none' or type_of(timeouts) == 'zset') then
-        return not_a_lock(timeouts)
-    end
-    return nil
+    return deadlines_shape_error(timeouts)
 end
 
+-- `command` on `key` (then `...`), as a first read of the key that stands for its type
+-- check: a key of another type than the command reads answers nil and the NOTALOCK error
+-- instead of failing the script. Only before anything is written, as the checks above.
+local function read_or_misshapen(command, key, ...)
+    local reply = redis.pcall(command, key, ...)
+    if type(reply) == 'table' and reply.err then
+        if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
+            return nil, not_a_lock(key)
+        end
+        -- Any other refusal (an ACL rule) fails the script as redis.call fails it: a
+        -- read, so asking again changes nothing.
+        return redis.call(command, key, ...)
+    end
+    return reply
+end
+
+-- The fields of the fair lock hash at `lock` when it has at most one (the holder's), or
+-- two of them picked at random; an empty table when the lock is free, and nil and the
+-- NOTALOCK error when the key is no hash. A hash whose only field is the caller's owner
+-- field is a lock's (no read-write lock's `mode`, an owner field): this one read is its
+-- shape check. Anything else needs lock_shaped.
+local function fair_holders(lock)
+    return read_or_misshapen('hrandfield', lock, 2)
+end
+
+-- The head of the waiting queue (false when it is empty: Redis deletes an empty list), or
+-- nil and the NOTALOCK error when the key is no list. Every fair script ends with
+-- forget_empty_queue, and Redisson's keep the deadlines in step with the queue, so an
+-- empty queue has no deadlines set either: a call that finds it so and queues nobody has
+-- no stale waiter to purge, nobody to tell, and nothing to forget.
+local function queue_head(queue)
+    return read_or_misshapen('lindex', queue, 0)
+end

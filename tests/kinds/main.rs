@@ -7,6 +7,7 @@
 mod count_down_latch;
 mod expirable_semaphore;
 mod fair_dead_waiters;
+mod fair_foreign_deadlines;
 mod fair_heartbeat;
 mod fair_leaving_the_queue;
 mod fair_no_leftovers;
