@@ -24,12 +24,7 @@ pub(crate) async fn fenced_set(core: &Core, key: &str, token: u64, value: &[u8])
     if connections.is_cluster() {
         let (slot, fence_slot) = (key_slot(key.as_bytes()), key_slot(fence.as_bytes()));
         if slot != fence_slot {
-            return Err(Error::CrossSlotName {
-                name: key.to_string(),
-                slot,
-                other: fence,
-                other_slot: fence_slot,
-            });
+            return Err(Error::cross_slot(key, slot, fence, fence_slot));
         }
     }
     let written = connections

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client_core::Core;
-use crate::error::{Error, LostReason, Result};
+use crate::error::{LostReason, Result};
 use crate::locks::distributed::DistributedLock;
 use crate::locks::guard::LockGuard;
 use crate::locks::kind::{LockKind, Reentrant};
@@ -274,12 +274,7 @@ impl<K: LockKind> Lock<K> {
         match &self.names {
             Some(names) => match names.split() {
                 None => Ok(names),
-                Some(split) => Err(Error::CrossSlotName {
-                    name: names.key.to_string(),
-                    slot: split.key_slot,
-                    other: split.name.clone(),
-                    other_slot: split.slot,
-                }),
+                Some(split) => Err(split.error(&names.key)),
             },
             None => Err(validate::lock_name(&self.name)
                 .expect_err("only a rejected name leaves the names unset")),
