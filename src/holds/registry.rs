@@ -105,6 +105,13 @@ impl Drop for OnItsWay {
     }
 }
 
+impl HoldId {
+    /// The owner field whose hold this is.
+    pub(crate) fn owner(&self) -> &Arc<str> {
+        &self.owner
+    }
+}
+
 impl Holds {
     /// The registry key of `owner`'s hold on `key`.
     pub(crate) fn id(&self, key: &Arc<str>, owner: &Arc<str>) -> HoldId {

@@ -266,9 +266,8 @@ impl Sent {
                 if may_have_run(&e) && !core.holds.is_held(&self.id) {
                     // No other hold of this owner to keep: take the count back, and leave
                     // the TTL alone should another call of the owner hold it meanwhile.
-                    let undo =
-                        Release::new(core.clone(), self.names.clone(), self.owner.clone(), 0)
-                            .pinned_to(self.pinned);
+                    let undo = Release::new(core.clone(), self.names.clone(), &self.id, 0)
+                        .pinned_to(self.pinned);
                     // Awaited, so that it reaches Redis before any retry of the acquire;
                     // finished in the background if the caller leaves meanwhile.
                     FinishOnDrop::new(undo.run_once(), |()| {})
@@ -306,7 +305,6 @@ impl Sent {
         let Sent {
             core,
             names,
-            owner,
             id,
             applied: abandoned,
             started,
@@ -325,7 +323,7 @@ impl Sent {
         async move {
             let _releasing = releasing;
             let key = names.key.clone();
-            let release = Release::new(core, names, owner, lease_ms).pinned_to(pinned);
+            let release = Release::new(core, names, &id, lease_ms).pinned_to(pinned);
             match release.run().await {
                 Ok(Released::StillHeld) => {
                     if let (Some(hold), Some(applied), true) = (live, restore, counts) {

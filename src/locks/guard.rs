@@ -242,7 +242,7 @@ pub(crate) fn release_one(
             }
             let started = Instant::now();
             let applied = hold.lease_at(started);
-            let request = Release::new(core.clone(), names.clone(), hold.owner.clone(), applied.ms);
+            let request = Release::new(core.clone(), names.clone(), &hold.id(), applied.ms);
             let released = match request.run().await {
                 Ok(released) => released,
                 Err(e) if e.is_not_a_lock() => {
@@ -308,7 +308,7 @@ async fn release_leftovers(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc
         if core.holds.is_busy(&id) {
             return;
         }
-        let release = Release::new(core.clone(), names.clone(), owner.clone(), 0);
+        let release = Release::new(core.clone(), names.clone(), &id, 0);
         match release.run().await {
             Ok(Released::StillHeld) => {}
             Ok(_) => return,

@@ -57,6 +57,7 @@ use std::time::Duration;
 use crate::client_core::Core;
 use crate::config::settings::Settings;
 use crate::error::{channel_missing, Error, Result};
+use crate::holds::HoldId;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
@@ -112,15 +113,10 @@ impl Release {
     /// with no guard for it): the owner's guards that stay on the lock, if any, are its
     /// live hold's, and Redis should count them and every release of the owner on its way
     /// (at least this one).
-    pub(crate) fn new(
-        core: Arc<Core>,
-        names: Arc<LockNames>,
-        owner: Arc<str>,
-        lease_ms: u64,
-    ) -> Self {
-        let id = core.holds.id(&names.key, &owner);
-        let staying = core.holds.live(&id).map_or(0, |hold| hold.guard_count());
-        let releasing = core.holds.releases_on_their_way(&id).max(1);
+    pub(crate) fn new(core: Arc<Core>, names: Arc<LockNames>, id: &HoldId, lease_ms: u64) -> Self {
+        let owner = id.owner().clone();
+        let staying = core.holds.live(id).map_or(0, |hold| hold.guard_count());
+        let releasing = core.holds.releases_on_their_way(id).max(1);
         let expected = u32::try_from(releasing)
             .unwrap_or(u32::MAX)
             .saturating_add(staying);
