@@ -275,11 +275,7 @@ pub(crate) fn release_one(
                     ("still_held", Ok(()))
                 }
                 Released::NotHeld => {
-                    let reason = if Instant::now() >= hold.valid_until() {
-                        LostReason::Expired
-                    } else {
-                        LostReason::Released
-                    };
+                    let reason = hold.gone_reason();
                     hold.release_found_lost(reason);
                     let reason = hold.lost_reason().unwrap_or(reason);
                     let error = lost_error(hold.key.to_string(), reason, hold.valid_until());

@@ -18,7 +18,8 @@ use crate::protocol::kinds::{self, Kind};
 
 /// The kind of a [`Lock`]: [`Reentrant`], [`Fair`], [`Fenced`], or a read-write lock's
 /// [`Read`] or [`Write`]. Sealed: the kinds are this crate's, each with its own scripts.
-pub trait LockKind: sealed::Sealed + Send + Sync + 'static {}
+/// `Clone`, so that the handles of every kind derive theirs.
+pub trait LockKind: sealed::Sealed + Clone + Send + Sync + 'static {}
 
 pub(crate) mod sealed {
     /// What the engine needs of a kind; public in name only, so that no other crate can
