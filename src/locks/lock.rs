@@ -141,10 +141,10 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub fn with_class(mut self, class: &str) -> Self {
         let metrics = self.core.classes.of(K::KIND.label, &self.name, Some(class));
-        self.names = self.names.map(|names| {
-            let names = LockNames::clone(&names).with_metrics(metrics);
-            Arc::new(names)
-        });
+        let names = self
+            .names
+            .map(|names| LockNames::clone(&names).with_metrics(metrics));
+        self.names = names.map(Arc::new);
         self.class = Some(class.into());
         self
     }
