@@ -12,8 +12,7 @@ use crate::client_core::handed_out::Outstanding;
 use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
-use crate::locks::release::Release;
-use crate::locks::release::Released;
+use crate::locks::release::{Release, Released};
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
 
