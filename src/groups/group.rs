@@ -125,9 +125,8 @@ impl MultiLock {
 /// The kinds of lock a group can be made of: [`Reentrant`] and [`Fenced`](crate::Fenced),
 /// whose waiters all hear one unlock channel (a fair lock's waiters wait on channels of
 /// their own, in a queue a group never joins). Sealed: no other crate can make a
-/// [`LockKind`], nor implement this trait for this crate's kinds. `Clone` lets a group
-/// derive its own.
-pub trait GroupKind: LockKind + Clone {}
+/// [`LockKind`], nor implement this trait for this crate's kinds.
+pub trait GroupKind: LockKind {}
 
 impl GroupKind for Reentrant {}
 impl GroupKind for Fenced {}

@@ -209,15 +209,14 @@ impl GroupState {
         let expired_at = self.valid_until();
         let holds = self.take_holds();
         let mut pending: FuturesUnordered<_> = holds.into_iter().map(LockGuard::unlock).collect();
-        let mut outcomes = Vec::with_capacity(pending.len());
-        let mut confirmed = 0;
+        let (mut confirmed, mut errors) = (0, Vec::new());
         let released = |confirmed| !was_lost && confirmed >= self.quorum;
         while !released(confirmed) {
-            let Some(outcome) = pending.next().await else {
-                break;
-            };
-            confirmed += usize::from(outcome.is_ok());
-            outcomes.push(outcome);
+            match pending.next().await {
+                Some(Ok(())) => confirmed += 1,
+                Some(Err(e)) => errors.push(e),
+                None => break,
+            }
         }
         if released(confirmed) {
             // The quorum confirmed: another owner can gather its own on those nodes. The
@@ -230,29 +229,21 @@ impl GroupState {
                     warn_unconfirmed(&name, e);
                 }
             }));
-            for e in outcomes.iter().filter_map(|outcome| outcome.as_ref().err()) {
+            for e in &errors {
                 warn_unconfirmed(&self.name, e);
             }
             return Ok(());
         }
         // Every hold's client shut down, which released them: say so.
-        if !outcomes.is_empty()
-            && outcomes
-                .iter()
-                .all(|outcome| outcome.as_ref().is_err_and(Error::is_shut_down))
-        {
+        if confirmed == 0 && !errors.is_empty() && errors.iter().all(Error::is_shut_down) {
             return Err(Error::ShutDown);
         }
-        let reasons: Vec<LostReason> = outcomes
-            .iter()
-            .filter_map(|outcome| outcome.as_ref().err())
-            .filter_map(Error::lost_reason)
-            .collect();
+        let reasons: Vec<LostReason> = errors.iter().filter_map(Error::lost_reason).collect();
         if was_lost || !reasons.is_empty() {
             let reason = self.reason(&reasons);
             return Err(lost_error(self.name.clone(), reason, expired_at));
         }
-        let failed = outcomes.into_iter().find_map(|outcome| outcome.err());
+        let failed = errors.into_iter().next();
         Err(failed.expect("fewer confirmations than holds means a failure"))
     }
 

@@ -291,15 +291,19 @@ impl Hold {
     /// [`LostReason::Released`] (someone removed it, or Redis forgot it). Nothing to report
     /// for a hold already released.
     pub(crate) fn found_gone(&self) {
-        if self.is_released() {
-            return;
+        if !self.is_released() {
+            self.mark_lost(self.gone_reason());
         }
-        let reason = if Instant::now() >= self.valid_until() {
+    }
+
+    /// Why the hold is lost when Redis no longer has its owner's field: see
+    /// [`found_gone`](Hold::found_gone).
+    pub(crate) fn gone_reason(&self) -> LostReason {
+        if Instant::now() >= self.valid_until() {
             LostReason::Expired
         } else {
             LostReason::Released
-        };
-        self.mark_lost(reason);
+        }
     }
 
     /// Why the hold was marked lost, if it was (the deadline unchecked).

@@ -46,9 +46,7 @@ impl Hasher for CarriedHash {
 
     fn write(&mut self, bytes: &[u8]) {
         // Only `write_u64` is ever called; fold anything else in all the same.
-        for byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
-        }
+        self.0 = (bytes.iter()).fold(self.0, |hash, b| hash.rotate_left(8) ^ u64::from(*b));
     }
 
     fn write_u64(&mut self, hash: u64) {
@@ -159,9 +157,7 @@ impl Holds {
 
     /// Whether the owner of `id` has a live (not lost) hold on its key.
     pub(crate) fn is_held(&self, id: &HoldId) -> bool {
-        self.map
-            .get(id)
-            .is_some_and(|hold| hold.lost_reason().is_none())
+        (self.map.get(id)).is_some_and(|hold| hold.lost_reason().is_none())
     }
 
     /// Records one more guard after a successful acquire sent at `started`: joins the
@@ -376,9 +372,12 @@ impl Holds {
 mod tests {
     use super::*;
 
+    const WATCHDOG: Lease = Lease::Watchdog(30_000);
+    const FIXED: Lease = Lease::Fixed(30_000);
+
     #[tokio::test]
     async fn lost_resolves_when_marked_and_keeps_the_first_reason() {
-        let hold = add(&Holds::default(), "k", Lease::Watchdog(30_000));
+        let hold = add(&Holds::default(), "k", WATCHDOG);
         let waiting = tokio::spawn({
             let hold = hold.clone();
             async move { hold.lost().await }
@@ -400,21 +399,16 @@ mod tests {
     }
 
     fn add(holds: &Holds, key: &str, lease: Lease) -> Arc<Hold> {
+        let (now, id) = (Instant::now(), holds.id(&key.into(), &"o".into()));
+        let (applied, metrics) = (
+            Applied::within(lease.millis(), None, now),
+            Default::default(),
+        );
         let terms = Terms {
             lease,
             max_until: None,
         };
-        let now = Instant::now();
-        let id = holds.id(&key.into(), &"o".into());
-        holds.add(
-            &id,
-            Renewal::Key,
-            terms,
-            now,
-            Applied::within(lease.millis(), None, now),
-            None,
-            &LockMetrics::default(),
-        )
+        holds.add(&id, Renewal::Key, terms, now, applied, None, &metrics)
     }
 
     fn due_keys(holds: &Holds) -> Vec<String> {
@@ -425,18 +419,18 @@ mod tests {
     #[tokio::test]
     async fn the_watchdog_list_reuses_freed_places_and_empties() {
         let holds = Holds::default();
-        let a = add(&holds, "a", Lease::Watchdog(30_000));
-        let b = add(&holds, "b", Lease::Watchdog(30_000));
-        let _fixed = add(&holds, "fixed", Lease::Fixed(30_000));
-        let c = add(&holds, "c", Lease::Watchdog(30_000));
+        let a = add(&holds, "a", WATCHDOG);
+        let b = add(&holds, "b", WATCHDOG);
+        let _fixed = add(&holds, "fixed", FIXED);
+        let c = add(&holds, "c", WATCHDOG);
         assert_eq!(due_keys(&holds), ["a", "b", "c"]);
         assert!(holds.release(&b));
         assert_eq!(due_keys(&holds), ["a", "c"]);
-        let d = add(&holds, "d", Lease::Watchdog(30_000));
+        let d = add(&holds, "d", WATCHDOG);
         assert_eq!(holds.watch.slot_count(), 3, "d takes b's place");
         assert_eq!(due_keys(&holds), ["a", "d", "c"]);
         // A re-entry with the watchdog lists a fixed-lease hold.
-        let fixed = add(&holds, "fixed", Lease::Watchdog(30_000));
+        let fixed = add(&holds, "fixed", WATCHDOG);
         assert_eq!(due_keys(&holds), ["a", "d", "c", "fixed"]);
         for hold in [&a, &c, &d, &fixed] {
             holds.release(hold);
@@ -444,18 +438,14 @@ mod tests {
         assert!(holds.watch.len() > 0, "the first guard on 'fixed' is live");
         assert!(holds.release(&fixed));
         assert!(holds.watch.len() == 0);
-        assert_eq!(
-            holds.watch.slot_count(),
-            0,
-            "the memory of the list is given back"
-        );
+        let slots = holds.watch.slot_count();
+        assert_eq!(slots, 0, "the memory of the list is given back");
     }
 
     #[tokio::test]
     async fn a_hold_found_lost_leaves_the_list_and_the_registry() {
         let holds = Holds::default();
-        let kept = add(&holds, "kept", Lease::Watchdog(30_000));
-        let lost = add(&holds, "lost", Lease::Watchdog(30_000));
+        let [kept, lost] = ["kept", "lost"].map(|key| add(&holds, key, WATCHDOG));
         lost.mark_lost(LostReason::Released);
         assert_eq!(due_keys(&holds), ["kept"]);
         assert_eq!(holds.len(), 1);
@@ -473,7 +463,7 @@ mod tests {
             LostReason::MaxHoldReached,
             LostReason::ShutDown,
         ] {
-            let hold = add(&Holds::default(), "k", Lease::Fixed(30_000));
+            let hold = add(&Holds::default(), "k", FIXED);
             assert_eq!(hold.lost_reason(), None);
             assert!(hold.mark_lost(reason));
             assert_eq!(hold.lost_reason(), Some(reason));

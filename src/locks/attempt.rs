@@ -101,7 +101,6 @@ pub(crate) async fn attempt(
     let sent = Sent {
         core: core.clone(),
         names: names.clone(),
-        owner: owner.clone(),
         id,
         prior,
         // An undo must follow the call on the pooled connection: on the shared one it
@@ -166,7 +165,7 @@ pub(crate) async fn attempt(
 struct Sent {
     core: Arc<Core>,
     names: Arc<LockNames>,
-    owner: Arc<str>,
+    /// Of the lock and the owner the acquire was for.
     id: HoldId,
     /// The owner's live hold when the call was sent, if any.
     prior: Option<Arc<Hold>>,
@@ -194,8 +193,8 @@ impl Sent {
         };
         if may_be_queued {
             // After the attempt, so that the place it took is the one left.
-            let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
-            crate::locks::fair::leave_in_background(core, names, owner);
+            let owner = self.id.owner().clone();
+            crate::locks::fair::leave_in_background(self.core.clone(), self.names.clone(), owner);
         }
         if took_lock {
             // In the background: nobody waits for this call any more.
@@ -226,7 +225,7 @@ impl Sent {
                 let renewal = match self.names.kind.side {
                     None => Renewal::Key,
                     Some(_) => Renewal::ReadWrite {
-                        read_timeouts: self.names.read_timeouts(&self.owner),
+                        read_timeouts: self.names.read_timeouts(self.id.owner()),
                     },
                 };
                 let replaces = self.prior.as_ref().filter(|_| new_hold);
@@ -246,7 +245,7 @@ impl Sent {
                 if !hold.is_watchdog() || core.connections.is_cluster() {
                     core.lease_check.ensure_running();
                 }
-                tracing::debug!(lock = %self.names.key, owner = %self.owner, "acquired");
+                tracing::debug!(lock = %self.names.key, owner = %self.id.owner(), "acquired");
                 Ok(Tried::Acquired(LockGuard::new(
                     core, self.names, hold, token,
                 )))

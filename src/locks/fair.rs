@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use crate::client_core::Core;
+use crate::error::Error;
 use crate::protocol::kinds::fair;
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
@@ -63,13 +64,11 @@ impl QueuePlace {
         }
         let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
         let leaving = async move {
-            let once = match core.connections.shared().await {
-                Ok(shared) => fair::leave_queue(shared.conn, &names, &owner)
-                    .await
-                    .map_err(Into::into),
-                Err(e) => Err(e),
+            let once = async {
+                let shared = core.connections.shared().await?;
+                Ok::<_, Error>(fair::leave_queue(shared.conn, &names, &owner).await?)
             };
-            if let Err(e) = once {
+            if let Err(e) = once.await {
                 tracing::debug!(lock = %names.key, error = %e, "leaving the queue; retrying");
                 leave_in_background(core, names, owner);
             }

@@ -12,8 +12,7 @@ use crate::client_core::handed_out::Outstanding;
 use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
-use crate::locks::release::Release;
-use crate::locks::release::Released;
+use crate::locks::release::{Release, Released};
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
 
@@ -275,11 +274,7 @@ pub(crate) fn release_one(
                     ("still_held", Ok(()))
                 }
                 Released::NotHeld => {
-                    let reason = if Instant::now() >= hold.valid_until() {
-                        LostReason::Expired
-                    } else {
-                        LostReason::Released
-                    };
+                    let reason = hold.gone_reason();
                     hold.release_found_lost(reason);
                     let reason = hold.lost_reason().unwrap_or(reason);
                     let error = lost_error(hold.key.to_string(), reason, hold.valid_until());

@@ -78,6 +78,7 @@ pub enum ForceUnlockOutcome {
 /// Every kind has the same methods and the same [`LockGuard`]; they differ in who gets the
 /// lock when it frees. To write code for any kind, take a `Lock<K>` with `K: LockKind`, or
 /// any [`DistributedLock`](crate::DistributedLock).
+#[derive(Clone)]
 pub struct Lock<K: LockKind = Reentrant> {
     pub(super) core: Arc<Core>,
     pub(super) name: Arc<str>,
@@ -90,20 +91,6 @@ pub struct Lock<K: LockKind = Reentrant> {
     /// The class its metrics were given by [`Lock::with_class`].
     pub(super) class: Option<Arc<str>>,
     kind: PhantomData<fn() -> K>,
-}
-
-impl<K: LockKind> Clone for Lock<K> {
-    fn clone(&self) -> Self {
-        Lock {
-            core: self.core.clone(),
-            name: self.name.clone(),
-            names: self.names.clone(),
-            max_hold: self.max_hold,
-            identity: self.identity,
-            class: self.class.clone(),
-            kind: PhantomData,
-        }
-    }
 }
 
 impl<K: LockKind> std::fmt::Debug for Lock<K> {
@@ -154,10 +141,10 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub fn with_class(mut self, class: &str) -> Self {
         let metrics = self.core.classes.of(K::KIND.label, &self.name, Some(class));
-        self.names = self.names.map(|names| {
-            let names = LockNames::clone(&names).with_metrics(metrics);
-            Arc::new(names)
-        });
+        let names = self
+            .names
+            .map(|names| LockNames::clone(&names).with_metrics(metrics));
+        self.names = names.map(Arc::new);
         self.class = Some(class.into());
         self
     }
@@ -455,9 +442,9 @@ impl<K: LockKind> Lock<K> {
             deleted,
             ForceUnlocked::Deleted | ForceUnlocked::DeletedHeadUnheard
         ) {
-            hit.iter().for_each(|hold| {
+            for hold in hit {
                 hold.mark_lost(LostReason::Released);
-            });
+            }
         }
         Ok(deleted)
     }

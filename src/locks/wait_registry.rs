@@ -36,8 +36,6 @@ pub(crate) struct Registration {
     /// The waiting task's owner field, without a write lock's suffix: what the holders of
     /// other locks show, so that a walk can go from a holder to what it waits for.
     owner: Arc<str>,
-    waiters: String,
-    record: String,
     /// Set once the call waits.
     started: Option<Instant>,
     next_refresh: Instant,
@@ -61,8 +59,6 @@ impl Registration {
                 core: core.clone(),
                 lock_key: lock_key.clone(),
                 owner: owner.clone(),
-                waiters: Derived::Waiters.of(lock_key),
-                record: waiting_record(owner),
                 started: None,
                 next_refresh: Instant::now(),
                 warned: false,
@@ -116,24 +112,14 @@ impl Registration {
     async fn refresh(&mut self) {
         let ttl = self.core.settings.watchdog_timeout;
         self.written = true;
-        let written = match self.core.connections.shared().await {
-            Ok(shared) => {
-                let name = &self.core.settings.client_name;
-                waits::join(
-                    &shared.conn,
-                    &self.waiters,
-                    &self.record,
-                    &self.owner,
-                    &self.lock_key,
-                    name,
-                    ttl,
-                )
-                .await
-                .map_err(Error::from)
-            }
-            Err(e) => Err(e),
+        let (waiters, record) = self.keys();
+        let (owner, lock, name) = (&self.owner, &self.lock_key, &self.core.settings.client_name);
+        let written = async {
+            let shared = self.core.connections.shared().await?;
+            let joined = waits::join(&shared.conn, &waiters, &record, owner, lock, name, ttl);
+            Ok::<_, Error>(joined.await?)
         };
-        match written {
+        match written.await {
             Ok(()) => {}
             // A setting the operator must fix, said once per process rather than at every
             // refresh of every wait.
@@ -152,13 +138,21 @@ impl Registration {
         self.next_refresh = Instant::now() + ttl / 3;
     }
 
+    /// The registry's set of the lock's waiters, and the waiting task's record.
+    fn keys(&self) -> (String, String) {
+        (
+            Derived::Waiters.of(&self.lock_key),
+            waiting_record(&self.owner),
+        )
+    }
+
     /// Logs the long wait, with the lock's holders and the cycle of waits through them.
     async fn warn(&self, waited: Duration) {
-        let walked = match self.core.connections.shared().await {
-            Ok(shared) => walk(&shared.conn, &self.owner, &self.lock_key).await,
-            Err(e) => Err(e),
+        let walked = async {
+            let shared = self.core.connections.shared().await?;
+            walk(&shared.conn, &self.owner, &self.lock_key).await
         };
-        match walked {
+        match walked.await {
             Ok(Walk { holders, cycle }) => tracing::warn!(
                 lock = %self.lock_key,
                 waited_ms = waited.as_millis() as u64,
@@ -185,19 +179,15 @@ impl Drop for Registration {
         // the same owner starts with a try and a subscription, so this leave reaches
         // Redis before that wait's entry does.
         let core = self.core.clone();
-        let (waiters, record) = (
-            std::mem::take(&mut self.waiters),
-            std::mem::take(&mut self.record),
-        );
+        let (waiters, record) = self.keys();
         let (owner, lock_key) = (self.owner.clone(), self.lock_key.clone());
         self.core.spawn(async move {
-            let left = match core.connections.shared().await {
-                Ok(shared) => waits::leave(&shared.conn, &waiters, &record, &owner, &lock_key)
-                    .await
-                    .map_err(Error::from),
-                Err(e) => Err(e),
+            let left = async {
+                let shared = core.connections.shared().await?;
+                let leave = waits::leave(&shared.conn, &waiters, &record, &owner, &lock_key);
+                Ok::<_, Error>(leave.await?)
             };
-            if let Err(e) = left {
+            if let Err(e) = left.await {
                 tracing::debug!(lock = %lock_key, error = %e, "wait registry: entry left to expire");
             }
         });

@@ -68,7 +68,7 @@ impl Heartbeat {
             interval: waiter_timeout / 4,
             batch_size: settings.watchdog_batch_size,
         };
-        Periodic::new(refreshes, runtime.clone())
+        Periodic::new(refreshes, waiter_timeout / 4, None, runtime)
     }
 
     /// How far ahead of the server's clock a waiter's deadline is set.
@@ -109,22 +109,12 @@ impl Heartbeat {
 }
 
 impl Rounds for Refreshes {
-    fn first_pause(&self) -> Duration {
-        self.interval
-    }
-
     fn has_work(&self) -> bool {
         !self.places.is_empty()
     }
 
+    /// Refreshes every place, a batch per call.
     async fn round(&self, _woken: bool) -> Duration {
-        self.refresh_all().await;
-        self.interval
-    }
-}
-
-impl Refreshes {
-    async fn refresh_all(&self) {
         let places: Vec<(Arc<LockNames>, Arc<str>)> = self
             .places
             .iter()
@@ -134,7 +124,7 @@ impl Refreshes {
             Ok(shared) => shared,
             Err(e) => {
                 self.connections.unreachable("fair-queue heartbeat", &e);
-                return;
+                return self.interval;
             }
         };
         // On a cluster, one call per hash slot: a script call may name one slot's keys only.
@@ -167,5 +157,6 @@ impl Refreshes {
                 }
             }
         }
+        self.interval
     }
 }

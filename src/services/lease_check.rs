@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
-
 use crate::config::settings::Settings;
 use crate::holds::Holds;
 use crate::protocol::scripts;
@@ -42,7 +40,6 @@ pub(crate) type LeaseCheck = Periodic<Checks>;
 pub(crate) struct Checks {
     holds: Arc<Holds>,
     connections: Arc<Connections>,
-    reconnected: Arc<Notify>,
     batch_size: usize,
     /// Set for a cluster client: the task then also watches the cluster's epoch.
     epoch: Option<EpochWatch>,
@@ -63,13 +60,16 @@ impl LeaseCheck {
     ) -> Self {
         let checks = Checks {
             holds: holds.clone(),
-            reconnected: connections.reconnects().listen(),
             epoch: connections.is_cluster().then(EpochWatch::default),
             unfinished: AtomicBool::new(false),
             connections: connections.clone(),
             batch_size: settings.watchdog_batch_size,
         };
-        Periodic::new(checks, runtime.clone())
+        // The first read of the epoch is the baseline: at once, so that a failover right
+        // after the first lock was taken is not taken for the baseline.
+        let first_pause = checks.epoch.as_ref().map_or(IDLE, |_| Duration::ZERO);
+        let reconnected = connections.reconnects().listen();
+        Periodic::new(checks, first_pause, Some(reconnected), runtime)
     }
 }
 
@@ -81,12 +81,6 @@ impl Checks {
 }
 
 impl Rounds for Checks {
-    fn first_pause(&self) -> Duration {
-        // The first read of the epoch is the baseline: at once, so that a failover right
-        // after the first lock was taken is not taken for the baseline.
-        self.epoch.as_ref().map_or(IDLE, |_| Duration::ZERO)
-    }
-
     fn has_work(&self) -> bool {
         if self.epoch.is_some() {
             // A watchdog hold lost to a failover is reported sooner when the epoch is read.
@@ -116,10 +110,6 @@ impl Rounds for Checks {
             self.unfinished.store(true, Ordering::Relaxed);
             RETRY_AFTER_FAILURE
         }
-    }
-
-    fn cut_short(&self) -> Option<&Notify> {
-        Some(&self.reconnected)
     }
 }
 

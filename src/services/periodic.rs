@@ -1,31 +1,24 @@
 //! A background task that works in rounds while there is work, and ends when there is none:
-//! the watchdog renewing held locks, the heartbeat refreshing queued waiters.
+//! the watchdog renewing held locks, the heartbeat refreshing queued waiters, the lease
+//! check.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::util::poison;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// The work of one periodic task.
 pub(crate) trait Rounds: Send + Sync + 'static {
-    /// The pause before the first round.
-    fn first_pause(&self) -> Duration;
-
     /// Whether anything is left to do. Checked under the task's lock, so that work added
     /// just as the task finds none either is seen or starts a new task.
     fn has_work(&self) -> bool;
 
     /// Runs one round; returns the time from its start to the next round's. `woken`: the
-    /// pause before it was cut short by [`cut_short`](Rounds::cut_short)'s event.
+    /// pause before it was cut short by the task's event (see [`Periodic::new`]).
     fn round(&self, woken: bool) -> impl Future<Output = Duration> + Send + '_;
-
-    /// What cuts a pause short, if anything: an event after which the next round should
-    /// not wait.
-    fn cut_short(&self) -> Option<&tokio::sync::Notify> {
-        None
-    }
 }
 
 /// Runs `R`'s rounds on one runtime, starting on demand.
@@ -35,6 +28,11 @@ pub(crate) struct Periodic<R: Rounds> {
 
 struct Shared<R> {
     rounds: R,
+    /// The pause before the first round.
+    first_pause: Duration,
+    /// What cuts a pause short, if anything: an event after which the next round should
+    /// not wait.
+    cut_short: Option<Arc<Notify>>,
     /// The runtime the client was built on: a lock call from another runtime must not tie
     /// the task to a runtime that may go away first.
     runtime: tokio::runtime::Handle,
@@ -50,11 +48,20 @@ impl<R: Rounds> Drop for Periodic<R> {
 }
 
 impl<R: Rounds> Periodic<R> {
-    pub(crate) fn new(rounds: R, runtime: tokio::runtime::Handle) -> Self {
+    /// `rounds` on `runtime`, the first after `first_pause`; each pause is cut short by
+    /// `cut_short`, if given.
+    pub(crate) fn new(
+        rounds: R,
+        first_pause: Duration,
+        cut_short: Option<Arc<Notify>>,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
         Periodic {
             shared: Arc::new(Shared {
                 rounds,
-                runtime,
+                first_pause,
+                cut_short,
+                runtime: runtime.clone(),
                 task: Mutex::new(None),
             }),
         }
@@ -89,19 +96,17 @@ impl<R: Rounds> Periodic<R> {
 }
 
 async fn run<R: Rounds>(shared: Arc<Shared<R>>) {
-    let mut pause = shared.rounds.first_pause();
+    let mut pause = shared.first_pause;
     loop {
-        let woken = match shared.rounds.cut_short() {
-            Some(event) => {
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => false,
-                    _ = event.notified() => true,
-                }
+        let event = async {
+            match &shared.cut_short {
+                Some(event) => event.notified().await,
+                None => std::future::pending().await,
             }
-            None => {
-                tokio::time::sleep(pause).await;
-                false
-            }
+        };
+        let woken = tokio::select! {
+            () = tokio::time::sleep(pause) => false,
+            () = event => true,
         };
         {
             let mut task = poison::locked(&shared.task);

@@ -48,8 +48,6 @@ pub(crate) type Watchdog = Periodic<Renewals>;
 pub(crate) struct Renewals {
     holds: Arc<Holds>,
     connections: Arc<Connections>,
-    /// Told when the client reconnects (see [`Rounds::cut_short`]).
-    reconnected: Arc<tokio::sync::Notify>,
     lease_ms: u64,
     batch_size: usize,
     /// Set when a renewal counts only once a replica has it.
@@ -59,6 +57,10 @@ pub(crate) struct Renewals {
 impl Watchdog {
     /// The watchdog of the holds in `holds`, renewing on `runtime` (started by
     /// [`ensure_running`](Periodic::ensure_running) once a watchdog hold is added).
+    ///
+    /// A reconnection starts a round at once: if Redis restarted without its data or failed
+    /// over to a replica that lacked a lock, the renewal finds the owner's field gone and the
+    /// holder is told now, not a third of a lease later.
     pub(crate) fn renewing(
         holds: &Arc<Holds>,
         connections: &Arc<Connections>,
@@ -68,13 +70,13 @@ impl Watchdog {
     ) -> Self {
         let renewals = Renewals {
             holds: holds.clone(),
-            reconnected: connections.reconnects().listen(),
             connections: connections.clone(),
             lease_ms: crate::util::time::millis(settings.watchdog_timeout),
             batch_size: settings.watchdog_batch_size,
             replica_sync: replica_sync.clone(),
         };
-        Periodic::new(renewals, runtime.clone())
+        let (interval, reconnected) = (renewals.interval(), connections.reconnects().listen());
+        Periodic::new(renewals, interval, Some(reconnected), runtime)
     }
 
     /// The lease of watchdog locks, in milliseconds.
@@ -90,10 +92,6 @@ impl Renewals {
 }
 
 impl Rounds for Renewals {
-    fn first_pause(&self) -> Duration {
-        self.interval()
-    }
-
     fn has_work(&self) -> bool {
         let busy = self.holds.watch.len() > 0;
         if !busy {
@@ -102,38 +100,24 @@ impl Rounds for Renewals {
         busy
     }
 
+    /// One renewal round over every watchdog hold; sooner again if any batch failed to
+    /// reach Redis (or, with replica sync on, no replica acknowledged the round).
     async fn round(&self, _woken: bool) -> Duration {
-        if renew_all(self).await {
+        let slots = self.holds.watch.slot_count();
+        if slots == 0 {
+            return self.interval();
+        }
+        let span = tracing::debug_span!("renewal_round", locks = self.holds.watch.len());
+        if renew_round(self, slots).instrument(span).await {
             self.interval()
         } else {
             self.interval().min(RETRY_AFTER_FAILURE)
         }
     }
-
-    /// A reconnection starts a round at once: if Redis restarted without its data or failed
-    /// over to a replica that lacked a lock, the renewal finds the owner's field gone and the
-    /// holder is told now, not a third of a lease later.
-    fn cut_short(&self) -> Option<&tokio::sync::Notify> {
-        Some(&self.reconnected)
-    }
 }
 
-/// One renewal round over every watchdog hold. Returns false if any batch failed to reach
-/// Redis (or, with replica sync on, no replica acknowledged the round).
-async fn renew_all(renewals: &Renewals) -> bool {
-    let slots = renewals.holds.watch.slot_count();
-    if slots == 0 {
-        return true;
-    }
-    renew_round(renewals, slots)
-        .instrument(tracing::debug_span!(
-            "renewal_round",
-            locks = renewals.holds.watch.len()
-        ))
-        .await
-}
-
-/// [`renew_all`] over `slots` places of the watch list.
+/// One renewal round over `slots` places of the watch list: true when every batch was
+/// renewed and counted.
 async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     // A pooled connection of its own, so that large batches do not queue in front of lock
     // calls on the shared one; deadpool health-checks it on each checkout.
@@ -143,12 +127,11 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     let pooled = match checkout.await {
         Ok(Ok(conn)) => conn,
         failed => {
-            match failed {
-                Ok(Err(e)) => renewals.connections.unreachable("watchdog", &e),
-                _ => renewals
-                    .connections
-                    .unreachable("watchdog", &"no connection in time"),
-            }
+            let failure: &dyn std::fmt::Display = match &failed {
+                Ok(Err(e)) => e,
+                _ => &"no connection in time",
+            };
+            renewals.connections.unreachable("watchdog", failure);
             // A deadline passing now is a lost connection, not a holder that never asked.
             let (due, _) = renewals.holds.due(0, slots, usize::MAX, Instant::now());
             for hold in due {
@@ -162,20 +145,17 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     // Without replica sync a batch is settled as soon as it is answered, while its holds
     // are still in the cache; with it, only once the round's WAIT has answered.
     let settle_now = renewals.replica_sync.is_none();
-    let renew = |due| renew_batch(conn.clone(), renewals.lease_ms, due, settle_now);
-    let batches: Vec<Batch> = if conn.is_cluster() {
-        stream::iter(per_slot(holds, slots, size))
-            .map(renew)
-            .buffer_unordered(SLOT_CALLS_IN_FLIGHT)
-            .collect()
-            .await
+    let (due, in_flight) = if conn.is_cluster() {
+        let due = stream::iter(per_slot(holds, slots, size));
+        (due.left_stream(), SLOT_CALLS_IN_FLIGHT)
     } else {
-        in_order(holds, slots, size)
-            .map(renew)
-            .buffer_unordered(BATCHES_IN_FLIGHT)
-            .collect()
-            .await
+        (
+            in_order(holds, slots, size).right_stream(),
+            BATCHES_IN_FLIGHT,
+        )
     };
+    let renew = |due| renew_batch(conn.clone(), renewals.lease_ms, due, settle_now);
+    let batches: Vec<Batch> = due.map(renew).buffer_unordered(in_flight).collect().await;
     // One WAIT for the whole round: it covers every write made before it on this
     // connection. A renewal no replica has would be forgotten by a failover, so it must not
     // push the validity forward; a lock found gone is gone either way.
@@ -189,9 +169,9 @@ async fn renew_round(renewals: &Renewals, slots: usize) -> bool {
     let mut all_counted = true;
     for batch in batches {
         match batch {
-            Batch::Failed(e) => failure = Some(e),
-            Batch::Settled => {}
-            Batch::Answered(renewed) => {
+            Err(e) => failure = Some(e),
+            Ok(None) => {}
+            Ok(Some(renewed)) => {
                 // A batch is of one slot on a cluster: its first key tells which.
                 let counts = replicated.counts(|| renewed.slot());
                 all_counted &= counts;
@@ -245,32 +225,24 @@ fn per_slot(holds: &Holds, slots: usize, size: usize) -> Vec<Vec<Arc<Hold>>> {
 /// `due`, split by the script that renews each hold: plain holds, then a read-write
 /// lock's; no empty group.
 fn by_script(due: Vec<Arc<Hold>>) -> Vec<Vec<Arc<Hold>>> {
+    let plain = |hold: &Arc<Hold>| hold.renewal == Renewal::Key;
     // The common case, a client of plain locks only: the batch as it is.
-    if due.iter().all(|hold| hold.renewal == Renewal::Key) {
-        return if due.is_empty() {
-            Vec::new()
-        } else {
-            vec![due]
-        };
-    }
-    let (plain, read_write): (Vec<_>, Vec<_>) = due
-        .into_iter()
-        .partition(|hold| hold.renewal == Renewal::Key);
-    [plain, read_write]
+    let groups = if due.iter().all(plain) {
+        [due, Vec::new()]
+    } else {
+        let (plain, read_write) = due.into_iter().partition(plain);
+        [plain, read_write]
+    };
+    groups
         .into_iter()
         .filter(|group| !group.is_empty())
         .collect()
 }
 
-/// What became of one renewal batch.
-enum Batch {
-    /// It could not reach Redis, or Redis refused it.
-    Failed(redis::RedisError),
-    /// Answered and applied to its holds.
-    Settled,
-    /// Answered; to be applied once the round's WAIT says whether it counts.
-    Answered(Renewed),
-}
+/// What became of one renewal batch: it could not reach Redis, or Redis refused it; or it
+/// was answered and applied to its holds (`None`), or is to be applied once the round's
+/// WAIT says whether it counts.
+type Batch = redis::RedisResult<Option<Renewed>>;
 
 /// What one renewal batch found: for each hold, whether its owner still held it.
 struct Renewed {
@@ -335,7 +307,7 @@ async fn renew_batch(
             Err(e) => {
                 metrics::renewal_failed();
                 tracing::debug!(error = %e, locks = holds.len(), "lock renewal failed");
-                return Batch::Failed(e);
+                return Err(e);
             }
         }
     };
@@ -345,10 +317,10 @@ async fn renew_batch(
         started,
     };
     if !settle_now {
-        return Batch::Answered(renewed);
+        return Ok(Some(renewed));
     }
     renewed.settle(true);
-    Batch::Settled
+    Ok(None)
 }
 
 /// Sends the renewals of `holds`, a batch of one kind (see `by_script`): for each, whether
