@@ -50,7 +50,6 @@
 mod channel;
 mod hub;
 mod node;
-mod subscription;
 mod topology;
 mod watcher;
 
@@ -63,8 +62,7 @@ use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::util::metrics::{self, WakeUp};
 
-pub(crate) use channel::Wake;
-pub(crate) use subscription::{Limit, Subscription};
+pub(crate) use channel::{Limit, Subscription, Wake};
 
 use channel::Subscribed;
 use hub::{Hub, Timing};
