@@ -357,8 +357,7 @@ impl Hub {
         true
     }
 
-    pub(super) fn channel(&self, name: &[u8]) -> Option<Arc<Channel>> {
-        let name = std::str::from_utf8(name).ok()?;
+    pub(super) fn channel(&self, name: &str) -> Option<Arc<Channel>> {
         poison::locked(&self.state)
             .channels
             .get(name)

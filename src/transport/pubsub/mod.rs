@@ -169,7 +169,7 @@ impl UnlockListener {
 
     /// Wakes every local waiter on `channel` to re-check the lock, as a message would.
     pub(crate) fn wake_waiters(&self, channel: &str) {
-        if let Some(channel) = self.hub.channel(channel.as_bytes()) {
+        if let Some(channel) = self.hub.channel(channel) {
             // The fair heartbeat asks: a turn came that the waiter may not have heard.
             metrics::woken(WakeUp::Heartbeat, channel.wake_all() as u64);
         }

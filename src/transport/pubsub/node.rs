@@ -292,30 +292,28 @@ impl Session {
 
     /// Handles what the server pushed.
     async fn on_push(&mut self, hub: &Hub, push: PushInfo) -> Result<(), End> {
-        let channel_name = || match push.data.first() {
-            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok().map(Arc::<str>::from),
+        if push.kind == PushKind::Disconnection {
+            return Err(End::Lost);
+        }
+        let Some(name) = (match push.data.first() {
+            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok(),
             _ => None,
+        }) else {
+            return Ok(());
         };
         match push.kind {
-            PushKind::Disconnection => return Err(End::Lost),
             PushKind::Message | PushKind::SMessage => {
-                let (Some(Value::BulkString(name)), Some(payload)) =
-                    (push.data.first(), push.data.get(1))
-                else {
+                let (Some(channel), Some(payload)) = (hub.channel(name), push.data.get(1)) else {
                     return Ok(());
                 };
-                if let Some(channel) = hub.channel(name) {
-                    let woken = match payload {
-                        Value::BulkString(bytes) => channel.on_message(bytes),
-                        _ => channel.on_message(b""),
-                    };
-                    metrics::woken(WakeUp::Message, woken as u64);
-                }
+                let payload = match payload {
+                    Value::BulkString(bytes) => bytes.as_slice(),
+                    _ => b"",
+                };
+                metrics::woken(WakeUp::Message, channel.on_message(payload) as u64);
             }
             PushKind::Subscribe | PushKind::SSubscribe => {
-                let Some(name) = channel_name() else {
-                    return Ok(());
-                };
+                let name = Arc::<str>::from(name);
                 self.subscribed.insert(name.clone());
                 if !hub.on_assigned(&name, &self.node, |channel| channel.confirm()) {
                     // Its waiters left (or it moved) while the subscribe was under way.
@@ -323,9 +321,7 @@ impl Session {
                 }
             }
             PushKind::Unsubscribe | PushKind::SUnsubscribe => {
-                let Some(name) = channel_name() else {
-                    return Ok(());
-                };
+                let name = Arc::<str>::from(name);
                 self.subscribed.remove(&name);
                 if !self.unsubscribed(&name) {
                     // The server dropped it on its own: the channel's slot left this node
