@@ -141,14 +141,13 @@ impl UnlockListener {
         timeout: Duration,
     ) -> Result<Subscription> {
         let entry = self.hub.register(channel, wake);
-        let entry_generation = entry.generation();
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             hub: self.hub.clone(),
             name: channel.clone(),
+            seen: entry.generation(),
             channel: entry,
             holds_wakeup: false,
-            seen: entry_generation,
         };
         let mut subscribed = subscription.channel.watch();
         let settled = subscribed.wait_for(|s| *s != Subscribed::Pending);
