@@ -59,50 +59,14 @@ pub(crate) struct SharedConn {
 
 /// Where connections come from.
 enum Backend {
-    /// One Redis, or the master the sentinels name: a pool of multiplexed connections.
-    Pooled(Box<Pools>),
+    /// One Redis, or the master the sentinels name (`watch`): the pool of the master of
+    /// generation `pool.0` (0 on one Redis), replaced when they name another.
+    Pooled {
+        watch: Option<MasterWatch>,
+        pool: RwLock<(u64, Pool)>,
+    },
     /// A Redis Cluster: cluster connections, each already multiplexed per node.
     Cluster(Box<redis::cluster::ClusterClient>),
-}
-
-/// The pool of one Redis; on a Sentinel client, of the master the sentinels name, replaced
-/// when they name another.
-struct Pools {
-    /// The master the sentinels name, on a Sentinel client.
-    watch: Option<MasterWatch>,
-    /// The pool of the master of this generation (0 on one Redis).
-    pool: RwLock<(u64, Pool)>,
-}
-
-impl Pools {
-    /// The pool of the current master, and its generation; the pools of later masters are
-    /// built with `settings`.
-    fn pool(&self, settings: &Settings) -> Result<(u64, Pool)> {
-        let Some(watch) = &self.watch else {
-            return Ok(poison::read(&self.pool).clone());
-        };
-        let generation = watch.generation();
-        {
-            let pool = poison::read(&self.pool);
-            if pool.0 == generation {
-                return Ok(pool.clone());
-            }
-        }
-        let master = watch.current();
-        let pool = Connections::pool(settings, &master.client, &master.url)?;
-        let mut current = poison::write(&self.pool);
-        if current.0 < master.generation {
-            *current = (master.generation, pool);
-        }
-        Ok(current.clone())
-    }
-
-    /// A checkout failed: on a Sentinel client, the master may have been failed over.
-    fn suspect(&self) {
-        if let Some(watch) = &self.watch {
-            watch.suspect();
-        }
-    }
 }
 
 /// A failure to open a connection to `url`, naming the address when it is one of reaching
@@ -187,30 +151,34 @@ impl Connections {
         reconnects: Arc<Reconnects>,
     ) -> Result<Self> {
         let closing = CancellationToken::new();
-        let pools = |watch, pool| {
-            Backend::Pooled(Box::new(Pools {
-                watch,
-                pool: RwLock::new(pool),
-            }))
-        };
         let backend = match (&endpoints.cluster, &endpoints.sentinel) {
             (Some(cluster), _) => Backend::Cluster(Box::new(cluster.clone())),
-            (None, None) => pools(
-                None,
-                (0, Self::pool(settings, &endpoints.nodes[0], &settings.url)?),
-            ),
-            (None, Some(sentinel)) => {
-                let watch = MasterWatch::start(
-                    sentinel.clone(),
-                    settings.connect_timeout,
-                    settings.response_timeout,
-                    reconnects.clone(),
-                    closing.clone(),
-                )
-                .await?;
-                let master = watch.current();
-                let pool = Self::pool(settings, &master.client, &master.url)?;
-                pools(Some(watch), (master.generation, pool))
+            (None, sentinel) => {
+                let watch = match sentinel {
+                    Some(sentinel) => Some(
+                        MasterWatch::start(
+                            sentinel.clone(),
+                            settings.connect_timeout,
+                            settings.response_timeout,
+                            reconnects.clone(),
+                            closing.clone(),
+                        )
+                        .await?,
+                    ),
+                    None => None,
+                };
+                let pool = match &watch {
+                    Some(watch) => {
+                        let master = watch.current();
+                        let pool = new_pool(settings, &master.client, &master.url)?;
+                        (master.generation, pool)
+                    }
+                    None => (0, new_pool(settings, &endpoints.nodes[0], &settings.url)?),
+                };
+                Backend::Pooled {
+                    watch,
+                    pool: RwLock::new(pool),
+                }
             }
         };
         let connections = Connections {
@@ -240,30 +208,6 @@ impl Connections {
         Ok(connections)
     }
 
-    /// The pool of connections to one Redis, which messages name `url`.
-    fn pool(settings: &Settings, redis: &redis::Client, url: &ServerUrl) -> Result<Pool> {
-        let connection_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(Some(settings.response_timeout));
-        // The redis-rs client carries the TLS certificates; its connection info is what the
-        // pool's manager opens connections from.
-        let info = redis.get_connection_info().clone();
-        let manager = Manager::new_with_config(info, connection_config)
-            .map_err(|e| Error::invalid(format!("invalid Redis URL `{url}`: {e}")))?;
-        let pool = Pool::builder(manager)
-            .max_size(settings.pool_size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(settings.connect_timeout + settings.response_timeout))
-            .create_timeout(Some(settings.connect_timeout + settings.response_timeout))
-            .recycle_timeout(Some(settings.response_timeout))
-            .build()
-            .map_err(|e| Error::Pool {
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            })?;
-        Ok(pool)
-    }
-
     /// [`Error::RuntimeGone`] once the client's runtime has shut down, [`Error::ShutDown`]
     /// once the client has.
     pub(super) fn check_runtime(&self) -> Result<()> {
@@ -281,8 +225,8 @@ impl Connections {
     pub(crate) fn close(&self) {
         self.lifecycle.close();
         *poison::write(&self.shared) = None;
-        if let Backend::Pooled(pools) = &self.backend {
-            poison::read(&pools.pool).1.close();
+        if let Backend::Pooled { pool, .. } = &self.backend {
+            poison::read(pool).1.close();
         }
         self.closing.cancel();
     }
@@ -376,34 +320,33 @@ impl Connections {
     /// A fresh connection for the shared one, with the generation of the master it goes
     /// to on a Sentinel client (0 otherwise).
     async fn open_conn(&self) -> Result<(u64, Conn)> {
-        match &self.backend {
+        let opened = match &self.backend {
             // Detached from the pool: it lives as long as it works, and the pool stays free
             // for the watchdog.
-            Backend::Pooled(pools) => {
-                let (master, pool) = pools.pool(&self.settings)?;
-                match pool.get().await {
-                    Ok(conn) => Ok((master, Conn::Single(deadpool_redis::Connection::take(conn)))),
-                    Err(e) => {
-                        pools.suspect();
-                        Err(unreachable(Error::from(e), &self.server_url()))
-                    }
-                }
+            Backend::Pooled { watch, pool } => {
+                let (master, pool) = current_pool(&self.settings, watch.as_ref(), pool)?;
+                let checkout = pool.get().await.inspect_err(|_| self.suspect());
+                checkout
+                    .map(|conn| (master, Conn::Single(deadpool_redis::Connection::take(conn))))
+                    .map_err(Error::from)
             }
-            // Reads the slot map from the seeds; bounded, since a seed that accepts the
-            // connection and never answers would hang it.
+            // Reads the slot map from the seeds, each in turn with a connect and a reply;
+            // bounded, since a seed that accepts the connection and never answers would
+            // hang it.
             Backend::Cluster(client) => {
-                // Each node: a connect and a reply; the seeds are tried in turn.
                 let limit = self.settings.connect_timeout * 2 + Duration::from_secs(1);
-                let connected = within(
-                    limit,
-                    "connecting to the cluster",
-                    client.get_async_connection(),
-                );
-                match connected.await {
-                    Ok(conn) => Ok((0, Conn::Cluster(conn))),
-                    Err(e) => Err(unreachable(e, &self.settings.url)),
-                }
+                let connecting = client.get_async_connection();
+                let connected = within(limit, "connecting to the cluster", connecting).await;
+                connected.map(|conn| (0, Conn::Cluster(conn)))
             }
+        };
+        opened.map_err(|e| unreachable(e, &self.server_url()))
+    }
+
+    /// A call on the master failed: on a Sentinel client, it may have been failed over.
+    fn suspect(&self) {
+        if let Some(watch) = self.master_watch() {
+            watch.suspect();
         }
     }
 
@@ -421,18 +364,16 @@ impl Connections {
         let current = poison::read(&self.shared).clone()?;
         // A connection to a master the sentinels no longer name is retired: the old master
         // takes writes for seconds after a failover, and a lock taken there is worthless.
-        if let Some(watch) = self.master_watch() {
-            if current.master != watch.generation() {
-                return None;
-            }
+        match self.master_watch() {
+            Some(watch) if current.master != watch.generation() => None,
+            _ => Some(current),
         }
-        Some(current)
     }
 
     /// The master the sentinels name, on a Sentinel client.
     pub(crate) fn master_watch(&self) -> Option<&MasterWatch> {
         match &self.backend {
-            Backend::Pooled(pools) => pools.watch.as_ref(),
+            Backend::Pooled { watch, .. } => watch.as_ref(),
             Backend::Cluster(_) => None,
         }
     }
@@ -448,12 +389,10 @@ impl Connections {
         if used.conn.is_cluster() {
             return;
         }
-        if let Some(watch) = self.master_watch() {
-            // The master may have been failed over: a demoted master refuses writes with
-            // READONLY, a dead one drops the connection.
-            if error.is_unrecoverable_error() || error.code() == Some("READONLY") {
-                watch.suspect();
-            }
+        // The master may have been failed over: a demoted master refuses writes with
+        // READONLY, a dead one drops the connection.
+        if error.is_unrecoverable_error() || error.code() == Some("READONLY") {
+            self.suspect();
         }
         let suspect = error.is_timeout()
             && self.timeouts_in_a_row.fetch_add(1, Ordering::Relaxed) + 1 >= RETIRE_AFTER_TIMEOUTS;
@@ -501,17 +440,15 @@ impl Connections {
     /// the shared cluster connection, which is multiplexed per node already.
     pub(crate) async fn pooled(&self) -> Result<Pooled> {
         self.check_runtime()?;
-        let Backend::Pooled(pools) = &self.backend else {
+        let Backend::Pooled { watch, pool } = &self.backend else {
             return Ok(Pooled {
                 conn: self.shared().await?.conn,
                 _checkout: None,
             });
         };
-        let (_, pool) = pools.pool(&self.settings)?;
+        let (_, pool) = current_pool(&self.settings, watch.as_ref(), pool)?;
         // Boxed for the same reason as in `shared`: an acquire awaits this with replica sync.
-        let checkout = Box::pin(pool.get())
-            .await
-            .inspect_err(|_| pools.suspect())?;
+        let checkout = Box::pin(pool.get()).await.inspect_err(|_| self.suspect())?;
         Ok(Pooled {
             conn: Conn::Single((*checkout).clone()),
             _checkout: Some(checkout),
@@ -529,4 +466,48 @@ impl Connections {
     pub(crate) fn retry_attempts(&self) -> u32 {
         self.settings.retry_attempts
     }
+}
+
+/// The pool of the current master (of the one Redis, without a `watch`), and its
+/// generation; the pools of later masters are built with `settings`.
+fn current_pool(
+    settings: &Settings,
+    watch: Option<&MasterWatch>,
+    pool: &RwLock<(u64, Pool)>,
+) -> Result<(u64, Pool)> {
+    let current = poison::read(pool).clone();
+    let Some(watch) = watch.filter(|watch| watch.generation() != current.0) else {
+        return Ok(current);
+    };
+    let master = watch.current();
+    let fresh = new_pool(settings, &master.client, &master.url)?;
+    let mut current = poison::write(pool);
+    if current.0 < master.generation {
+        *current = (master.generation, fresh);
+    }
+    Ok(current.clone())
+}
+
+/// The pool of connections to one Redis, which messages name `url`.
+fn new_pool(settings: &Settings, redis: &redis::Client, url: &ServerUrl) -> Result<Pool> {
+    let connection_config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(settings.connect_timeout))
+        .set_response_timeout(Some(settings.response_timeout));
+    // The redis-rs client carries the TLS certificates; its connection info is what the
+    // pool's manager opens connections from.
+    let info = redis.get_connection_info().clone();
+    let manager = Manager::new_with_config(info, connection_config)
+        .map_err(|e| Error::invalid(format!("invalid Redis URL `{url}`: {e}")))?;
+    let bound = settings.connect_timeout + settings.response_timeout;
+    Pool::builder(manager)
+        .max_size(settings.pool_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(bound))
+        .create_timeout(Some(bound))
+        .recycle_timeout(Some(settings.response_timeout))
+        .build()
+        .map_err(|e| Error::Pool {
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        })
 }

@@ -198,17 +198,11 @@ async fn describe(connections: &Connections, key: &str) -> Option<String> {
     let (kind, mut conn) = type_of(connections, key).await?;
     Some(match kind.as_str() {
         "hash" => {
-            let read_write: bool = redis::cmd("HEXISTS")
-                .arg(key)
-                .arg("mode")
-                .query_async(&mut conn)
-                .await
-                .ok()?;
-            let field: Option<String> = redis::cmd("HRANDFIELD")
-                .arg(key)
-                .query_async(&mut conn)
-                .await
-                .ok()?;
+            let mut ask = redis::pipe();
+            ask.cmd("HEXISTS").arg(key).arg("mode");
+            ask.cmd("HRANDFIELD").arg(key);
+            let (read_write, field): (bool, Option<String>) =
+                ask.query_async(&mut conn).await.ok()?;
             if read_write {
                 "a read-write lock (Redisson's RReadWriteLock)".to_string()
             } else if field.as_deref().is_some_and(is_owner_field) {

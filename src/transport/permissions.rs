@@ -21,27 +21,73 @@ use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
 use crate::transport::connections::Connections;
 
+/// A group's commands, with the arguments a script gives them: `$key` is the lock's hash
+/// or the synchronizer's count, `$timeouts` an expirable semaphore's permits, `$channel`
+/// the channel (and the words of [`Kind::word`] for a lock kind's).
+type Commands = &'static [&'static [&'static str]];
+
+/// What every lock kind runs.
+const EVERY: Commands = &[
+    &["exists", "$key"],
+    &["type", "$key"],
+    &["hexists", "$key", "f"],
+    &["hget", "$key", "f"],
+    &["hincrby", "$key", "f", "1"],
+    &["hrandfield", "$key"],
+    &["pexpire", "$key", "1"],
+    &["pttl", "$key"],
+    &["del", "$key"],
+    &["get", "$key"],
+    &["set", "$key", "1", "px", "1"],
+];
+
+/// What the semaphores and the latch run on their count.
+const COUNT: Commands = &[
+    &["type", "$key"],
+    &["get", "$key"],
+    &["set", "$key", "1"],
+    &["incrby", "$key", "1"],
+    &["decrby", "$key", "1"],
+    &["decr", "$key"],
+    &["del", "$key"],
+];
+
+/// What an expirable semaphore runs on its permits besides.
+const PERMITS: Commands = &[
+    &["type", "$timeouts"],
+    &["zadd", "$timeouts", "1", "f"],
+    &["zrem", "$timeouts", "f"],
+    &["zscore", "$timeouts", "f"],
+    &["zrange", "$timeouts", "0", "0", "withscores"],
+    &["zrangebyscore", "$timeouts", "0", "1", "limit", "0", "1"],
+    &["zcard", "$timeouts"],
+    &["pttl", "$key"],
+    &["pexpire", "$timeouts", "1"],
+    &["del", "$timeouts"],
+    &["time"],
+];
+
 /// The command groups, each checked once.
 #[derive(Debug, Clone, Copy)]
 enum Group {
-    /// What every lock kind runs.
+    /// [`EVERY`].
     Every,
-    /// What the semaphores and the latch run on their count.
+    /// [`COUNT`].
     Count,
-    /// What an expirable semaphore runs on its permits besides.
+    /// [`PERMITS`].
     Permits,
     /// What one lock kind runs besides every kind's commands.
     Kind(&'static Kind),
 }
 
 impl Group {
-    /// Where the group's check is kept.
-    fn index(self) -> usize {
+    /// Where the group's check is kept, and its commands.
+    fn table(self) -> (usize, Commands) {
         match self {
-            Group::Every => 0,
-            Group::Count => 1,
-            Group::Permits => 2,
-            Group::Kind(kind) => 3 + kind.index(),
+            Group::Every => (0, EVERY),
+            Group::Count => (1, COUNT),
+            Group::Permits => (2, PERMITS),
+            Group::Kind(kind) => (3 + kind.index(), kind.commands),
         }
     }
 }
@@ -80,9 +126,14 @@ impl CommandCheck {
         if self.is_checked(&groups) {
             return Ok(());
         }
+        // Only keys the kind's acquire itself declares: a key pattern the user lacks then
+        // fails this check exactly when it would fail the call. The latch commands are
+        // asked about on the lock key; a missing latch pattern is reported by the unlock
+        // it fails, which writes nothing (see `crate::transport::explain`).
+        let count = self.channel_kind.count_subscribers();
+        let word = |word| names.kind.word(word, names, count);
         // Boxed: it runs once per kind, and inline it would grow every lock call's future.
-        let commands = |group| self.commands(group, names);
-        Box::pin(self.check(connections, &names.key, groups, commands)).await
+        Box::pin(self.check(connections, &names.key, groups, word)).await
     }
 
     /// [`ensure`](CommandCheck::ensure) for a semaphore, an expirable semaphore or a latch:
@@ -103,74 +154,41 @@ impl CommandCheck {
         if self.is_checked(&groups) {
             return Ok(());
         }
-        let commands = |group| self.sync_commands(group, names);
-        Box::pin(self.check(connections, &names.key, groups, commands)).await
+        let word = |word| match word {
+            "$key" => names.key.to_string(),
+            "$timeouts" => names.timeouts.as_deref().unwrap_or_default().to_string(),
+            "$channel" => names.channel.to_string(),
+            word => word.to_string(),
+        };
+        Box::pin(self.check(connections, &names.key, groups, word)).await
     }
 
     fn is_checked(&self, groups: &[Option<Group>; 2]) -> bool {
         groups
             .iter()
             .flatten()
-            .all(|group| self.checked[group.index()].load(Ordering::Acquire))
+            .all(|group| self.checked[group.table().0].load(Ordering::Acquire))
     }
 
-    /// Checks the commands of `groups` (on `target`), one check at a time.
+    /// Asks Redis, one check at a time, whether the user may run the commands of `groups`
+    /// (on `target`, their arguments given by `word`); on success, they count as checked.
     async fn check(
         &self,
         connections: &Connections,
         target: &str,
         groups: [Option<Group>; 2],
-        commands: impl Fn(Group) -> Vec<Vec<String>>,
+        word: impl Fn(&'static str) -> String,
     ) -> Result<()> {
         let _one_at_a_time = self.checking.lock().await;
         if self.is_checked(&groups) {
             return Ok(());
         }
-        let commands = groups.iter().flatten().flat_map(|g| commands(*g)).collect();
-        self.probe(connections, target, &groups, commands).await
-    }
-
-    /// The commands of the synchronizers' `group`, with the arguments their scripts give
-    /// them for `names`.
-    fn sync_commands(&self, group: Group, names: &SyncNames) -> Vec<Vec<String>> {
-        let key = &*names.key;
-        let commands: Vec<Vec<&str>> = match (group, names.timeouts.as_deref()) {
-            (Group::Count, _) => vec![
-                vec!["type", key],
-                vec!["get", key],
-                vec!["set", key, "1"],
-                vec!["incrby", key, "1"],
-                vec!["decrby", key, "1"],
-                vec!["decr", key],
-                vec!["del", key],
-            ],
-            (Group::Permits, Some(timeouts)) => vec![
-                vec!["type", timeouts],
-                vec!["zadd", timeouts, "1", "f"],
-                vec!["zrem", timeouts, "f"],
-                vec!["zscore", timeouts, "f"],
-                vec!["zrange", timeouts, "0", "0", "withscores"],
-                vec!["zrangebyscore", timeouts, "0", "1", "limit", "0", "1"],
-                vec!["zcard", timeouts],
-                vec!["pttl", key],
-                vec!["pexpire", timeouts, "1"],
-                vec!["del", timeouts],
-                vec!["time"],
-            ],
-            _ => Vec::new(),
-        };
-        self.with_channel(group, &names.channel, commands)
-    }
-
-    /// Asks Redis whether the user may run `commands`; on success, `groups` count as
-    /// checked.
-    async fn probe(
-        &self,
-        connections: &Connections,
-        target: &str,
-        groups: &[Option<Group>; 2],
-        commands: Vec<Vec<String>>,
-    ) -> Result<()> {
+        let commands: Vec<Vec<String>> = groups
+            .iter()
+            .flatten()
+            .flat_map(|group| self.commands(*group))
+            .map(|command| command.into_iter().map(&word).collect())
+            .collect();
         let commands = &commands;
         let refused = connections
             .with_retries(
@@ -180,7 +198,7 @@ impl CommandCheck {
             .map_err(|e| refused_probe(target, e))?;
         if refused.is_empty() {
             for group in groups.iter().flatten() {
-                self.checked[group.index()].store(true, Ordering::Release);
+                self.checked[group.table().0].store(true, Ordering::Release);
             }
             return Ok(());
         }
@@ -195,60 +213,21 @@ impl CommandCheck {
         })
     }
 
-    /// The commands of `group`, with the arguments a script gives them for the lock
-    /// `names`.
-    fn commands(&self, group: Group, names: &LockNames) -> Vec<Vec<String>> {
-        // Only keys the kind's acquire itself declares: a key pattern the user lacks then
-        // fails this check exactly when it would fail the call. The latch commands are
-        // asked about on the lock key; a missing latch pattern is reported by the unlock
-        // it fails, which writes nothing (see `crate::transport::explain`).
-        let key = &*names.key;
-        let channel = &*names.channel;
-        let count = self.channel_kind.count_subscribers();
-        let commands: Vec<Vec<&str>> = match group {
-            Group::Every => vec![
-                vec!["exists", key],
-                vec!["type", key],
-                vec!["hexists", key, "f"],
-                vec!["hget", key, "f"],
-                vec!["hincrby", key, "f", "1"],
-                vec!["hrandfield", key],
-                vec!["pexpire", key, "1"],
-                vec!["pttl", key],
-                vec!["del", key],
-                vec!["get", key],
-                vec!["set", key, "1", "px", "1"],
-            ],
-            Group::Kind(kind) => {
-                return kind
-                    .commands
-                    .iter()
-                    .map(|words| words.iter().map(|w| kind.word(w, names, count)).collect())
-                    .collect();
-            }
-            Group::Count | Group::Permits => Vec::new(),
-        };
-        self.with_channel(group, channel, commands)
-    }
-
-    /// `commands`, with the channel's commands for the groups that publish (every lock
-    /// kind's, the synchronizers' count) and replica sync's for every lock kind's.
-    fn with_channel<'a>(
-        &self,
-        group: Group,
-        channel: &'a str,
-        mut commands: Vec<Vec<&'a str>>,
-    ) -> Vec<Vec<String>> {
+    /// The commands of `group`, with the channel's commands for the groups that publish
+    /// (every lock kind's, the synchronizers' count) and replica sync's for every lock
+    /// kind's.
+    fn commands(&self, group: Group) -> Vec<Vec<&'static str>> {
+        let mut commands: Vec<Vec<&str>> = group.table().1.iter().map(|c| c.to_vec()).collect();
         // The publish command every release runs, asked about with the lock's channel
         // (Redis checks the channel's permission along with the command's): a user without
         // it would take the lock and then fail to release it. Sharded pub/sub has commands
         // of its own, which a user granted the classic ones may lack. A refused SUBSCRIBE
         // is reported by the wait it fails, naming the channel.
         if matches!(group, Group::Every | Group::Count) {
-            commands.push(vec![self.channel_kind.publish(), channel, "0"]);
+            commands.push(vec![self.channel_kind.publish(), "$channel", "0"]);
             if self.channel_kind == ChannelKind::Sharded {
-                commands.push(vec!["ssubscribe", channel]);
-                commands.push(vec!["sunsubscribe", channel]);
+                commands.push(vec!["ssubscribe", "$channel"]);
+                commands.push(vec!["sunsubscribe", "$channel"]);
             }
         }
         if self.replica_sync && matches!(group, Group::Every) {
@@ -256,9 +235,6 @@ impl CommandCheck {
             commands.push(vec!["info", "replication"]);
         }
         commands
-            .into_iter()
-            .map(|words| words.into_iter().map(str::to_string).collect())
-            .collect()
     }
 }
 

@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use redis::{Cmd, Value};
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
@@ -35,27 +36,17 @@ use crate::util::poison;
 /// that are not there would block for the whole timeout on every write.
 const REPLICAS_READ_EVERY: Duration = Duration::from_secs(1);
 
-/// A reading of `connected_slaves` (of one master, or of every master by node address),
-/// and when it was taken.
-type Reading<T> = (T, tokio::time::Instant);
-
-/// The reading, unless it is older than [`REPLICAS_READ_EVERY`] or a `fresh` one is asked
-/// for.
-fn recent<T: Clone>(reading: Option<&Reading<T>>, fresh: bool) -> Option<T> {
-    let (connected, _) = reading.filter(|(_, at)| !fresh && at.elapsed() < REPLICAS_READ_EVERY)?;
-    Some(connected.clone())
-}
+/// A reading of `connected_slaves` by node, and when it was taken.
+type Reading = (HashMap<String, usize>, Instant);
 
 /// What `WAIT` waits for, and the last readings of the masters' connected replicas.
 #[derive(Debug)]
 pub(crate) struct ReplicaSync {
     replicas: usize,
     timeout: Duration,
-    /// By where the write was made: on a cluster, the master of a slot; `None`, the
-    /// connection's one Redis.
-    readings: Mutex<HashMap<Option<u16>, Reading<usize>>>,
-    /// Every master of a cluster, read at once, by node address (as redis-rs names it).
-    every_master: Mutex<Option<Reading<HashMap<String, usize>>>>,
+    /// `connected_slaves` by node address (as redis-rs names a cluster's nodes; `""` for
+    /// the one Redis), and when it was read, by where the write was made (see [`ask`]).
+    readings: Mutex<HashMap<Option<u16>, Reading>>,
 }
 
 impl ReplicaSync {
@@ -64,7 +55,6 @@ impl ReplicaSync {
             replicas,
             timeout,
             readings: Mutex::new(HashMap::new()),
-            every_master: Mutex::new(None),
         }
     }
 
@@ -76,7 +66,16 @@ impl ReplicaSync {
     /// the timeout; a connection error when `WAIT` itself failed.
     pub(crate) async fn wait(&self, conn: &mut Conn, slot: Option<u16>) -> Result<()> {
         let slot = slot.filter(|_| conn.is_cluster());
-        let waited = self.wait_on(conn, slot).await;
+        let waited = self.unacknowledged(conn, slot).await.and_then(|failed| {
+            let Some(&(_, connected)) = failed.first() else {
+                return Ok(());
+            };
+            tracing::warn!(connected, timeout = ?self.timeout, "no replica acknowledged a lock write");
+            Err(Error::NotReplicated {
+                connected,
+                timeout: self.timeout,
+            })
+        });
         metrics::replica_sync(match &waited {
             Ok(()) => "acknowledged",
             Err(Error::NotReplicated { .. }) => "not_acknowledged",
@@ -89,7 +88,23 @@ impl ReplicaSync {
     /// of them count. A master whose replicas do not acknowledge voids only the renewals
     /// of its own slots.
     pub(crate) async fn wait_round(&self, conn: &mut Conn) -> Replicated {
-        let replicated = self.wait_round_on(conn).await;
+        let replicated = match self.unacknowledged(conn, None).await {
+            Ok(failed) if failed.is_empty() => Replicated::All,
+            Ok(failed) => {
+                tracing::warn!(masters = ?failed, timeout = ?self.timeout, "no replica acknowledged lock renewals");
+                let nodes: Vec<String> = failed.into_iter().map(|(node, _)| node).collect();
+                if conn.is_cluster() {
+                    let void = slots_of(conn, &nodes).await;
+                    void.map_or(Replicated::Nothing, Replicated::Except)
+                } else {
+                    Replicated::Nothing
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lock renewals not replicated");
+                Replicated::Nothing
+            }
+        };
         metrics::replica_sync(match replicated {
             Replicated::All => "acknowledged",
             _ => "not_acknowledged",
@@ -97,129 +112,78 @@ impl ReplicaSync {
         replicated
     }
 
-    async fn wait_round_on(&self, conn: &mut Conn) -> Replicated {
-        let waited = if conn.is_cluster() {
-            self.wait_on_every_master(conn).await
-        } else {
-            self.wait_on(conn, None).await.map(|()| Vec::new())
-        };
-        let failed = match waited {
-            Ok(failed) if failed.is_empty() => return Replicated::All,
-            Ok(failed) => failed,
-            Err(e) => {
-                tracing::warn!(error = %e, "lock renewals not replicated");
-                return Replicated::Nothing;
-            }
-        };
-        tracing::warn!(masters = ?failed, timeout = ?self.timeout, "no replica acknowledged lock renewals");
-        match slots_of(conn, &failed).await {
-            Ok(void) => Replicated::Except(void),
-            Err(_) => Replicated::Nothing,
-        }
-    }
-
-    /// `WAIT` on one Redis: the master of `slot` on a cluster.
-    async fn wait_on(&self, conn: &mut Conn, slot: Option<u16>) -> Result<()> {
-        let connected = self.connected_replicas(conn, slot, false).await?;
-        if connected == 0 {
-            return Ok(());
-        }
-        let wanted = self.replicas.min(connected);
-        let acked: usize = query(conn, slot, self.wait_command(wanted)).await?;
-        if acked > 0 {
-            if acked < wanted {
-                tracing::debug!(
-                    acked,
-                    wanted,
-                    "a lock write reached fewer replicas than asked"
-                );
-            }
-            return Ok(());
-        }
-        // None acknowledged: failing only counts if replicas are still there.
-        let connected = self.connected_replicas(conn, slot, true).await?;
-        if connected == 0 {
-            return Ok(());
-        }
-        tracing::warn!(connected, timeout = ?self.timeout, "no replica acknowledged a lock write");
-        Err(Error::NotReplicated {
-            connected,
-            timeout: self.timeout,
-        })
-    }
-
-    /// `WAIT` on every master of a cluster at once: each that has replicas must have one
-    /// acknowledge; the addresses of those that did not. A master the round wrote nothing
-    /// to answers at once.
-    async fn wait_on_every_master(&self, conn: &mut Conn) -> Result<Vec<String>> {
-        let mut connected = self.every_master(conn, false).await?;
+    /// `WAIT` where the writes to `slot` went (see [`ask`]): the masters that have
+    /// replicas connected and none of which acknowledged, with how many are connected. A
+    /// master the writes did not go to answers at once.
+    async fn unacknowledged(
+        &self,
+        conn: &mut Conn,
+        slot: Option<u16>,
+    ) -> Result<Vec<(String, usize)>> {
+        let connected = self.connected(conn, slot, false).await?;
         let wanted = self
             .replicas
             .min(connected.values().copied().max().unwrap_or(0));
         if wanted == 0 {
             return Ok(Vec::new());
         }
-        let replies = conn.on_every_master(self.wait_command(wanted)).await?;
-        let unacknowledged: Vec<String> = replies
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(wanted)
+            .arg(crate::util::time::millis(self.timeout));
+        let unacknowledged: Vec<String> = ask(conn, slot, wait)
+            .await?
             .into_iter()
-            .filter(|(_, reply)| !matches!(reply, Value::Int(acked) if *acked > 0))
-            .map(|(node, _)| node)
+            .filter_map(|(node, reply)| match reply {
+                Value::Int(acked) if acked > 0 => {
+                    if (acked as usize) < wanted {
+                        tracing::debug!(
+                            acked,
+                            wanted,
+                            "a lock write reached fewer replicas than asked"
+                        );
+                    }
+                    None
+                }
+                _ => Some(node),
+            })
             .collect();
         if unacknowledged.is_empty() {
             return Ok(Vec::new());
         }
         // Failing only counts where replicas are still there.
-        connected = self.every_master(conn, true).await?;
+        let connected = self.connected(conn, slot, true).await?;
         Ok(unacknowledged
             .into_iter()
-            .filter(|node| connected.get(node).copied().unwrap_or(0) > 0)
+            .filter_map(|node| Some((node.clone(), *connected.get(&node).filter(|n| **n > 0)?)))
             .collect())
     }
 
-    fn wait_command(&self, wanted: usize) -> Cmd {
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(wanted)
-            .arg(crate::util::time::millis(self.timeout));
-        wait
-    }
-
-    /// The connected replicas of the master at `slot` (see [`ReplicaSync::wait_on`]): the
+    /// The connected replicas of the masters the writes to `slot` went to, by address: the
     /// last reading, or a new one when it is older than [`REPLICAS_READ_EVERY`] or `fresh`
-    /// is asked for.
-    async fn connected_replicas(
+    /// is asked for. A master that did not answer has no reading: its writes failed anyway.
+    async fn connected(
         &self,
         conn: &mut Conn,
         slot: Option<u16>,
         fresh: bool,
-    ) -> Result<usize> {
-        let recent = recent(poison::locked(&self.readings).get(&slot), fresh);
-        if let Some(connected) = recent {
-            return Ok(connected);
+    ) -> Result<HashMap<String, usize>> {
+        if let Some((connected, at)) = poison::locked(&self.readings).get(&slot) {
+            if !fresh && at.elapsed() < REPLICAS_READ_EVERY {
+                return Ok(connected.clone());
+            }
         }
-        let info: String = query(conn, slot, info_replication()).await?;
-        let connected = parse_connected_replicas(&info);
-        poison::locked(&self.readings).insert(slot, (connected, tokio::time::Instant::now()));
-        Ok(connected)
-    }
-
-    /// The connected replicas of every master of a cluster, by node address; read anew as
-    /// [`connected_replicas`](Self::connected_replicas) is.
-    async fn every_master(&self, conn: &mut Conn, fresh: bool) -> Result<HashMap<String, usize>> {
-        let recent = recent(poison::locked(&self.every_master).as_ref(), fresh);
-        if let Some(connected) = recent {
-            return Ok(connected);
-        }
-        let replies = conn.on_every_master(info_replication()).await?;
-        // A master that did not answer has no reading: its writes failed anyway.
-        let connected: HashMap<String, usize> = replies
+        let mut info = redis::cmd("INFO");
+        info.arg("replication");
+        let connected: HashMap<String, usize> = ask(conn, slot, info)
+            .await?
             .into_iter()
             .filter_map(|(node, reply)| {
                 let info = redis::from_redis_value::<String>(reply).ok()?;
                 Some((node, parse_connected_replicas(&info)))
             })
             .collect();
-        *poison::locked(&self.every_master) =
-            Some((connected.clone(), tokio::time::Instant::now()));
+        let reading = (connected.clone(), Instant::now());
+        poison::locked(&self.readings).insert(slot, reading);
         Ok(connected)
     }
 }
@@ -266,21 +230,13 @@ async fn slots_of(conn: &mut Conn, nodes: &[String]) -> Result<Vec<(u16, u16)>> 
     }
 }
 
-fn info_replication() -> Cmd {
-    let mut info = redis::cmd("INFO");
-    info.arg("replication");
-    info
-}
-
-/// Runs `cmd` where the write was made: on a cluster, on the master of `slot`.
-async fn query<T: redis::FromRedisValue>(
-    conn: &mut Conn,
-    slot: Option<u16>,
-    cmd: Cmd,
-) -> Result<T> {
+/// Sends `cmd` where the writes to `slot` went: on a cluster, to the master of `slot`;
+/// with no slot, to every master (the one Redis elsewhere). Each node's reply, by address
+/// (`""` for the master of a slot and for the one Redis).
+async fn ask(conn: &mut Conn, slot: Option<u16>, cmd: Cmd) -> Result<Vec<(String, Value)>> {
     Ok(match slot {
-        Some(slot) => conn.on_slot_master(cmd, slot).await?,
-        None => cmd.query_async(conn).await?,
+        Some(slot) => vec![(String::new(), conn.on_slot_master(cmd, slot).await?)],
+        None => conn.on_every_master(cmd).await?,
     })
 }
 

@@ -215,13 +215,8 @@ impl Sentinels {
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.endpoints.master_name);
         let asked = command.query_async::<Option<(String, u16)>>(&mut conn);
-        match within(
-            self.response_timeout,
-            "asking a sentinel for the master",
-            asked,
-        )
-        .await
-        {
+        let during = "asking a sentinel for the master";
+        match within(self.response_timeout, during, asked).await {
             Ok(addr) => {
                 *cached = Some((index, conn));
                 Ok(addr)

@@ -155,11 +155,13 @@ fn node(value: &Value, asked_host: &str) -> Result<(NodeAddr, Option<String>), S
 mod tests {
     use super::*;
 
-    fn node(host: &str, port: i64) -> Value {
+    /// A node as Redis 7 lists it: host, port, id and its networking metadata.
+    fn node(host: &str, port: i64, id: &str) -> Value {
         Value::Array(vec![
             Value::BulkString(host.as_bytes().to_vec()),
             Value::Int(port),
-            Value::BulkString(b"id".to_vec()),
+            Value::BulkString(id.as_bytes().to_vec()),
+            Value::Array(vec![]),
         ])
     }
 
@@ -175,9 +177,13 @@ mod tests {
             range(
                 8192,
                 16383,
-                vec![node("10.0.0.2", 7001), node("10.0.0.4", 7003)],
+                vec![node("10.0.0.2", 7001, "id"), node("10.0.0.4", 7003, "id")],
             ),
-            range(0, 8191, vec![node("", 7000), node("10.0.0.3", 7002)]),
+            range(
+                0,
+                8191,
+                vec![node("", 7000, "id"), node("10.0.0.3", 7002, "id")],
+            ),
         ]);
         let map = SlotMap::parse(&reply, "10.0.0.1").unwrap();
         let at = |host: &str, port| NodeAddr {
@@ -198,22 +204,10 @@ mod tests {
 
     #[test]
     fn reads_node_ids_and_the_ranges_of_masters() {
-        let node = |port: i64, id: &str| {
-            Value::Array(vec![
-                Value::BulkString(b"127.0.0.1".to_vec()),
-                Value::Int(port),
-                Value::BulkString(id.as_bytes().to_vec()),
-                Value::Array(vec![]),
-            ])
-        };
+        let node = |port, id| node("127.0.0.1", port, id);
         let reply = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(8191),
-                node(7000, "a"),
-                node(7003, "d"),
-            ]),
-            Value::Array(vec![Value::Int(8192), Value::Int(16383), node(7001, "b")]),
+            range(0, 8191, vec![node(7000, "a"), node(7003, "d")]),
+            range(8192, 16383, vec![node(7001, "b")]),
         ]);
         let map = SlotMap::parse(&reply, "h").unwrap();
         let ids: Vec<&str> = map.ids.iter().map(String::as_str).collect();
@@ -224,7 +218,7 @@ mod tests {
 
     #[test]
     fn unserved_slots_have_no_master() {
-        let reply = Value::Array(vec![range(0, 99, vec![node("h", 1)])]);
+        let reply = Value::Array(vec![range(0, 99, vec![node("h", 1, "id")])]);
         let map = SlotMap::parse(&reply, "h").unwrap();
         let unserved = (0..)
             .map(|i| format!("k{i}"))

@@ -275,13 +275,12 @@ impl Hub {
                     tells.push((old, name.clone(), false));
                 }
                 wanted.node = node.clone();
-                if let Some(new) = node {
-                    tells.push((new, name.clone(), true));
-                }
-            } else if wanted.channel.state() == Subscribed::Pending {
-                if let Some(node) = node {
-                    tells.push((node, name.clone(), true));
-                }
+            } else if wanted.channel.state() != Subscribed::Pending {
+                continue;
+            }
+            // Moved here, or still waiting for its subscription: asked for again.
+            if let Some(node) = node {
+                tells.push((node, name.clone(), true));
             }
         }
         for (node, name, spawn) in &tells {
@@ -311,26 +310,16 @@ impl Hub {
         poison::locked(&self.state).unconfirm_on(node);
     }
 
-    /// Which of `names` (or, for `None`, of the channels that belong on `node`, and of
-    /// `subscribed`) `node`'s connection should subscribe to, and which it should drop.
+    /// Which of `names` `node`'s connection should subscribe to, and which it should drop.
     /// A channel that belongs here, waits for its subscription and is subscribed on this
     /// connection already (it moved away and back) is confirmed at once.
     pub(super) fn plan(
         &self,
         node: &NodeId,
-        names: Option<&[Arc<str>]>,
+        names: &[Arc<str>],
         subscribed: &HashSet<Arc<str>>,
     ) -> Plan {
         let state = poison::locked(&self.state);
-        let everything: Vec<Arc<str>> = match names {
-            Some(_) => Vec::new(),
-            None => state
-                .on(node)
-                .map(|(name, _)| name.clone())
-                .chain(subscribed.iter().cloned())
-                .collect(),
-        };
-        let names = names.unwrap_or(&everything);
         let mut plan = Plan::default();
         let mut seen = HashSet::new();
         for name in names {
@@ -368,8 +357,7 @@ impl Hub {
         true
     }
 
-    pub(super) fn channel(&self, name: &[u8]) -> Option<Arc<Channel>> {
-        let name = std::str::from_utf8(name).ok()?;
+    pub(super) fn channel(&self, name: &str) -> Option<Arc<Channel>> {
         poison::locked(&self.state)
             .channels
             .get(name)

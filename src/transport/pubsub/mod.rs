@@ -50,7 +50,6 @@
 mod channel;
 mod hub;
 mod node;
-mod subscription;
 mod topology;
 mod watcher;
 
@@ -63,8 +62,7 @@ use crate::transport::reconnects::Reconnects;
 use crate::transport::sentinel::MasterWatch;
 use crate::util::metrics::{self, WakeUp};
 
-pub(crate) use channel::Wake;
-pub(crate) use subscription::{Limit, Subscription};
+pub(crate) use channel::{Limit, Subscription, Wake};
 
 use channel::Subscribed;
 use hub::{Hub, Timing};
@@ -143,14 +141,13 @@ impl UnlockListener {
         timeout: Duration,
     ) -> Result<Subscription> {
         let entry = self.hub.register(channel, wake);
-        let entry_generation = entry.generation();
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             hub: self.hub.clone(),
             name: channel.clone(),
+            seen: entry.generation(),
             channel: entry,
             holds_wakeup: false,
-            seen: entry_generation,
         };
         let mut subscribed = subscription.channel.watch();
         let settled = subscribed.wait_for(|s| *s != Subscribed::Pending);
@@ -171,7 +168,7 @@ impl UnlockListener {
 
     /// Wakes every local waiter on `channel` to re-check the lock, as a message would.
     pub(crate) fn wake_waiters(&self, channel: &str) {
-        if let Some(channel) = self.hub.channel(channel.as_bytes()) {
+        if let Some(channel) = self.hub.channel(channel) {
             // The fair heartbeat asks: a turn came that the waiter may not have heard.
             metrics::woken(WakeUp::Heartbeat, channel.wake_all() as u64);
         }

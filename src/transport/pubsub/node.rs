@@ -87,7 +87,7 @@ pub(super) async fn run(
                 continue;
             }
         };
-        let end = match session.sync(&listener, None).await {
+        let end = match session.sync(&listener, &listener.assigned_to(&node)).await {
             Ok(()) => {
                 if reconnecting {
                     listener.reconnects.tell();
@@ -169,6 +169,7 @@ impl Session {
     ) -> End {
         let mut keepalive = tokio::time::interval(self.timing.ping_interval);
         keepalive.tick().await;
+        let mut names = Vec::with_capacity(CHUNK);
         loop {
             let master_changed = async {
                 match self.master_changes.as_mut() {
@@ -184,27 +185,17 @@ impl Session {
                 _ = keepalive.tick() => {
                     // Any reply will do (even a push redis-rs hands to the PING).
                     let ping = redis::cmd("PING");
-                    let pong = tokio::time::timeout(
-                        self.timing.command_timeout,
-                        self.conn.req_packed_command(&ping),
-                    )
-                    .await;
-                    if !matches!(pong, Ok(Ok(_))) {
+                    let pong = self.conn.req_packed_command(&ping);
+                    if within(self.timing.command_timeout, "pinging", pong).await.is_err() {
                         tracing::debug!(node = %self.address, "pub/sub ping failed");
                         return End::Lost;
                     }
                 }
-                told = tells.recv() => {
-                    let Some(first) = told else { return End::Done };
-                    let mut names = vec![first];
-                    while names.len() < CHUNK {
-                        match tells.try_recv() {
-                            Ok(name) => names.push(name),
-                            Err(_) => break,
-                        }
-                    }
-                    let Some(listener) = hub.upgrade() else { return End::Done };
-                    if let Err(end) = self.sync(&listener, Some(&names)).await {
+                told = tells.recv_many(&mut names, CHUNK) => {
+                    let Some(listener) = hub.upgrade().filter(|_| told > 0) else {
+                        return End::Done;
+                    };
+                    if let Err(end) = self.sync(&listener, &std::mem::take(&mut names)).await {
                         return end;
                     }
                 }
@@ -220,8 +211,8 @@ impl Session {
     }
 
     /// Subscribes what belongs here and is not subscribed, and drops what is subscribed
-    /// and no longer belongs here, among `names` (`None`: every channel).
-    async fn sync(&mut self, hub: &Hub, names: Option<&[Arc<str>]>) -> Result<(), End> {
+    /// and no longer belongs here, among `names`.
+    async fn sync(&mut self, hub: &Hub, names: &[Arc<str>]) -> Result<(), End> {
         let plan = hub.plan(&self.node, names, &self.subscribed);
         let kind = hub.kind;
         for chunk in plan.unsubscribe.chunks(CHUNK) {
@@ -301,40 +292,36 @@ impl Session {
 
     /// Handles what the server pushed.
     async fn on_push(&mut self, hub: &Hub, push: PushInfo) -> Result<(), End> {
-        let channel_name = || match push.data.first() {
-            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok().map(Arc::<str>::from),
+        if push.kind == PushKind::Disconnection {
+            return Err(End::Lost);
+        }
+        let Some(name) = (match push.data.first() {
+            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes).ok(),
             _ => None,
+        }) else {
+            return Ok(());
         };
         match push.kind {
-            PushKind::Disconnection => return Err(End::Lost),
             PushKind::Message | PushKind::SMessage => {
-                let (Some(Value::BulkString(name)), Some(payload)) =
-                    (push.data.first(), push.data.get(1))
-                else {
+                let (Some(channel), Some(payload)) = (hub.channel(name), push.data.get(1)) else {
                     return Ok(());
                 };
-                if let Some(channel) = hub.channel(name) {
-                    let woken = match payload {
-                        Value::BulkString(bytes) => channel.on_message(bytes),
-                        _ => channel.on_message(b""),
-                    };
-                    metrics::woken(WakeUp::Message, woken as u64);
-                }
+                let payload = match payload {
+                    Value::BulkString(bytes) => bytes.as_slice(),
+                    _ => b"",
+                };
+                metrics::woken(WakeUp::Message, channel.on_message(payload) as u64);
             }
             PushKind::Subscribe | PushKind::SSubscribe => {
-                let Some(name) = channel_name() else {
-                    return Ok(());
-                };
+                let name = Arc::<str>::from(name);
                 self.subscribed.insert(name.clone());
                 if !hub.on_assigned(&name, &self.node, |channel| channel.confirm()) {
                     // Its waiters left (or it moved) while the subscribe was under way.
-                    self.sync(hub, Some(&[name])).await?;
+                    self.sync(hub, &[name]).await?;
                 }
             }
             PushKind::Unsubscribe | PushKind::SUnsubscribe => {
-                let Some(name) = channel_name() else {
-                    return Ok(());
-                };
+                let name = Arc::<str>::from(name);
                 self.subscribed.remove(&name);
                 if !self.unsubscribed(&name) {
                     // The server dropped it on its own: the channel's slot left this node

@@ -39,21 +39,17 @@ impl fmt::Display for NodeId {
 
 /// Where the listener's connections go.
 pub(super) enum Topology {
-    /// One Redis: every channel on it.
-    Standalone { node: ConnectionInfo },
-    /// A Redis Cluster: each channel on the master of its slot.
-    Cluster(Cluster),
+    /// One Redis (`seeds` holds it): every channel on it. A Redis Cluster (`cluster`):
+    /// each channel on the master of its slot; `seeds` are the nodes the client was given,
+    /// to read the slot map from when no node it learned of answers, and nodes are opened
+    /// with the first one's credentials, database and TLS settings, as redis-rs' cluster
+    /// client does.
+    Nodes {
+        seeds: Vec<ConnectionInfo>,
+        cluster: bool,
+    },
     /// The master a Sentinel client follows: every channel on it.
     Sentinel { master: MasterWatch },
-}
-
-pub(super) struct Cluster {
-    /// The seeds the client was given, to read the slot map from when no node it learned
-    /// of answers.
-    seeds: Vec<ConnectionInfo>,
-    /// The credentials, database and TLS settings nodes are opened with: the first seed's,
-    /// as redis-rs' cluster client does.
-    template: ConnectionInfo,
 }
 
 impl Topology {
@@ -68,21 +64,18 @@ impl Topology {
         if let Some(master) = master {
             return Ok(Topology::Sentinel { master });
         }
-        let mut infos = nodes.iter().map(|n| n.get_connection_info().clone());
-        let first = infos
-            .next()
-            .ok_or_else(|| Error::invalid("no node to connect to for pub/sub"))?;
-        if !cluster {
-            return Ok(Topology::Standalone { node: first });
+        let seeds: Vec<_> = nodes
+            .iter()
+            .map(|n| n.get_connection_info().clone())
+            .collect();
+        if seeds.is_empty() {
+            return Err(Error::invalid("no node to connect to for pub/sub"));
         }
-        Ok(Topology::Cluster(Cluster {
-            seeds: std::iter::once(first.clone()).chain(infos).collect(),
-            template: first,
-        }))
+        Ok(Topology::Nodes { seeds, cluster })
     }
 
     pub(super) fn is_cluster(&self) -> bool {
-        matches!(self, Topology::Cluster(_))
+        matches!(self, Topology::Nodes { cluster: true, .. })
     }
 
     /// The node `channel`'s subscription belongs on: the one Redis; on a cluster, the
@@ -90,8 +83,10 @@ impl Topology {
     /// a map was read or while no node serves the slot.
     pub(super) fn node_of(&self, slots: Option<&SlotMap>, channel: &str) -> Option<NodeId> {
         match self {
-            Topology::Standalone { .. } | Topology::Sentinel { .. } => Some(NodeId::Only),
-            Topology::Cluster(_) => slots?.master_of(channel).cloned().map(NodeId::At),
+            Topology::Nodes { cluster: true, .. } => {
+                slots?.master_of(channel).cloned().map(NodeId::At)
+            }
+            _ => Some(NodeId::Only),
         }
     }
 
@@ -99,11 +94,11 @@ impl Topology {
     /// another topology.
     fn info_of(&self, node: &NodeId) -> Option<ConnectionInfo> {
         match (self, node) {
-            (Topology::Standalone { node }, NodeId::Only) => Some(node.clone()),
+            (Topology::Nodes { seeds, .. }, NodeId::Only) => Some(seeds[0].clone()),
             (Topology::Sentinel { master }, NodeId::Only) => {
                 Some(master.current().client.get_connection_info().clone())
             }
-            (Topology::Cluster(cluster), NodeId::At(addr)) => Some(cluster.info_for(addr)),
+            (Topology::Nodes { seeds, .. }, NodeId::At(addr)) => Some(info_for(seeds, addr)),
             _ => None,
         }
     }
@@ -135,13 +130,17 @@ impl Topology {
     /// Where to read a cluster's slot map from, best first: the nodes of the last map (the
     /// seeds may be long gone), then the seeds. Empty on one Redis.
     pub(super) fn map_sources(&self, last: Option<&SlotMap>) -> Vec<ConnectionInfo> {
-        let Topology::Cluster(cluster) = self else {
+        let Topology::Nodes {
+            seeds,
+            cluster: true,
+        } = self
+        else {
             return Vec::new();
         };
         let mut sources: Vec<ConnectionInfo> = last
-            .map(|map| map.nodes().iter().map(|n| cluster.info_for(n)).collect())
+            .map(|map| map.nodes().iter().map(|n| info_for(seeds, n)).collect())
             .unwrap_or_default();
-        sources.extend(cluster.seeds.iter().cloned());
+        sources.extend(seeds.iter().cloned());
         sources
     }
 
@@ -155,25 +154,23 @@ impl Topology {
     }
 }
 
-impl Cluster {
-    /// The first seed's settings, at `addr`.
-    fn info_for(&self, addr: &NodeAddr) -> ConnectionInfo {
-        let (host, port) = (addr.host.to_string(), addr.port);
-        let addr = match self.template.addr() {
-            ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => ConnectionAddr::Tcp(host, port),
-        };
-        self.template.clone().set_addr(addr)
-    }
+/// The first seed's settings, at `addr`.
+fn info_for(seeds: &[ConnectionInfo], addr: &NodeAddr) -> ConnectionInfo {
+    let (host, port) = (addr.host.to_string(), addr.port);
+    let addr = match seeds[0].addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    seeds[0].clone().set_addr(addr)
 }
 
 /// The host part of `info`'s address, for nodes that announce none (see
