@@ -44,6 +44,7 @@ async fn main() -> ExitCode {
 }
 
 async fn run(url: &str, consumers: usize, jobs: usize) -> redis_rlock::Result<()> {
+    let stop = stop_requested();
     seed_jobs(url, jobs).await?;
     println!("{jobs} jobs in `{JOBS_KEY}`; {consumers} consumers take turns on `{TURN_LOCK}`");
 
@@ -62,7 +63,7 @@ async fn run(url: &str, consumers: usize, jobs: usize) -> redis_rlock::Result<()
     let all_done = futures_util::future::join_all(tasks.iter_mut());
     let outcomes = tokio::select! {
         outcomes = all_done => outcomes,
-        () = stop_requested() => {
+        () = stop => {
             println!("stop requested");
             // Each consumer's turn is released, or its place in the queue left; a
             // consumer waiting for its turn gets `Error::ShutDown` and stops.
@@ -122,18 +123,26 @@ async fn consume(
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `kill`, systemd and Kubernetes send).
-async fn stop_requested() {
+/// The handlers are installed when this is called, not when the future is first polled:
+/// a signal that comes in between (while the consumers start, say) still counts,
+/// where without a handler SIGTERM would end the process with the lock held.
+fn stop_requested() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt()).expect("a SIGINT handler");
         let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
+        async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn seed_jobs(url: &str, jobs: usize) -> redis_rlock::Result<()> {

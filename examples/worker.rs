@@ -53,21 +53,30 @@ async fn main() -> ExitCode {
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM (what `kill`, systemd and Kubernetes send).
-async fn stop_requested() {
+/// The handlers are installed when this is called, not when the future is first polled:
+/// a signal that comes in between (right after "took" is printed, say) still counts,
+/// where without a handler SIGTERM would end the process with the lock held.
+fn stop_requested() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt()).expect("a SIGINT handler");
         let mut terminate = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
+        async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn run(client: &Client, steps: u32) -> redis_rlock::Result<()> {
+    let stop = stop_requested();
     let lock = client.lock("worker:nightly-report");
     let guard = lock.lock().await?;
     println!("took {} (lease 3 s, renewed every 1 s)", guard.name());
@@ -83,7 +92,7 @@ async fn run(client: &Client, steps: u32) -> redis_rlock::Result<()> {
             // Someone else may hold the lock now: stop touching the resource.
             println!("lock lost ({reason}); job abandoned");
         }
-        () = stop_requested() => {
+        () = stop => {
             // The guard drops on the way out, and its release starts in the background:
             // `main`'s shutdown waits for it, and releases whatever else is still held.
             println!("stop requested; job abandoned");
