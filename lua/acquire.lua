@@ -35,10 +35,16 @@ for i = 1, locks do
         local at = 2 * declared + 3 * (i - declared) - 2
         key, lease, owner = ARGV[at], ARGV[at + 1], ARGV[at + 2]
     end
-    -- The lock's first access, so pcall: an undeclared key of a slot served elsewhere (or
-    -- one the user may not touch) fails here, before anything is written for it. A
-    -- declared key cannot: Redis checked those before the script ran.
-    local exists = redis.pcall('exists', key)
+    -- The lock's first access. For an undeclared key in pcall: one of a slot served
+    -- elsewhere (or one the user may not touch) fails here, before anything is written for
+    -- it, and its resend alone, declared, tells which. A declared key's error (the user may
+    -- not run EXISTS) fails the call, as it always did, and reaches the caller.
+    local exists
+    if i <= declared then
+        exists = redis.call('exists', key)
+    else
+        exists = redis.pcall('exists', key)
+    end
     if type(exists) == 'table' then
         replies[i] = -7
     else
