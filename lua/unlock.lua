@@ -1,4 +1,4 @@
-#!lua flags=allow-oom
+#!lua flags=allow-oom,allow-cross-slot-keys
 -- Release one hold of reentrant locks (Redisson RLock layout), so that a retried release
 -- never releases a second hold: one hold, or those of concurrent callers of one client in
 -- one call.
@@ -7,6 +7,11 @@
 -- would stay held until its lease ran out. Without the flag, Redis refuses the first write
 -- that may grow memory (HINCRBY of a nested release; see `scriptVerifyOOM` in Redis'
 -- script.c). Needs Redis 7.0.
+--
+-- allow-cross-slot-keys: on a Redis Cluster, a call declares the keys of one slot, which
+-- route it, and passes releases of other slots the same node serves undeclared (see
+-- below); a script with a flags line may touch those only with this flag. No effect on one
+-- Redis.
 --
 -- Retries without a latch. Redisson keeps each unlock request's answer in a key of its own
 -- (`redisson_unlock_latch:{K}:<id>`, SET with a TTL) for a retry to read. Here the client
@@ -36,21 +41,44 @@
 -- ARGV[5i] owner field "<client-uuid>:<task-id>"
 -- ARGV[5i + 1] "1" when this is a retry, whose first try may have run; "0" for a first try
 -- ARGV[5i + 2] expected: the holds the owner should count before this release (see above)
--- ARGV[#KEYS * 5 + 3] optional: present when one caller is alone in the call, whose one
---                     reply then comes bare, sparing the client an array to parse
--- Returns one integer per release: -1 when the owner held nothing, 0 when holds remain,
--- 1 when the lock was freed, -2 (retries only, see above), -4 when the key is not a lock,
--- -5 when the user may not PUBLISH to the channel (nothing written: a lock is never freed
--- without its message).
+-- After these, ARGV[#KEYS * 5 + 3 ..] holds either
+--   one value: one caller is alone in the call, whose one reply then comes bare, sparing
+--              the client an array to parse; or
+--   sextuples (lock, channel, lease, owner, retry, expected) of more releases, their locks
+--              not declared (on a cluster, of other slots of the same node). An undeclared
+--              lock whose slot this node does not serve (the client's slot map is stale: a
+--              failover, a migration) answers -7 and nothing is written for it; the
+--              client sends it again alone, as the same request (nothing ran).
+-- Returns one integer per release, declared ones first: -1 when the owner held nothing,
+-- 0 when holds remain, 1 when the lock was freed, -2 (retries only, see above), -4 when
+-- the key is not a lock, -5 when the user may not PUBLISH to the channel (nothing written:
+-- a lock is never freed without its message), -7 as above.
+local declared = #KEYS
+local extra = #ARGV - (5 * declared + 2)
+local releases = declared
+if extra > 1 then
+    releases = declared + extra / 6
+end
 local replies = {}
-for i = 1, #KEYS do
-    local lock = KEYS[i]
-    local channel, lease, owner = ARGV[5 * i - 2], ARGV[5 * i - 1], ARGV[5 * i]
-    local retry, expected = ARGV[5 * i + 1] == '1', tonumber(ARGV[5 * i + 2])
+for i = 1, releases do
+    local lock, at
+    if i <= declared then
+        lock, at = KEYS[i], 5 * i - 2
+    else
+        at = 5 * declared + 6 * (i - declared) - 3
+        lock, at = ARGV[at], at + 1
+    end
+    local channel, lease, owner = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+    local retry, expected = ARGV[at + 3] == '1', tonumber(ARGV[at + 4])
     -- One HGET instead of Redisson's HEXISTS + HINCRBY: the last hold deletes the key.
+    -- The release's first access, in pcall: for an undeclared lock, an error here (a slot
+    -- served elsewhere, a key the user may not touch, or one of another type) comes before
+    -- anything is written, and its resend alone tells which.
     local found = redis.pcall('hget', lock, owner)
     local count = tonumber(found)
-    if found == false then
+    if i > declared and type(found) == 'table' then
+        replies[i] = -7
+    elseif found == false then
         if retry and expected == 1 then
             replies[i] = -2
         else
@@ -77,7 +105,7 @@ for i = 1, #KEYS do
         replies[i] = 1
     end
 end
-if ARGV[#KEYS * 5 + 3] then
+if extra == 1 then
     return replies[1]
 end
 return replies

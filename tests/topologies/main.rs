@@ -5,6 +5,7 @@
 //! binaries rather than one per file. TESTING.md says what each file proves.
 
 mod cluster;
+mod cluster_batches;
 mod cluster_failover;
 mod cluster_pubsub;
 mod cluster_replica_sync;

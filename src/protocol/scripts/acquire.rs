@@ -64,20 +64,28 @@ impl Batched for AcquireItem {
         &self.names.key
     }
 
-    /// `acquire.lua` over `items`; `lone`: one item, answered bare. Written out rather than
-    /// built from the kind's shape ([`Call::build`](crate::protocol::kinds::Call::build)),
-    /// which it equals for one item (tested): this is the lock's hot path.
-    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
+    /// `acquire.lua` over `items`, the first `declared` declared; `lone`: one item,
+    /// answered bare. Written out rather than built from the kind's shape
+    /// ([`Call::build`](crate::protocol::kinds::Call::build)), which it equals for one item
+    /// (tested): this is the lock's hot path.
+    #[inline]
+    fn call(items: &[Self], declared: usize, lone: bool) -> EvalSha<'static> {
         let bytes = items
             .iter()
             .map(|item| item.names.key.len() + NUMBER_BYTES + item.owner.len())
             .sum();
-        let mut call = EvalSha::new(&ACQUIRE, items.len(), 3 * items.len() + 1, bytes);
-        for item in items {
+        let mut call = EvalSha::new(&ACQUIRE, declared, 3 * items.len() + 1, bytes);
+        let (named, passed) = items.split_at(declared);
+        for item in named {
             call.arg(&*item.names.key);
         }
-        for item in items {
+        for item in named {
             call.arg(item.lease_ms).arg(&*item.owner);
+        }
+        for item in passed {
+            call.arg(&*item.names.key)
+                .arg(item.lease_ms)
+                .arg(&*item.owner);
         }
         if lone {
             call.arg(LONE);
@@ -174,7 +182,7 @@ mod tests {
             ..Values::default()
         };
         assert_eq!(
-            AcquireItem::call(std::slice::from_ref(&item), true).packed(),
+            AcquireItem::call(std::slice::from_ref(&item), 1, true).packed(),
             REENTRANT.acquire.build(&names, &values, 0).packed()
         );
     }

@@ -84,6 +84,18 @@ pub(crate) struct UnlockItem {
     owner: Arc<str>,
 }
 
+impl UnlockItem {
+    /// The item's arguments after its key: channel, lease, owner, retry, expected.
+    #[inline]
+    fn release(&self, call: &mut EvalSha<'static>) {
+        call.arg(&*self.names.channel)
+            .arg(self.lease_ms)
+            .arg(&*self.owner)
+            .arg(if self.retry { "1" } else { "0" })
+            .arg(self.expected);
+    }
+}
+
 impl Batched for UnlockItem {
     type Reply = UnlockOutcome;
 
@@ -91,10 +103,12 @@ impl Batched for UnlockItem {
         &self.names.key
     }
 
-    /// `unlock.lua` over `items`; `lone`: one item, answered bare. Written out rather than
-    /// built from the kind's shape ([`Call::build`](crate::protocol::kinds::Call::build)),
-    /// which it equals for one item (tested): this is the lock's hot path.
-    fn call(items: &[Self], lone: bool) -> EvalSha<'static> {
+    /// `unlock.lua` over `items`, the first `declared` declared; `lone`: one item,
+    /// answered bare. Written out rather than built from the kind's shape
+    /// ([`Call::build`](crate::protocol::kinds::Call::build)), which it equals for one item
+    /// (tested): this is the lock's hot path.
+    #[inline]
+    fn call(items: &[Self], declared: usize, lone: bool) -> EvalSha<'static> {
         let bytes = 1 + items
             .iter()
             .map(|item| {
@@ -102,8 +116,9 @@ impl Batched for UnlockItem {
                 names.key.len() + names.channel.len() + 2 * NUMBER_BYTES + item.owner.len() + 1
             })
             .sum::<usize>();
-        let mut call = EvalSha::new(&UNLOCK, items.len(), 3 + 6 * items.len(), bytes);
-        for item in items {
+        let mut call = EvalSha::new(&UNLOCK, declared, 3 + 6 * items.len(), bytes);
+        let (named, passed) = items.split_at(declared);
+        for item in named {
             call.arg(&*item.names.key);
         }
         // Every lock of one client publishes with the same command.
@@ -113,12 +128,11 @@ impl Batched for UnlockItem {
                 item.names.publish_command()
             });
         call.arg(UNLOCK_MESSAGE).arg(publish);
-        for item in items {
-            call.arg(&*item.names.channel)
-                .arg(item.lease_ms)
-                .arg(&*item.owner)
-                .arg(if item.retry { "1" } else { "0" })
-                .arg(item.expected);
+        for item in named {
+            item.release(&mut call);
+        }
+        for item in passed {
+            item.release(call.arg(&*item.names.key));
         }
         if lone {
             call.arg(LONE);
@@ -188,7 +202,7 @@ mod tests {
             ..Values::default()
         };
         assert_eq!(
-            UnlockItem::call(std::slice::from_ref(&item), true).packed(),
+            UnlockItem::call(std::slice::from_ref(&item), 1, true).packed(),
             REENTRANT.unlock.build(&names, &values, 0).packed()
         );
     }
