@@ -35,8 +35,11 @@
 //!   fixed-lease locks are checked, so the guard's `lost()` resolves about a second after
 //!   the promotion instead of at the next renewal (a third of the lease later), or, for a
 //!   fixed lease, not at all until it ran out.
-//! - **Slots.** A lock's keys share its key's slot; batches are split per slot (see
-//!   [`Error::CrossSlotName`](crate::Error::CrossSlotName) for names that cannot).
+//! - **Slots.** A lock's keys share its key's slot (see
+//!   [`Error::CrossSlotName`](crate::Error::CrossSlotName) for names that cannot). The
+//!   coalesced acquires and releases of a plain lock go out as one script call per master,
+//!   declaring one slot's keys and passing the master's other slots' undeclared; a key
+//!   whose slot moved is sent again alone (`protocol::batch`).
 //! - **Scripts** are loaded on every node at connect when all answer; a node that answers
 //!   `NOSCRIPT` (restarted, or a promoted replica) is sent the script alone, at the call.
 //! - **Pub/sub is sharded** by default, as in Redisson 3.22 and later:
