@@ -20,19 +20,20 @@
 //!    and the connections close.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::join_all;
-use tokio::time::Instant;
+use futures_util::future::{join_all, BoxFuture, FutureExt};
+use tokio::time::{timeout_at, Instant};
 
 use crate::client_core::handed_out::Outstanding;
 use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
 use crate::holds::Hold;
+use crate::locks::guard;
 use crate::protocol::names::LockNames;
+use crate::sync::permit::release_one;
+use crate::sync::semaphore_guard::give_back;
 
 /// What [`Client::shutdown`](crate::Client::shutdown) did.
 ///
@@ -78,9 +79,14 @@ pub struct NotReleased {
     pub error: Error,
 }
 
-/// The release of one thing, bounded by the shutdown's deadline: what it is, its key, and
-/// the outcome for each guard it stands for.
-type Releasing = Pin<Box<dyn Future<Output = (&'static str, String, Vec<Result<()>>)> + Send>>;
+/// The release of one thing: what it is, its key, how many guards it stands for, and the
+/// outcome for each.
+type Releasing = (
+    &'static str,
+    Arc<str>,
+    usize,
+    BoxFuture<'static, Vec<Result<()>>>,
+);
 
 /// Runs the shutdown of `core` within `timeout` (see the module docs).
 pub(crate) async fn shut_down(core: &Arc<Core>, timeout: Duration) -> ShutdownReport {
@@ -125,7 +131,7 @@ async fn run(core: Arc<Core>, timeout: Duration) -> ShutdownReport {
     let report = release_all(core, deadline, timeout).await;
     // Releases that guards dropped meanwhile started in the background, then the
     // synchronizers' request latches.
-    let _ = tokio::time::timeout_at(deadline, async {
+    let _ = timeout_at(deadline, async {
         lifecycle.work_done().await;
         core.latches.flush().await;
     })
@@ -149,26 +155,7 @@ async fn run(core: Arc<Core>, timeout: Duration) -> ShutdownReport {
 /// Releases what every guard still out holds, each through its kind's script, until
 /// `deadline`.
 async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> ShutdownReport {
-    let bounded =
-        |what,
-         key: &str,
-         guards,
-         release: Pin<Box<dyn Future<Output = Vec<Result<()>>> + Send>>| {
-            let key = key.to_string();
-            Box::pin(async move {
-                let outcomes = tokio::time::timeout_at(deadline, release).await;
-                // Past the deadline, each guard it stands for is reported not released.
-                let outcomes = outcomes.unwrap_or_else(|_| {
-                    let timed_out = || Error::Timeout {
-                        during: "releasing on shutdown",
-                        after: timeout,
-                    };
-                    (0..guards).map(|_| Err(timed_out())).collect()
-                });
-                (what, key, outcomes)
-            }) as Releasing
-        };
-    let mut releases = Vec::new();
+    let mut releases: Vec<Releasing> = Vec::new();
     // Each hold once, with its guards (the hold's address tells them apart while held).
     let mut locks: HashMap<usize, (Arc<LockNames>, Arc<Hold>, usize)> = HashMap::new();
     for holding in core.handed_out.take_all() {
@@ -180,51 +167,53 @@ async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> 
                     .2 += 1;
             }
             Outstanding::Permits { names, permits } => {
-                let key = names.key.clone();
-                let given = crate::sync::semaphore_guard::give_back(core.clone(), names, permits);
-                let release = Box::pin(async move { vec![given.await] });
-                releases.push(bounded("semaphore permits", &key, 1, release));
+                let given = give_back(core.clone(), names.clone(), permits);
+                let release = async move { vec![given.await] }.boxed();
+                releases.push(("semaphore permits", names.key.clone(), 1, release));
             }
             Outstanding::Permit { names, id, hold } => {
-                let key = names.key.clone();
                 let lost = lost_before(&hold);
-                let released =
-                    crate::sync::permit::release_one(core.clone(), names, id, hold, lost);
-                let release = Box::pin(async move { vec![released.await] });
-                releases.push(bounded("expirable permit", &key, 1, release));
+                let released = release_one(core.clone(), names.clone(), id, hold, lost);
+                let release = async move { vec![released.await] }.boxed();
+                releases.push(("expirable permit", names.key.clone(), 1, release));
             }
         }
     }
     for (names, hold, guards) in locks.into_values() {
         let lost = lost_before(&hold);
-        let core = core.clone();
-        let key = names.key.clone();
+        let (core, key) = (core.clone(), names.key.clone());
         // One guard after the other: each release takes one count, and the last one
         // frees the lock and tells the next waiter.
-        let release = Box::pin(async move {
+        let release = async move {
             let mut outcomes = Vec::with_capacity(guards);
             for _ in 0..guards {
-                let release = crate::locks::guard::release_one(
-                    core.clone(),
-                    names.clone(),
-                    hold.clone(),
-                    lost,
-                );
+                let release = guard::release_one(core.clone(), names.clone(), hold.clone(), lost);
                 outcomes.push(release.await);
             }
             outcomes
-        });
-        releases.push(bounded("lock", &key, guards, release));
+        };
+        releases.push(("lock", key, guards, release.boxed()));
     }
+    let timed = releases
+        .into_iter()
+        .map(|(what, key, guards, release)| async move {
+            (what, key, guards, timeout_at(deadline, release).await)
+        });
+    let timed_out = || Error::Timeout {
+        during: "releasing on shutdown",
+        after: timeout,
+    };
     let mut report = ShutdownReport::default();
-    for (what, key, outcomes) in join_all(releases).await {
+    for (what, key, guards, outcomes) in join_all(timed).await {
+        // Past the deadline, each guard it stands for is reported not released.
+        let outcomes = outcomes.unwrap_or_else(|_| (0..guards).map(|_| Err(timed_out())).collect());
         for outcome in outcomes {
             match outcome {
                 Ok(()) => report.released += 1,
                 Err(e) if e.is_lock_lost() => report.already_lost += 1,
                 Err(error) => report.not_released.push(NotReleased {
                     what,
-                    key: key.clone(),
+                    key: key.to_string(),
                     error,
                 }),
             }

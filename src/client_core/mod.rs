@@ -132,7 +132,6 @@ impl Core {
             reconnects,
             runtime.clone(),
         )?;
-        let commands = CommandCheck::new(settings.replica_sync.is_some(), channel_kind);
         let holds = Arc::new(Holds::default());
         let background = connections.lifecycle.background(runtime.clone());
         let latches = LatchReaper::new(&connections, background.clone());
@@ -147,14 +146,15 @@ impl Core {
         // prints it, to this process.
         tracing::info!(client = %id, url = %settings.url, ?channel_kind, "connected");
         crate::util::metrics::describe();
-        let classes = Classes::new(
-            settings.class_rule.clone(),
-            settings.max_lock_classes,
-            &kinds::LABELS,
-        );
         Ok(Arc::new(Core {
             id,
             id_text: id.to_string(),
+            commands: CommandCheck::new(settings.replica_sync.is_some(), channel_kind),
+            classes: Classes::new(
+                settings.class_rule.clone(),
+                settings.max_lock_classes,
+                &kinds::LABELS,
+            ),
             settings,
             holds,
             handed_out: HandedOut::default(),
@@ -167,8 +167,6 @@ impl Core {
             acquires: Batcher::new(runtime.clone(), cluster),
             releases: Batcher::new(runtime.clone(), cluster),
             replica_sync,
-            commands,
-            classes,
             background,
             connections,
         }))

@@ -81,12 +81,10 @@ impl fmt::Debug for ServerUrl {
 /// assert_eq!(redis_rlock::url_secrets("redis://app:s3cret@db:6379"), ["s3cret"]);
 /// ```
 pub fn url_secrets(url: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    let parts = split(url);
-    if let Some((_, Some(password))) = parts.userinfo.map(split_userinfo) {
-        found.push(password);
-    }
-    for (_, value) in parts.query.into_iter().flat_map(secret_parameters) {
+    let (userinfo, query) = split(url);
+    let password = userinfo.and_then(|userinfo| userinfo.split_once(':'));
+    let mut found: Vec<&str> = password.map(|(_, password)| password).into_iter().collect();
+    for (_, value) in query.into_iter().flat_map(secret_parameters) {
         found.push(value);
         // A URL parser ends the value at a fragment, and redis-rs uses what comes before.
         found.extend(value.split_once('#').map(|(password, _)| password));
@@ -107,77 +105,37 @@ pub fn url_secrets(url: &str) -> Vec<&str> {
 /// assert_eq!(redact_url(socket), "redis+unix:///r.sock?pass=***&db=1");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let parts = split(url);
     let mut shown = String::with_capacity(url.len());
-    shown.push_str(parts.before_userinfo);
-    if let Some(userinfo) = parts.userinfo {
-        match split_userinfo(userinfo) {
-            (user, Some(_)) => {
-                shown.push_str(user);
-                shown.push(':');
-                shown.push_str(REDACTED);
-            }
-            (user, None) => shown.push_str(user),
+    // Each secret is a slice of `url`, in order: copy what comes between them.
+    let mut copied = 0;
+    for secret in url_secrets(url) {
+        let at = secret.as_ptr() as usize - url.as_ptr() as usize;
+        // The part of a value before a fragment, listed after the value, is gone with it.
+        if at >= copied {
+            shown.push_str(&url[copied..at]);
+            shown.push_str(REDACTED);
+            copied = at + secret.len();
         }
-        shown.push('@');
     }
-    shown.push_str(parts.host_and_path);
-    if let Some(query) = parts.query {
-        shown.push('?');
-        let redacted: Vec<String> = query
-            .split('&')
-            .map(|pair| match secret_parameters(pair).next() {
-                Some((name, _)) => format!("{name}={REDACTED}"),
-                None => pair.to_string(),
-            })
-            .collect();
-        shown.push_str(&redacted.join("&"));
-    }
+    shown.push_str(&url[copied..]);
     shown
 }
 
-/// The parts of a URL this module cares about, as slices of it.
-struct Parts<'a> {
-    /// `scheme://`, or nothing when the text has no scheme.
-    before_userinfo: &'a str,
-    /// What comes before the last `@` of the authority.
-    userinfo: Option<&'a str>,
-    /// Host, port and path (and a fragment, when there is no query).
-    host_and_path: &'a str,
-    /// After the first `?` that follows the user part, up to the end: a fragment after a
-    /// secret parameter is taken for part of the secret.
-    query: Option<&'a str>,
-}
-
+/// The user part of `url` (before the last `@` of the authority) and its query (after the
+/// first `?` that follows the user part, up to the end: a fragment after a secret parameter
+/// is taken for part of the secret), as slices of it.
+///
 /// The authority ends at the first `/` or `?`; the user part is up to its last `@`, since a
 /// password that is not percent-encoded may contain `@` (or `#`, which is why a fragment is
 /// not looked for before the user part is found).
-fn split(url: &str) -> Parts<'_> {
-    let authority_start = url.find("://").map_or(0, |at| at + 3);
-    let (before_userinfo, after_scheme) = url.split_at(authority_start);
+fn split(url: &str) -> (Option<&str>, Option<&str>) {
+    let after_scheme = url.find("://").map_or(url, |at| &url[at + 3..]);
     let authority_end = after_scheme.find(['/', '?']).unwrap_or(after_scheme.len());
     let (userinfo, rest) = match after_scheme[..authority_end].rfind('@') {
         Some(at) => (Some(&after_scheme[..at]), &after_scheme[at + 1..]),
         None => (None, after_scheme),
     };
-    let (host_and_path, query) = match rest.split_once('?') {
-        Some((host_and_path, query)) => (host_and_path, Some(query)),
-        None => (rest, None),
-    };
-    Parts {
-        before_userinfo,
-        userinfo,
-        host_and_path,
-        query,
-    }
-}
-
-/// `user:password` → (`user`, `Some(password)`); `user` → (`user`, `None`).
-fn split_userinfo(userinfo: &str) -> (&str, Option<&str>) {
-    match userinfo.split_once(':') {
-        Some((user, password)) => (user, Some(password)),
-        None => (userinfo, None),
-    }
+    (userinfo, rest.split_once('?').map(|(_, query)| query))
 }
 
 /// The `name=value` pairs of `query` that carry a password: a name of

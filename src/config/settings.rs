@@ -18,7 +18,7 @@ const MAX_POOL_SIZE: usize = 1024;
 
 /// The most locks one renewal call may carry: each is a key and an argument of one script
 /// call, which blocks Redis while it runs.
-const MAX_BATCH_SIZE: usize = 10_000;
+const MAX_BATCH: usize = 10_000;
 
 /// What a client connects to.
 #[derive(Clone, Debug)]
@@ -225,20 +225,22 @@ impl Settings {
 
     /// The defaults, for a cluster reached through `seeds`.
     pub(crate) fn cluster(seeds: Vec<String>) -> Self {
-        let mut settings = Settings::new(seeds.first().cloned().unwrap_or_default());
-        let seeds = seeds.into_iter().map(ServerUrl::new).collect();
-        settings.topology = Topology::Cluster { seeds };
-        settings
+        Settings::through(seeds, |seeds| Topology::Cluster { seeds })
     }
 
     /// The defaults, for the master the `sentinels` monitor as `master_name`.
     pub(crate) fn sentinel(sentinels: Vec<String>, master_name: String) -> Self {
-        let mut settings = Settings::new(sentinels.first().cloned().unwrap_or_default());
-        let sentinels = sentinels.into_iter().map(ServerUrl::new).collect();
-        settings.topology = Topology::Sentinel {
+        Settings::through(sentinels, |sentinels| Topology::Sentinel {
             sentinels,
             master_name,
-        };
+        })
+    }
+
+    /// The defaults, for the `topology` reached through `urls`, the first of which
+    /// messages name.
+    fn through(urls: Vec<String>, topology: impl FnOnce(Vec<ServerUrl>) -> Topology) -> Self {
+        let mut settings = Settings::new(urls.first().cloned().unwrap_or_default());
+        settings.topology = topology(urls.into_iter().map(ServerUrl::new).collect());
         settings
     }
 
@@ -251,12 +253,7 @@ impl Settings {
         let secs = Duration::from_secs;
         let day = secs(86_400);
         within("watchdog_timeout", s.watchdog_timeout, ms(10), day)?;
-        within(
-            "watchdog_batch_size",
-            s.watchdog_batch_size,
-            1,
-            MAX_BATCH_SIZE,
-        )?;
+        within("watchdog_batch_size", s.watchdog_batch_size, 1, MAX_BATCH)?;
         within("connect_timeout", s.connect_timeout, ms(1), secs(300))?;
         within("response_timeout", s.response_timeout, ms(1), secs(300))?;
         within("subscribe_timeout", s.subscribe_timeout, ms(1), secs(3600))?;
@@ -264,12 +261,7 @@ impl Settings {
         within("retry_delay", s.retry_delay, Duration::ZERO, secs(60))?;
         within("fair_waiter_timeout", s.fair_waiter_timeout, ms(100), day)?;
         let fair_lock_wait = s.redisson_fair_lock_wait;
-        within(
-            "redisson_fair_lock_wait",
-            fair_lock_wait,
-            Duration::ZERO,
-            day,
-        )?;
+        within("redisson_fair_lock_wait", fair_lock_wait, ms(0), day)?;
         within("pool_size", s.pool_size, 2, MAX_POOL_SIZE)?;
         within("ping_interval", s.ping_interval, ms(100), secs(3600))?;
         validate::key_length("key_prefix", &s.key_prefix)?;
@@ -351,10 +343,7 @@ impl Settings {
         seeds: &[ServerUrl],
         nodes: &[redis::Client],
     ) -> Result<redis::cluster::ClusterClient> {
-        let infos: Vec<redis::ConnectionInfo> = nodes
-            .iter()
-            .map(|n| n.get_connection_info().clone())
-            .collect();
+        let infos = nodes.iter().map(|n| n.get_connection_info().clone());
         #[allow(unused_mut)]
         let mut builder = redis::cluster::ClusterClient::builder(infos)
             .retries(0)
@@ -404,6 +393,11 @@ pub(crate) fn client_with_tls(
     if !tls.is_set() {
         return redis::Client::open(info).map_err(|e| url.invalid("Redis URL", &e));
     }
+    #[cfg(not(feature = "tls"))]
+    return Err(Error::invalid(
+        "TLS certificates need the `tls` feature of redis-rlock (on by default)",
+    ));
+    #[cfg(feature = "tls")]
     tls_client(tls, url, info)
 }
 
@@ -443,17 +437,6 @@ fn tls_client(
     }
     redis::Client::build_with_tls(info, tls.certificates())
         .map_err(|e| Error::invalid(format!("TLS settings for `{url}`: {e}")))
-}
-
-#[cfg(not(feature = "tls"))]
-fn tls_client(
-    _tls: &TlsSettings,
-    _url: &ServerUrl,
-    _info: redis::ConnectionInfo,
-) -> Result<redis::Client> {
-    Err(Error::invalid(
-        "TLS certificates need the `tls` feature of redis-rlock (on by default)",
-    ))
 }
 
 /// rustls needs a process-wide crypto provider when more than one is compiled in (another

@@ -246,18 +246,60 @@ pub enum Error {
     ShutDown,
 }
 
-impl Error {
+/// Public `is_*` predicates of [`Error`], each true for what its pattern matches.
+macro_rules! predicates {
+    ($($(#[$doc:meta])* $name:ident => $pattern:pat $(if $guard:expr)?,)*) => {
+        impl Error {$(
+            $(#[$doc])*
+            pub fn $name(&self) -> bool {
+                matches!(self, $pattern $(if $guard)?)
+            }
+        )*}
+    };
+}
+
+predicates! {
     /// True when the argument was rejected before anything was sent to Redis.
-    pub fn is_invalid_argument(&self) -> bool {
-        matches!(self, Error::InvalidArgument(_))
-    }
+    is_invalid_argument => Error::InvalidArgument(_),
 
     /// True when the lock (or an expirable permit:
     /// [`Error::PermitLost`](crate::Error::PermitLost)) was lost before it was released.
-    pub fn is_lock_lost(&self) -> bool {
-        matches!(self, Error::LockLost { .. } | Error::PermitLost { .. })
-    }
+    is_lock_lost => Error::LockLost { .. } | Error::PermitLost { .. },
 
+    /// True when, with replica sync on, no connected replica acknowledged a lock write in
+    /// time ([`Error::NotReplicated`](crate::Error::NotReplicated)).
+    is_not_replicated => Error::NotReplicated { .. },
+
+    /// True when Redis refused the credentials: a wrong password or user name
+    /// (`WRONGPASS`), or none given to a server that requires them (`NOAUTH`). Final: it is
+    /// never retried.
+    is_auth_error => Error::Redis(e) if is_auth_failure(e),
+
+    /// True when Redis refused a command for lack of an ACL permission
+    /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied)).
+    is_permission_denied => Error::PermissionDenied { .. },
+
+    /// True when the key is not a lock of this kind
+    /// ([`Error::NotALock`](crate::Error::NotALock)).
+    is_not_a_lock => Error::NotALock { .. },
+
+    /// True when a lock name cannot be used on a Redis Cluster
+    /// ([`Error::CrossSlotName`](crate::Error::CrossSlotName)).
+    is_cross_slot_name => Error::CrossSlotName { .. },
+
+    /// True when the server may evict lock keys and the client was not told to accept it
+    /// ([`Error::EvictingServer`](crate::Error::EvictingServer)).
+    is_evicting_server => Error::EvictingServer { .. },
+
+    /// True when a task holding a read lock asked for the write lock of the same
+    /// read-write lock ([`Error::UpgradeRefused`](crate::Error::UpgradeRefused)).
+    is_upgrade_refused => Error::UpgradeRefused { .. },
+
+    /// True when the client was shut down ([`Error::ShutDown`](crate::Error::ShutDown)).
+    is_shut_down => Error::ShutDown,
+}
+
+impl Error {
     /// True when an operation ran out of time, ours or the Redis connection's.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Redis(e) | Error::Unreachable { error: e, .. } if e.is_timeout())
@@ -277,54 +319,6 @@ impl Error {
             | Error::NotReplicated { .. } => true,
             _ => false,
         }
-    }
-
-    /// True when, with replica sync on, no connected replica acknowledged a lock write in
-    /// time ([`Error::NotReplicated`](crate::Error::NotReplicated)).
-    pub fn is_not_replicated(&self) -> bool {
-        matches!(self, Error::NotReplicated { .. })
-    }
-
-    /// True when Redis refused the credentials: a wrong password or user name
-    /// (`WRONGPASS`), or none given to a server that requires them (`NOAUTH`). Final: it is
-    /// never retried.
-    pub fn is_auth_error(&self) -> bool {
-        matches!(self, Error::Redis(e) if is_auth_failure(e))
-    }
-
-    /// True when Redis refused a command for lack of an ACL permission
-    /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied)).
-    pub fn is_permission_denied(&self) -> bool {
-        matches!(self, Error::PermissionDenied { .. })
-    }
-
-    /// True when the key is not a lock of this kind
-    /// ([`Error::NotALock`](crate::Error::NotALock)).
-    pub fn is_not_a_lock(&self) -> bool {
-        matches!(self, Error::NotALock { .. })
-    }
-
-    /// True when a lock name cannot be used on a Redis Cluster
-    /// ([`Error::CrossSlotName`](crate::Error::CrossSlotName)).
-    pub fn is_cross_slot_name(&self) -> bool {
-        matches!(self, Error::CrossSlotName { .. })
-    }
-
-    /// True when the server may evict lock keys and the client was not told to accept it
-    /// ([`Error::EvictingServer`](crate::Error::EvictingServer)).
-    pub fn is_evicting_server(&self) -> bool {
-        matches!(self, Error::EvictingServer { .. })
-    }
-
-    /// True when a task holding a read lock asked for the write lock of the same
-    /// read-write lock ([`Error::UpgradeRefused`](crate::Error::UpgradeRefused)).
-    pub fn is_upgrade_refused(&self) -> bool {
-        matches!(self, Error::UpgradeRefused { .. })
-    }
-
-    /// True when the client was shut down ([`Error::ShutDown`](crate::Error::ShutDown)).
-    pub fn is_shut_down(&self) -> bool {
-        matches!(self, Error::ShutDown)
     }
 
     /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost) (and an

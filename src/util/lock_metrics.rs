@@ -14,8 +14,9 @@
 //! [`max_lock_classes`](crate::ClientBuilder::max_lock_classes) classes per client, and the
 //! names past them fold into `other`, counted by `rlock_lock_classes_folded_total`.
 
-// Without the feature, the rule is kept (the builder takes it either way) but never asked.
-#![cfg_attr(not(feature = "metrics"), allow(dead_code))]
+// Without the feature, the rule is kept (the builder takes it either way) but never asked,
+// and the recording calls' arguments are unused.
+#![cfg_attr(not(feature = "metrics"), allow(dead_code, unused_variables))]
 
 use std::borrow::Cow;
 use std::fmt;
@@ -85,8 +86,6 @@ impl Classes {
     /// and holds), told apart from those of groups and synchronizers, whose releases count
     /// under their locks' kinds.
     pub(crate) fn new(rule: ClassRule, cap: usize, lock_kinds: &'static [&'static str]) -> Self {
-        #[cfg(not(feature = "metrics"))]
-        let _ = (cap, lock_kinds);
         let classes = Classes {
             rule,
             #[cfg(feature = "metrics")]
@@ -121,10 +120,7 @@ impl Classes {
             LockMetrics(Some(handles.of(kind)))
         }
         #[cfg(not(feature = "metrics"))]
-        {
-            let _ = (kind, name, forced, &self.rule);
-            LockMetrics(())
-        }
+        LockMetrics(())
     }
 
     /// The handles of `class`, made (at zero) if there is room for it; those of
@@ -133,11 +129,8 @@ impl Classes {
     fn admit(&self, class: &str) -> ClassHandles {
         if self.admitted.len() >= self.cap && class != OTHER_CLASS {
             metrics::counter!(super::metrics::CLASSES_FOLDED).increment(1);
-            return match self.admitted.get(OTHER_CLASS) {
-                Some(other) => other.clone(),
-                // `other` has a place beyond the cap.
-                None => self.make(OTHER_CLASS),
-            };
+            // `other` has a place beyond the cap.
+            return self.make(OTHER_CLASS);
         }
         self.make(class)
     }
@@ -155,22 +148,13 @@ impl Classes {
     }
 }
 
-/// The metrics of one lock handle (see the module docs); cheap to clone.
-#[derive(Clone, Debug)]
+/// The metrics of one lock handle (see the module docs); cheap to clone. The default
+/// records nothing, until a client's [`Classes`] gives a handle its own.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct LockMetrics(
     #[cfg(feature = "metrics")] Option<Arc<Handles>>,
     #[cfg(not(feature = "metrics"))] (),
 );
-
-impl Default for LockMetrics {
-    /// Metrics that record nothing, until a client's [`Classes`] gives a handle its own.
-    fn default() -> Self {
-        #[cfg(feature = "metrics")]
-        return LockMetrics(None);
-        #[cfg(not(feature = "metrics"))]
-        LockMetrics(())
-    }
-}
 
 /// Counts one waiting call in `rlock_waiting_tasks` while it lives.
 #[derive(Debug)]
@@ -205,14 +189,12 @@ pub(crate) struct Handles {
     waiting: Gauge,
 }
 
-/// The handles of one class, by kind (the lock kinds', then `OTHER_ACQUIRE_KINDS`), made
-/// as handles of each kind are.
+/// The handles of one class, by kind (the lock kinds', then `OTHER_ACQUIRE_KINDS`).
 #[cfg(feature = "metrics")]
 #[derive(Clone, Debug)]
 struct ClassHandles {
-    class: Arc<str>,
     lock_kinds: &'static [&'static str],
-    kinds: Arc<[std::sync::OnceLock<Arc<Handles>>]>,
+    kinds: Arc<[Arc<Handles>]>,
 }
 
 #[cfg(feature = "metrics")]
@@ -220,16 +202,11 @@ impl ClassHandles {
     /// A class's series, every counter and gauge of every kind at zero: a first loss, a
     /// first failed acquire of a class must show as an increase.
     fn new(class: Arc<str>, lock_kinds: &'static [&'static str]) -> Self {
-        let count = lock_kinds.len() + OTHER_ACQUIRE_KINDS.len();
-        let handles = ClassHandles {
-            class,
-            lock_kinds,
-            kinds: (0..count).map(|_| std::sync::OnceLock::new()).collect(),
-        };
-        for kind in lock_kinds.iter().chain(&OTHER_ACQUIRE_KINDS) {
-            handles.of(kind);
-        }
-        handles
+        let kinds = lock_kinds.iter().chain(&OTHER_ACQUIRE_KINDS).enumerate();
+        let kinds = kinds
+            .map(|(index, &kind)| Arc::new(Handles::new(kind, index < lock_kinds.len(), &class)))
+            .collect();
+        ClassHandles { lock_kinds, kinds }
     }
 
     fn of(&self, kind: &'static str) -> Arc<Handles> {
@@ -239,10 +216,7 @@ impl ClassHandles {
             .chain(&OTHER_ACQUIRE_KINDS)
             .position(|k| *k == kind)
             .expect("every kind label is a lock kind's or in util::metrics");
-        let lock_kind = index < self.lock_kinds.len();
-        self.kinds[index]
-            .get_or_init(|| Arc::new(Handles::new(kind, lock_kind, &self.class)))
-            .clone()
+        self.kinds[index].clone()
     }
 }
 
@@ -304,8 +278,6 @@ impl LockMetrics {
                 handles.waits[outcome as usize].record(started.elapsed().as_secs_f64());
             }
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = (outcome, started);
     }
 
     /// A release ended with `outcome` (one of `RELEASE_OUTCOMES`).
@@ -316,8 +288,6 @@ impl LockMetrics {
                 handles.releases[i].increment(1);
             }
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = outcome;
     }
 
     /// An owner's hold ended after `held()` (only asked with the feature).
@@ -326,8 +296,6 @@ impl LockMetrics {
         if let Some(handles) = &self.0 {
             handles.hold.record(held().as_secs_f64());
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = held;
     }
 
     /// A hold was lost for `reason` (one of `LOST_REASONS`).
@@ -338,8 +306,6 @@ impl LockMetrics {
                 handles.lost[i].increment(1);
             }
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = reason;
     }
 
     /// The process holds one lock more (`1.0`) or fewer (`-1.0`).
@@ -348,8 +314,6 @@ impl LockMetrics {
         if let Some(handles) = &self.0 {
             handles.held.increment(change);
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = change;
     }
 
     /// One call more (`1.0`) or fewer (`-1.0`) waits.
@@ -358,8 +322,6 @@ impl LockMetrics {
         if let Some(handles) = &self.0 {
             handles.waiting.increment(change);
         }
-        #[cfg(not(feature = "metrics"))]
-        let _ = change;
     }
 }
 

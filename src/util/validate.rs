@@ -77,10 +77,7 @@ pub(crate) fn name(what: &str, name: &str) -> Result<()> {
         return Err(Error::invalid(format!("{what} name must not be empty")));
     }
     if name.len() > MAX_NAME_BYTES {
-        return Err(Error::invalid(format!(
-            "{what} name must be at most {MAX_NAME_BYTES} bytes, got {} bytes",
-            name.len()
-        )));
+        return key_length(&format!("{what} name"), name);
     }
     Ok(())
 }
