@@ -48,39 +48,19 @@
 //!
 //! On a Redis Cluster a release refused for a topology change (a slot on the move, a master
 //! failing over: the script certainly did not run) is sent again after the retry backoff
-//! for up to [`TOPOLOGY_PATIENCE`]: an unlock during a migration or a failover costs time,
+//! for up to [`TOPOLOGY_PATIENCE`](crate::transport::calls::TOPOLOGY_PATIENCE): an unlock during a migration or a failover costs time,
 //! not an error.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::client_core::Core;
-use crate::config::settings::Settings;
 use crate::error::{channel_missing, Error, Result};
 use crate::holds::HoldId;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::LockNames;
 use crate::protocol::scripts::{UnlockCall, UnlockOutcome};
-use crate::transport::calls::{Retry, Road, TOPOLOGY_PATIENCE};
+use crate::transport::calls::{Retry, Road};
 use crate::transport::explain;
-
-/// The longest one try of a request may take, pause included: a new connection (connect
-/// + handshake reply), its own reply, and a jittered pause before it.
-pub(crate) fn longest_try(settings: &Settings) -> Duration {
-    settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2
-}
-
-/// How long a request's latch lives (a Redis Cluster client's synchronizer count change's;
-/// lock releases have none): it must outlive every retry of the request, `retry_attempts` tries, and on a cluster
-/// (`cluster`) tries refused for a topology change for up to [`TOPOLOGY_PATIENCE`] from
-/// the first, after which one more round of retries may start.
-pub(crate) fn latch_ttl(settings: &Settings, cluster: bool) -> Duration {
-    let mut ttl = longest_try(settings) * settings.retry_attempts + Duration::from_secs(1);
-    if cluster {
-        ttl += TOPOLOGY_PATIENCE;
-    }
-    ttl
-}
 
 /// What a release found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

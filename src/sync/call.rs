@@ -35,17 +35,32 @@
 //! see [`crate::services::latches`]) and expires by itself otherwise.
 
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::client_core::Core;
+use crate::config::settings::Settings;
 use crate::error::{Error, Result};
-use crate::locks::release::{latch_ttl, longest_try};
 use crate::protocol::conn::Conn;
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::RequestLatch;
-use crate::transport::calls::{Outcome, Retry, Road};
+use crate::transport::calls::{Outcome, Retry, Road, TOPOLOGY_PATIENCE};
 use crate::transport::explain::{explain_with, sync_checks, type_of};
+
+/// The longest one try of a request may take, pause included: a new connection (connect
+/// + handshake reply), its own reply, and a jittered pause before it.
+fn longest_try(settings: &Settings) -> Duration {
+    settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2
+}
+
+/// How long a request latch lives (only a Redis Cluster client's count changes have one):
+/// it must outlive every retry of the request, `retry_attempts` tries, and tries refused
+/// for a topology change for up to [`TOPOLOGY_PATIENCE`] from the first, after which one
+/// more round of retries may start.
+fn latch_ttl(settings: &Settings) -> Duration {
+    longest_try(settings) * settings.retry_attempts + Duration::from_secs(1) + TOPOLOGY_PATIENCE
+}
 
 /// One count change request: its request latch on a cluster (see the module docs), and
 /// whether a try of it may have run.
@@ -61,7 +76,7 @@ impl CountChange {
     pub(crate) fn new(core: &Core, names: &SyncNames) -> Self {
         let now = Instant::now();
         let settings = &core.settings;
-        let ttl = latch_ttl(settings, true);
+        let ttl = latch_ttl(settings);
         let latch = names.request_latch(rand::random()).map(|key| RequestLatch {
             key,
             ttl_ms: crate::util::time::millis(ttl),
