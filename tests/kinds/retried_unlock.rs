@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use redis_rlock::{Client, Lock, LockKind};
+use redis_rlock::{Client, Lock, LockGuard, LockKind};
 use testkit::{keys_matching, RedisServer};
 
 /// Short enough for the first try to time out while Redis is frozen, with room for the
@@ -53,16 +53,25 @@ where
     releasing.await.unwrap()
 }
 
-/// A nested release retried: one hold released, the other still held and valid.
-async fn a_retried_nested_release_releases_one_hold<K: LockKind>(
-    kind: &str,
+/// A fresh server, an impatient client, and its lock from `make` held twice: the outer
+/// guard and the inner one.
+async fn nested<K: LockKind>(
     make: impl Fn(&Client) -> Lock<K>,
-) {
+) -> (RedisServer, Client, Lock<K>, LockGuard, LockGuard) {
     let server = RedisServer::start();
     let client = impatient(&server).await;
     let lock = make(&client);
     let outer = lock.lock().await.unwrap();
     let inner = lock.lock().await.unwrap();
+    (server, client, lock, outer, inner)
+}
+
+/// A nested release retried: one hold released, the other still held and valid.
+async fn a_retried_nested_release_releases_one_hold<K: LockKind>(
+    kind: &str,
+    make: impl Fn(&Client) -> Lock<K>,
+) {
+    let (server, _client, lock, outer, inner) = nested(&make).await;
     let owner = outer.owner().to_string();
 
     let released = retried(&server, inner.unlock()).await;
@@ -111,11 +120,7 @@ async fn a_retried_release_of_a_lost_lock_reports_the_loss<K: LockKind>(
     kind: &str,
     make: impl Fn(&Client) -> Lock<K>,
 ) {
-    let server = RedisServer::start();
-    let client = impatient(&server).await;
-    let lock = make(&client);
-    let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let (server, _client, _lock, outer, inner) = nested(&make).await;
     let other = testkit::client(&server).await;
     assert!(make(&other).force_unlock().await.unwrap(), "{kind}");
 
@@ -126,39 +131,31 @@ async fn a_retried_release_of_a_lost_lock_reports_the_loss<K: LockKind>(
     assert_eq!(latches(&server).await, 0, "{kind}: a latch was written");
 }
 
+/// Runs `check` on a lock named `l` of each kind that releases through a count: reentrant,
+/// fair, fenced, and either side of a read-write lock.
+macro_rules! every_kind {
+    ($check:ident) => {
+        $check("reentrant", |c| c.lock("l")).await;
+        $check("fair", |c| c.fair_lock("l")).await;
+        $check("fenced", |c| c.fenced_lock("l")).await;
+        $check("read", |c| c.read_write_lock("l").read_lock()).await;
+        $check("write", |c| c.read_write_lock("l").write_lock()).await;
+    };
+}
+
 #[tokio::test]
 async fn a_retried_nested_release_releases_one_hold_of_every_kind() {
-    a_retried_nested_release_releases_one_hold("reentrant", |c| c.lock("l")).await;
-    a_retried_nested_release_releases_one_hold("fair", |c| c.fair_lock("l")).await;
-    a_retried_nested_release_releases_one_hold("fenced", |c| c.fenced_lock("l")).await;
-    a_retried_nested_release_releases_one_hold("read", |c| c.read_write_lock("l").read_lock())
-        .await;
-    a_retried_nested_release_releases_one_hold("write", |c| c.read_write_lock("l").write_lock())
-        .await;
+    every_kind!(a_retried_nested_release_releases_one_hold);
 }
 
 #[tokio::test]
 async fn a_retried_last_release_frees_every_kind_and_reports_it_freed() {
-    a_retried_last_release_frees_the_lock("reentrant", |c| c.lock("l")).await;
-    a_retried_last_release_frees_the_lock("fair", |c| c.fair_lock("l")).await;
-    a_retried_last_release_frees_the_lock("fenced", |c| c.fenced_lock("l")).await;
-    a_retried_last_release_frees_the_lock("read", |c| c.read_write_lock("l").read_lock()).await;
-    a_retried_last_release_frees_the_lock("write", |c| c.read_write_lock("l").write_lock()).await;
+    every_kind!(a_retried_last_release_frees_the_lock);
 }
 
 #[tokio::test]
 async fn a_retried_release_of_a_lost_lock_of_every_kind_reports_the_loss() {
-    a_retried_release_of_a_lost_lock_reports_the_loss("reentrant", |c| c.lock("l")).await;
-    a_retried_release_of_a_lost_lock_reports_the_loss("fair", |c| c.fair_lock("l")).await;
-    a_retried_release_of_a_lost_lock_reports_the_loss("fenced", |c| c.fenced_lock("l")).await;
-    a_retried_release_of_a_lost_lock_reports_the_loss("read", |c| {
-        c.read_write_lock("l").read_lock()
-    })
-    .await;
-    a_retried_release_of_a_lost_lock_reports_the_loss("write", |c| {
-        c.read_write_lock("l").write_lock()
-    })
-    .await;
+    every_kind!(a_retried_release_of_a_lost_lock_reports_the_loss);
 }
 
 /// Two guards of one owner released at once while Redis is frozen, a third staying: each
