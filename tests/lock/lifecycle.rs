@@ -347,6 +347,65 @@ async fn the_worker_example_stopped_by_sigterm_frees_its_lock_at_once() {
     next_line(&mut lines_rx, "stop requested").await;
 }
 
+/// The `job_consumer` example, stopped by SIGTERM while one consumer has its turn and the
+/// others queue for theirs, leaves nothing of the fair lock behind: the turn is released and
+/// every place in the queue left before the process exits (only the job list stays).
+#[cfg(unix)]
+#[tokio::test]
+async fn the_job_consumer_example_stopped_by_sigterm_leaves_no_turn_or_queue_behind() {
+    let server = RedisServer::start();
+    let mut consumers = std::process::Command::new(example_binary("job_consumer"))
+        // Jobs enough to last minutes, twenty milliseconds each: the signal finds the
+        // consumers at work.
+        .args(["4", "20000"])
+        .env("REDIS_URL", server.url())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines_rx = lines_of(consumers.stdout.take().unwrap());
+    let mut raw = server.raw().await;
+    // Every consumer has had a turn, so each holds the lock or waits in its queue.
+    let mut served = std::collections::HashSet::new();
+    while served.len() < 4 {
+        let line = next_line(&mut lines_rx, "consumer").await;
+        served.insert(line.split(':').next().unwrap_or_default().to_string());
+    }
+    let queued: i64 = redis::cmd("LLEN")
+        .arg("redisson_lock_queue:{job_consumer:turn}")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(
+        queued > 0,
+        "no consumer waits in the queue: the test would not see it left"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &consumers.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exited = testkit::bounded(
+        "the consumers' exit",
+        tokio::task::spawn_blocking(move || consumers.wait()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(exited.success(), "the consumers failed: {exited}");
+    next_line(&mut lines_rx, "stop requested").await;
+    let mut left: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    left.sort();
+    assert_eq!(
+        left,
+        ["job_consumer:jobs"],
+        "the fair lock's hash, queue or deadlines outlived the consumers"
+    );
+}
+
 /// Releases write no unlock latch (a retry knows its own earlier try by the owner's count),
 /// so a client leaves none behind to delete or to expire: after nested and last releases,
 /// kept or dropped, and the client's end, the lock's hash is all there was.
