@@ -16,10 +16,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use redis::ErrorKind;
-
 use crate::protocol::conn::Conn;
-use crate::transport::slot_map::SlotMap;
+use crate::protocol::slot::SlotMap;
 
 /// How often a cluster client holding locks reads the cluster's epoch: a lock lost to a
 /// failover is reported about this long after the replica's promotion at the latest.
@@ -75,18 +73,7 @@ pub(crate) async fn node_ids(conn: &Conn) -> redis::RedisResult<Option<BTreeSet<
     if !conn.is_cluster() {
         return Ok(None);
     }
-    let mut slots = redis::cmd("CLUSTER");
-    slots.arg("SLOTS");
-    let reply = conn.clone().query_one_node(&slots).await?;
-    match SlotMap::parse(&reply, "") {
-        Ok(map) => Ok(Some(map.ids)),
-        Err(e) => Err((
-            ErrorKind::UnexpectedReturnType,
-            "unexpected CLUSTER SLOTS reply",
-            e,
-        )
-            .into()),
-    }
+    Ok(Some(SlotMap::read(conn).await?.ids))
 }
 
 /// `cluster_current_epoch` of a `CLUSTER INFO` reply.

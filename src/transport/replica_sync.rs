@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
-use crate::transport::slot_map::SlotMap;
+use crate::protocol::slot::{cluster_slots, SlotMap};
 use crate::util::metrics;
 use crate::util::poison;
 
@@ -217,9 +217,7 @@ impl Replicated {
 /// command without a key may go to any node, and the one that fails to answer `WAIT`
 /// may be a frozen replica's master, or the replica itself.
 async fn slots_of(conn: &mut Conn, nodes: &[String]) -> Result<Vec<(u16, u16)>> {
-    let mut slots = redis::cmd("CLUSTER");
-    slots.arg("SLOTS");
-    let replies = conn.on_every_master(slots).await?;
+    let replies = conn.on_every_master(cluster_slots()).await?;
     // Hosts as announced: redis-rs names a node by the address `CLUSTER SLOTS` gives.
     match replies
         .into_iter()

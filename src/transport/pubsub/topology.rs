@@ -15,8 +15,8 @@ use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
 use tokio::sync::watch;
 
 use crate::error::{Error, Result};
+use crate::protocol::slot::{NodeAddr, SlotMap};
 use crate::transport::sentinel::{Master, MasterWatch};
-use crate::transport::slot_map::{NodeAddr, SlotMap};
 
 /// A node the listener keeps a pub/sub connection to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

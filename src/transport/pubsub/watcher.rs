@@ -13,10 +13,10 @@ use redis::{AsyncConnectionConfig, ConnectionInfo, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::protocol::slot::{cluster_slots, SlotMap};
 use crate::transport::bounded::within;
 use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::topology::host_of;
-use crate::transport::slot_map::SlotMap;
 
 /// How often the map is read while every subscription is where it belongs: a classic
 /// subscription left on a demoted master still hears every `PUBLISH`, but a fair lock's
@@ -131,9 +131,12 @@ async fn slots(
     host: &str,
     limit: Duration,
 ) -> Result<SlotMap, String> {
-    let mut read = redis::cmd("CLUSTER");
-    read.arg("SLOTS");
-    let reading = read.query_async::<Value>(conn);
-    let asked = within(limit, "reading CLUSTER SLOTS", reading).await;
+    let read = cluster_slots();
+    let asked = within(
+        limit,
+        "reading CLUSTER SLOTS",
+        read.query_async::<Value>(conn),
+    )
+    .await;
     SlotMap::parse(&asked.map_err(|e| e.to_string())?, host)
 }
