@@ -69,16 +69,14 @@ pub(crate) fn batches<T>(
     size: usize,
     key: impl Fn(&T) -> &[u8],
 ) -> Vec<Vec<T>> {
-    let mut groups: BTreeMap<u16, Vec<Vec<T>>> = BTreeMap::new();
-    for item in items {
-        let slot = if per_slot { key_slot(key(&item)) } else { 0 };
-        let runs = groups.entry(slot).or_default();
-        match runs.last_mut() {
-            Some(run) if run.len() < size => run.push(item),
-            _ => runs.push(vec![item]),
-        }
-    }
-    groups.into_values().flatten().collect()
+    // Off a cluster every item counts as of one slot, that of the empty key.
+    let runs = node_batches(
+        items,
+        None,
+        size,
+        |item| if per_slot { key(item) } else { b"" },
+    );
+    runs.into_iter().map(|(run, _)| run).collect()
 }
 
 /// A cluster node's announced address.
