@@ -10,7 +10,7 @@
 use std::fmt;
 
 use crate::config::server_url::ServerUrl;
-use crate::config::settings::{client_with_tls, TlsSettings};
+use crate::config::settings::{at_address, client_with_tls, TlsSettings};
 use crate::error::{Error, Result};
 
 /// The user and password of the master, when they are not the sentinels'.
@@ -93,20 +93,12 @@ impl SentinelEndpoints {
 
     /// A client for the master at `host:port`, and how messages name it.
     pub(crate) fn master(&self, host: &str, port: u16) -> Result<(redis::Client, ServerUrl)> {
-        let (addr, scheme) = match self.master_template.addr() {
-            redis::ConnectionAddr::TcpTls { insecure, .. } => (
-                redis::ConnectionAddr::TcpTls {
-                    host: host.to_string(),
-                    port,
-                    insecure: *insecure,
-                    tls_params: None,
-                },
-                "rediss",
-            ),
-            _ => (redis::ConnectionAddr::Tcp(host.to_string(), port), "redis"),
+        let info = at_address(&self.master_template, host, port);
+        let scheme = match info.addr() {
+            redis::ConnectionAddr::TcpTls { .. } => "rediss",
+            _ => "redis",
         };
         let label = ServerUrl::new(format!("{scheme}://{}", host_port(host, port)));
-        let info = self.master_template.clone().set_addr(addr);
         Ok((client_with_tls(&self.tls, &label, info)?, label))
     }
 }

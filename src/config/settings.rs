@@ -380,6 +380,29 @@ impl Settings {
     }
 }
 
+/// `info`'s settings (credentials, database, TLS) for the node at `host:port`.
+pub(crate) fn at_address(
+    info: &redis::ConnectionInfo,
+    host: &str,
+    port: u16,
+) -> redis::ConnectionInfo {
+    let host = host.to_string();
+    let addr = match info.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host, port),
+    };
+    info.clone().set_addr(addr)
+}
+
 /// The redis-rs client for `info` (the node `url` names), with the TLS certificates.
 pub(crate) fn client_with_tls(
     tls: &TlsSettings,

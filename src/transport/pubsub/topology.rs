@@ -14,6 +14,7 @@ use std::sync::Arc;
 use redis::{ConnectionAddr, ConnectionInfo, ProtocolVersion};
 use tokio::sync::watch;
 
+use crate::config::settings::at_address;
 use crate::error::{Error, Result};
 use crate::protocol::slot::{NodeAddr, SlotMap};
 use crate::transport::sentinel::{Master, MasterWatch};
@@ -156,21 +157,7 @@ impl Topology {
 
 /// The first seed's settings, at `addr`.
 fn info_for(seeds: &[ConnectionInfo], addr: &NodeAddr) -> ConnectionInfo {
-    let (host, port) = (addr.host.to_string(), addr.port);
-    let addr = match seeds[0].addr() {
-        ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => ConnectionAddr::Tcp(host, port),
-    };
-    seeds[0].clone().set_addr(addr)
+    at_address(&seeds[0], &addr.host, addr.port)
 }
 
 /// The host part of `info`'s address, for nodes that announce none (see
