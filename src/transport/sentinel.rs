@@ -86,17 +86,10 @@ impl MasterWatch {
             response_timeout,
         };
         let (index, (host, port)) = sentinels.ask_all(0, &mut None).await?;
-        let (client, url) = sentinels.endpoints.master(&host, port)?;
-        let master = Arc::new(Master {
-            host,
-            port,
-            client,
-            url,
-            generation: 1,
-        });
+        let master = sentinels.master(host, port, 1)?;
         let inner = Arc::new(Inner {
             sentinels,
-            current: watch::Sender::new(master),
+            current: watch::Sender::new(Arc::new(master)),
             generation: AtomicU64::new(1),
             next_sentinel: AtomicUsize::new(index),
             ask_now: Notify::new(),
@@ -146,8 +139,8 @@ impl Inner {
         if current.host == host && current.port == port {
             return;
         }
-        let (client, url) = match self.sentinels.endpoints.master(&host, port) {
-            Ok(made) => made,
+        let master = match self.sentinels.master(host, port, current.generation + 1) {
+            Ok(master) => master,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot connect to the master the sentinels name");
                 return;
@@ -156,17 +149,11 @@ impl Inner {
         tracing::info!(
             master_name = %self.sentinels.endpoints.master_name,
             from = %current.url,
-            to = %url,
+            to = %master.url,
             "the sentinels switched the master; following it"
         );
-        let generation = current.generation + 1;
-        self.current.send_replace(Arc::new(Master {
-            host,
-            port,
-            client,
-            url,
-            generation,
-        }));
+        let generation = master.generation;
+        self.current.send_replace(Arc::new(master));
         self.generation.store(generation, Ordering::Release);
         // A failover may have lost locks the replica never got: the watchdog and the
         // fixed-lease check look on the new master at once.
@@ -175,6 +162,18 @@ impl Inner {
 }
 
 impl Sentinels {
+    /// The master at `host:port`, the `generation`th named.
+    fn master(&self, host: String, port: u16, generation: u64) -> Result<Master> {
+        let (client, url) = self.endpoints.master(&host, port)?;
+        Ok(Master {
+            host,
+            port,
+            client,
+            url,
+            generation,
+        })
+    }
+
     /// The master's address from the first sentinel that names it, starting at `first`,
     /// with that sentinel's index.
     async fn ask_all(&self, first: usize, cached: &mut Cached) -> Result<(usize, (String, u16))> {
