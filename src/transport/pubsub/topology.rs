@@ -40,15 +40,13 @@ impl fmt::Display for NodeId {
 
 /// Where the listener's connections go.
 pub(super) enum Topology {
-    /// One Redis (`seeds` holds it): every channel on it. A Redis Cluster (`cluster`):
-    /// each channel on the master of its slot; `seeds` are the nodes the client was given,
-    /// to read the slot map from when no node it learned of answers, and nodes are opened
-    /// with the first one's credentials, database and TLS settings, as redis-rs' cluster
-    /// client does.
-    Nodes {
-        seeds: Vec<ConnectionInfo>,
-        cluster: bool,
-    },
+    /// One Redis: every channel on it.
+    Single(Box<ConnectionInfo>),
+    /// A Redis Cluster: each channel on the master of its slot. The seeds are the nodes the
+    /// client was given, to read the slot map from when no node it learned of answers, and
+    /// nodes are opened with the first one's credentials, database and TLS settings, as
+    /// redis-rs' cluster client does.
+    Cluster(Vec<ConnectionInfo>),
     /// The master a Sentinel client follows: every channel on it.
     Sentinel { master: MasterWatch },
 }
@@ -65,18 +63,19 @@ impl Topology {
         if let Some(master) = master {
             return Ok(Topology::Sentinel { master });
         }
-        let seeds: Vec<_> = nodes
+        let mut seeds: Vec<_> = nodes
             .iter()
             .map(|n| n.get_connection_info().clone())
             .collect();
-        if seeds.is_empty() {
-            return Err(Error::invalid("no node to connect to for pub/sub"));
+        match seeds.is_empty() {
+            true => Err(Error::invalid("no node to connect to for pub/sub")),
+            false if cluster => Ok(Topology::Cluster(seeds)),
+            false => Ok(Topology::Single(Box::new(seeds.swap_remove(0)))),
         }
-        Ok(Topology::Nodes { seeds, cluster })
     }
 
     pub(super) fn is_cluster(&self) -> bool {
-        matches!(self, Topology::Nodes { cluster: true, .. })
+        matches!(self, Topology::Cluster(_))
     }
 
     /// The node `channel`'s subscription belongs on: the one Redis; on a cluster, the
@@ -84,9 +83,7 @@ impl Topology {
     /// a map was read or while no node serves the slot.
     pub(super) fn node_of(&self, slots: Option<&SlotMap>, channel: &str) -> Option<NodeId> {
         match self {
-            Topology::Nodes { cluster: true, .. } => {
-                slots?.master_of(channel).cloned().map(NodeId::At)
-            }
+            Topology::Cluster(_) => slots?.master_of(channel).cloned().map(NodeId::At),
             _ => Some(NodeId::Only),
         }
     }
@@ -95,11 +92,11 @@ impl Topology {
     /// another topology.
     fn info_of(&self, node: &NodeId) -> Option<ConnectionInfo> {
         match (self, node) {
-            (Topology::Nodes { seeds, .. }, NodeId::Only) => Some(seeds[0].clone()),
+            (Topology::Single(info), NodeId::Only) => Some(ConnectionInfo::clone(info)),
             (Topology::Sentinel { master }, NodeId::Only) => {
                 Some(master.current().client.get_connection_info().clone())
             }
-            (Topology::Nodes { seeds, .. }, NodeId::At(addr)) => Some(info_for(seeds, addr)),
+            (Topology::Cluster(seeds), NodeId::At(addr)) => Some(info_for(seeds, addr)),
             _ => None,
         }
     }
@@ -131,11 +128,7 @@ impl Topology {
     /// Where to read a cluster's slot map from, best first: the nodes of the last map (the
     /// seeds may be long gone), then the seeds. Empty on one Redis.
     pub(super) fn map_sources(&self, last: Option<&SlotMap>) -> Vec<ConnectionInfo> {
-        let Topology::Nodes {
-            seeds,
-            cluster: true,
-        } = self
-        else {
+        let Topology::Cluster(seeds) = self else {
             return Vec::new();
         };
         let mut sources: Vec<ConnectionInfo> = last
