@@ -90,10 +90,10 @@ async fn read_map(
 ) -> Result<SlotMap, String> {
     let limit = hub.timing.command_timeout.min(READ_LIMIT);
     if let Some((conn, host)) = control.as_mut() {
-        match slots(conn, host, limit).await {
-            Ok(map) => return Ok(map),
-            Err(_) => *control = None,
+        if let Ok(map) = slots(conn, host, limit).await {
+            return Ok(map);
         }
+        *control = None;
     }
     let mut failure = String::from("no node to read it from");
     for source in hub.topology.map_sources(hub.slots().as_deref()) {
@@ -132,11 +132,7 @@ async fn slots(
     limit: Duration,
 ) -> Result<SlotMap, String> {
     let read = cluster_slots();
-    let asked = within(
-        limit,
-        "reading CLUSTER SLOTS",
-        read.query_async::<Value>(conn),
-    )
-    .await;
+    let reading = read.query_async::<Value>(conn);
+    let asked = within(limit, "reading CLUSTER SLOTS", reading).await;
     SlotMap::parse(&asked.map_err(|e| e.to_string())?, host)
 }
