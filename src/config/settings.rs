@@ -7,6 +7,8 @@ use crate::util::lock_metrics::ClassRule;
 use std::fmt;
 use std::time::Duration;
 
+use redis::{ConnectionAddr, ConnectionInfo};
+
 use crate::config::sentinel::{MasterCredentials, SentinelEndpoints};
 use crate::config::server_url::ServerUrl;
 use crate::error::{Error, Result};
@@ -297,20 +299,17 @@ impl Settings {
                 nodes: vec![s.redis_client(&s.url)?],
                 ..Endpoints::default()
             },
+            Topology::Cluster { seeds } if seeds.is_empty() => {
+                return Err(Error::invalid(
+                    "a cluster client needs at least one seed URL",
+                ))
+            }
             Topology::Cluster { seeds } => {
-                if seeds.is_empty() {
-                    return Err(Error::invalid(
-                        "a cluster client needs at least one seed URL",
-                    ));
-                }
-                let nodes = seeds
-                    .iter()
-                    .map(|seed| s.redis_client(seed))
-                    .collect::<Result<Vec<_>>>()?;
-                let cluster = s.cluster_client(seeds, &nodes)?;
+                let nodes = seeds.iter().map(|seed| s.redis_client(seed));
+                let nodes = nodes.collect::<Result<Vec<_>>>()?;
                 Endpoints {
+                    cluster: Some(s.cluster_client(seeds, &nodes)?),
                     nodes,
-                    cluster: Some(cluster),
                     ..Endpoints::default()
                 }
             }
@@ -381,25 +380,14 @@ impl Settings {
 }
 
 /// `info`'s settings (credentials, database, TLS) for the node at `host:port`.
-pub(crate) fn at_address(
-    info: &redis::ConnectionInfo,
-    host: &str,
-    port: u16,
-) -> redis::ConnectionInfo {
-    let host = host.to_string();
-    let addr = match info.addr() {
-        redis::ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => redis::ConnectionAddr::TcpTls {
-            host,
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => redis::ConnectionAddr::Tcp(host, port),
-    };
+pub(crate) fn at_address(info: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let mut addr = info.addr().clone();
+    match &mut addr {
+        ConnectionAddr::TcpTls {
+            host: h, port: p, ..
+        } => (*h, *p) = (host.to_string(), port),
+        _ => addr = ConnectionAddr::Tcp(host.to_string(), port),
+    }
     info.clone().set_addr(addr)
 }
 
@@ -407,10 +395,10 @@ pub(crate) fn at_address(
 pub(crate) fn client_with_tls(
     tls: &TlsSettings,
     url: &ServerUrl,
-    info: redis::ConnectionInfo,
+    info: ConnectionInfo,
 ) -> Result<redis::Client> {
     #[cfg(feature = "tls")]
-    if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+    if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
         install_crypto_provider();
     }
     if !tls.is_set() {
@@ -425,15 +413,11 @@ pub(crate) fn client_with_tls(
 }
 
 #[cfg(feature = "tls")]
-fn tls_client(
-    tls: &TlsSettings,
-    url: &ServerUrl,
-    info: redis::ConnectionInfo,
-) -> Result<redis::Client> {
+fn tls_client(tls: &TlsSettings, url: &ServerUrl, info: ConnectionInfo) -> Result<redis::Client> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-    if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+    if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
         return Err(Error::invalid(format!(
             "TLS certificates were given for `{url}`, which does not use TLS: use rediss://"
         )));
