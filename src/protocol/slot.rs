@@ -245,14 +245,6 @@ fn node(value: &Value, asked_host: &str) -> Result<(NodeAddr, Option<String>), S
     Ok((addr, text(fields.get(2))))
 }
 
-/// The node a batch's items are grouped by: a master of the map, or, for a slot the map
-/// does not place (no map yet, or no master), the slot alone.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Node<'a> {
-    Master(&'a NodeAddr),
-    Unplaced(u16),
-}
-
 /// `items` as the script calls of a batch on a cluster: grouped by the master `map` says
 /// serves their slot (per slot without a map), at most `size` (at least 1) to a call, each
 /// call's items ordered by slot, keeping their order within a slot. Each call comes with
@@ -264,12 +256,12 @@ pub(crate) fn node_batches<T>(
     size: usize,
     key: impl Fn(&T) -> &[u8],
 ) -> Vec<(Vec<T>, usize)> {
-    let mut nodes: BTreeMap<Node<'_>, Vec<(u16, T)>> = BTreeMap::new();
+    // By the master of the items' slot; a slot the map does not place (no map yet, or no
+    // master), alone.
+    let mut nodes: BTreeMap<Result<&NodeAddr, u16>, Vec<(u16, T)>> = BTreeMap::new();
     for item in items {
         let slot = key_slot(key(&item));
-        let node = map
-            .and_then(|map| map.owner(slot))
-            .map_or(Node::Unplaced(slot), Node::Master);
+        let node = map.and_then(|map| map.owner(slot)).ok_or(slot);
         nodes.entry(node).or_default().push((slot, item));
     }
     let mut calls = Vec::with_capacity(nodes.len());
