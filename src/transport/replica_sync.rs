@@ -219,13 +219,11 @@ impl Replicated {
 async fn slots_of(conn: &mut Conn, nodes: &[String]) -> Result<Vec<(u16, u16)>> {
     let replies = conn.on_every_master(cluster_slots()).await?;
     // Hosts as announced: redis-rs names a node by the address `CLUSTER SLOTS` gives.
-    match replies
-        .into_iter()
-        .find_map(|(_, reply)| SlotMap::parse(&reply, "").ok())
-    {
-        Some(map) => Ok(map.ranges_of(nodes)),
-        None => Err(Error::pool("no master answered CLUSTER SLOTS")),
-    }
+    let map = replies
+        .iter()
+        .find_map(|(_, reply)| SlotMap::parse(reply, "").ok());
+    map.map(|map| map.ranges_of(nodes))
+        .ok_or_else(|| Error::pool("no master answered CLUSTER SLOTS"))
 }
 
 /// Sends `cmd` where the writes to `slot` went: on a cluster, to the master of `slot`;
