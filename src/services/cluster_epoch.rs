@@ -41,14 +41,13 @@ impl EpochWatch {
         }
         let mut info = redis::cmd("CLUSTER");
         info.arg("INFO");
-        let text = match conn.clone().query_one_node(&info).await {
-            Ok(reply) => match redis::from_redis_value::<String>(reply) {
-                Ok(text) => text,
-                Err(e) => {
-                    tracing::debug!(error = %e, "unexpected CLUSTER INFO reply");
-                    return false;
-                }
-            },
+        let reply = conn.clone().query_one_node(&info).await;
+        let text = match reply.map(redis::from_redis_value::<String>) {
+            Ok(Ok(text)) => text,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "unexpected CLUSTER INFO reply");
+                return false;
+            }
             Err(e) => {
                 // That node may be the one that failed; the next poll asks another.
                 tracing::debug!(error = %e, "CLUSTER INFO failed");
