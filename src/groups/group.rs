@@ -25,7 +25,7 @@ use crate::holds::drift;
 use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
-use crate::locks::wait::{deadline_after, wait_for};
+use crate::locks::wait::{deadline_after, wait_for, WakeUps};
 use crate::locks::{Fenced, Lock, LockKind, RLock, Reentrant};
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::{Identity, Owner};
@@ -300,7 +300,7 @@ macro_rules! group_methods {
                             .await?;
                     }
                     let owner: Arc<str> = group.identity.field(&nodes[0].core.id_text);
-                    let subscriptions = nodes.iter().map(|_| None).collect();
+                    let wake_ups = nodes.iter().map(|_| WakeUps::default()).collect();
                     let mut contender = GroupContender {
                         quorum: group.quorum(),
                         fenced: nodes[0].names.kind.fenced,
@@ -308,10 +308,9 @@ macro_rules! group_methods {
                         owner,
                         node_timeout: group.node_timeout,
                         name: group.name(),
-                        subscriptions,
+                        wake_ups,
                         busy: Vec::new(),
                         split: false,
-                        remaining: Duration::MAX,
                         metrics: &group.metrics,
                     };
                     wait_for(&mut contender, deadline).await
