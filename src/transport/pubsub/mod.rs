@@ -131,7 +131,7 @@ impl UnlockListener {
         let subscription = Subscription {
             hub: self.hub.clone(),
             name: channel.clone(),
-            seen: entry.generation(),
+            moves: entry.generation.subscribe(),
             channel: entry,
             holds_wakeup: false,
         };
