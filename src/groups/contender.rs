@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::groups::fence;
-use crate::groups::group::Node;
+use crate::groups::group::{Group, GroupKind, Node};
 use crate::groups::guard::GroupGuard;
 use crate::locks::attempt::attempt;
 use crate::locks::wait::{Contender, Listening, Tried, WakeUps};
@@ -27,16 +27,11 @@ use crate::util::lock_metrics::LockMetrics;
 /// The longest random pause before retrying after a split vote.
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
 
-/// A group's waiting call: its nodes, and what it has set up on them.
-pub(super) struct GroupContender<'a> {
+/// A group's waiting call: its group, its nodes, and what it has set up on them.
+pub(super) struct GroupContender<'a, K: GroupKind> {
+    pub(super) group: &'a Group<K>,
     pub(super) nodes: Vec<Node>,
     pub(super) owner: Arc<str>,
-    pub(super) quorum: usize,
-    /// Whether each node's acquire draws a fencing token, which the group must make agree
-    /// across its majority ([`fence`](crate::groups::fence)).
-    pub(super) fenced: bool,
-    pub(super) node_timeout: Duration,
-    pub(super) name: &'a str,
     /// One per node, listening once the node has answered busy, so that a node that is
     /// down costs no subscribe timeout; retried each round until it listens.
     pub(super) wake_ups: Vec<WakeUps>,
@@ -45,11 +40,9 @@ pub(super) struct GroupContender<'a> {
     pub(super) busy: Vec<usize>,
     /// Whether the last round split the nodes between rivals.
     pub(super) split: bool,
-    /// The group's metrics: its kind, and its first lock's class.
-    pub(super) metrics: &'a LockMetrics,
 }
 
-impl Contender for GroupContender<'_> {
+impl<K: GroupKind> Contender for GroupContender<'_, K> {
     type Guard = GroupGuard;
 
     /// Asks every lock at once and stops as soon as the outcome is decided: the quorum of
@@ -57,8 +50,10 @@ impl Contender for GroupContender<'_> {
     /// group's token is agreed by the quorum before the guard is returned. Not acquired,
     /// it notes which nodes were busy and whether rivals split them, for the wait.
     async fn attempt(&mut self) -> Result<Tried<GroupGuard>> {
-        let (nodes, owner, name) = (&self.nodes, &self.owner, self.name);
-        let (quorum, node_timeout) = (self.quorum, self.node_timeout);
+        let (nodes, owner, name) = (&self.nodes, &self.owner, self.group.name());
+        let (quorum, node_timeout) = (self.group.quorum(), self.group.node_timeout);
+        // Whether each node's acquire draws a fencing token, which the quorum must agree on.
+        let fenced = nodes[0].names.kind.fenced;
         let total = nodes.len();
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
@@ -102,11 +97,11 @@ impl Contender for GroupContender<'_> {
             }
         }
         if held.len() >= quorum {
-            let token = match self.fenced {
+            let token = match fenced {
                 true => fence::agree(nodes, &held, owner, quorum, node_timeout).await,
                 false => None,
             };
-            if self.fenced && token.is_none() {
+            if fenced && token.is_none() {
                 // Too few masters still held the lock to vouch for the token: as if the
                 // quorum were never reached. Dropping the holds releases them.
                 tracing::debug!(lock = %name, "fencing token not agreed");
@@ -240,11 +235,11 @@ impl Contender for GroupContender<'_> {
     }
 
     fn metrics(&self) -> &LockMetrics {
-        self.metrics
+        &self.group.metrics
     }
 }
 
-impl GroupContender<'_> {
+impl<K: GroupKind> GroupContender<'_, K> {
     /// The quorum was reached, but nothing usable was left of the lease by the time the
     /// group could be returned: try again at once (after the split-vote pause).
     fn no_time_left(&mut self, busy: Vec<usize>) -> Tried<GroupGuard> {
