@@ -209,9 +209,9 @@ impl Session {
     /// Subscribes what belongs here and is not subscribed, and drops what is subscribed
     /// and no longer belongs here, among `names`.
     async fn sync(&mut self, hub: &Hub, names: &[Arc<str>]) -> Result<(), End> {
-        let plan = hub.plan(&self.node, names, &self.subscribed);
+        let (subscribe, unsubscribe) = hub.plan(&self.node, names, &self.subscribed);
         let kind = hub.kind;
-        for chunk in plan.unsubscribe.chunks(CHUNK) {
+        for chunk in unsubscribe.chunks(CHUNK) {
             for name in chunk {
                 self.subscribed.remove(name);
             }
@@ -223,7 +223,7 @@ impl Session {
                 }
             }
         }
-        for chunk in plan.subscribe.chunks(CHUNK) {
+        for chunk in subscribe.chunks(CHUNK) {
             let replies = self.pipeline(kind.subscribe(), chunk).await?;
             for (name, reply) in chunk.iter().zip(replies) {
                 let Err(e) = reply else { continue };
