@@ -16,42 +16,33 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::groups::fence;
-use crate::groups::group::Node;
+use crate::groups::group::{Group, GroupKind, Node};
 use crate::groups::guard::GroupGuard;
 use crate::locks::attempt::attempt;
-use crate::locks::wait::{Contender, Listening, Tried};
+use crate::locks::wait::{Contender, Listening, Tried, WakeUps};
 use crate::transport::connections::Connections;
-use crate::transport::pubsub::{Limit, Subscription};
+use crate::transport::pubsub::Wake;
 use crate::util::lock_metrics::LockMetrics;
 
 /// The longest random pause before retrying after a split vote.
 const MAX_SPLIT_JITTER: Duration = Duration::from_millis(10);
 
-/// A group's waiting call: its nodes, and what it has set up on them.
-pub(super) struct GroupContender<'a> {
+/// A group's waiting call: its group, its nodes, and what it has set up on them.
+pub(super) struct GroupContender<'a, K: GroupKind> {
+    pub(super) group: &'a Group<K>,
     pub(super) nodes: Vec<Node>,
     pub(super) owner: Arc<str>,
-    pub(super) quorum: usize,
-    /// Whether each node's acquire draws a fencing token, which the group must make agree
-    /// across its majority ([`fence`](crate::groups::fence)).
-    pub(super) fenced: bool,
-    pub(super) node_timeout: Duration,
-    pub(super) name: &'a str,
-    /// One per node, made once the node has answered busy, so that a node that is down
-    /// costs no subscribe timeout; retried each round until it is made.
-    pub(super) subscriptions: Vec<Option<Subscription>>,
-    /// The nodes the last round found held elsewhere.
+    /// One per node, listening once the node has answered busy, so that a node that is
+    /// down costs no subscribe timeout; retried each round until it listens.
+    pub(super) wake_ups: Vec<WakeUps>,
+    /// The nodes the last round found held elsewhere; once the group listened, those of
+    /// them whose unlocks it hears.
     pub(super) busy: Vec<usize>,
     /// Whether the last round split the nodes between rivals.
     pub(super) split: bool,
-    /// The caller's time left when the group last listened: a wait that runs to it ends
-    /// at the caller's deadline, not at a holder's TTL.
-    pub(super) remaining: Duration,
-    /// The group's metrics: its kind, and its first lock's class.
-    pub(super) metrics: &'a LockMetrics,
 }
 
-impl Contender for GroupContender<'_> {
+impl<K: GroupKind> Contender for GroupContender<'_, K> {
     type Guard = GroupGuard;
 
     /// Asks every lock at once and stops as soon as the outcome is decided: the quorum of
@@ -59,8 +50,10 @@ impl Contender for GroupContender<'_> {
     /// group's token is agreed by the quorum before the guard is returned. Not acquired,
     /// it notes which nodes were busy and whether rivals split them, for the wait.
     async fn attempt(&mut self) -> Result<Tried<GroupGuard>> {
-        let (nodes, owner, name) = (&self.nodes, &self.owner, self.name);
-        let (quorum, node_timeout) = (self.quorum, self.node_timeout);
+        let (nodes, owner, name) = (&self.nodes, &self.owner, self.group.name());
+        let (quorum, node_timeout) = (self.group.quorum(), self.group.node_timeout);
+        // Whether each node's acquire draws a fencing token, which the quorum must agree on.
+        let fenced = nodes[0].names.kind.fenced;
         let total = nodes.len();
         let mut pending: FuturesUnordered<_> = nodes
             .iter()
@@ -104,11 +97,11 @@ impl Contender for GroupContender<'_> {
             }
         }
         if held.len() >= quorum {
-            let token = match self.fenced {
+            let token = match fenced {
                 true => fence::agree(nodes, &held, owner, quorum, node_timeout).await,
                 false => None,
             };
-            if self.fenced && token.is_none() {
+            if fenced && token.is_none() {
                 // Too few masters still held the lock to vouch for the token: as if the
                 // quorum were never reached. Dropping the holds releases them.
                 tracing::debug!(lock = %name, "fencing token not agreed");
@@ -186,31 +179,29 @@ impl Contender for GroupContender<'_> {
     /// before it was made). A node that cannot confirm in time keeps none, and is asked
     /// again after the next round.
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {
-        self.remaining = remaining;
-        let subscriptions = &mut self.subscriptions;
-        let missing = self
-            .busy
-            .iter()
-            .copied()
-            .filter(|&index| subscriptions[index].is_none());
-        let subscribing = missing.map(|index| {
-            let Node { core, names, .. } = &self.nodes[index];
-            let limit = core.settings.subscribe_timeout.min(remaining);
-            let channel = names.wait_channel(&self.owner);
-            async move { (index, core.listener.subscribe(&channel, limit).await) }
-        });
-        let mut made = false;
-        for (index, outcome) in join_all(subscribing).await {
-            match outcome {
-                Ok(subscription) => {
-                    subscriptions[index] = Some(subscription);
-                    made = true;
+        let (nodes, owner, busy) = (&self.nodes, &self.owner, &self.busy);
+        let listens = (self.wake_ups.iter_mut().enumerate())
+            .filter(|(index, _)| busy.contains(index))
+            .map(|(index, wake_ups)| {
+                let Node { core, names, .. } = &nodes[index];
+                let channel = || names.wait_channel(owner);
+                let listening = wake_ups.listen(core, channel, Wake::Lock, remaining);
+                async move { (index, listening.await) }
+            });
+        let (mut heard, mut started) = (Vec::new(), false);
+        for (index, listening) in join_all(listens).await {
+            match listening {
+                Ok(Listening::GaveUp) => {}
+                Ok(listening) => {
+                    started |= matches!(listening, Listening::Started);
+                    heard.push(index);
                 }
                 Err(e) => tracing::debug!(error = %e, "cannot hear a node's unlocks yet"),
             }
         }
+        self.busy = heard;
         // Try again now that these nodes' unlocks are heard.
-        Ok(if made {
+        Ok(if started {
             Listening::Started
         } else {
             Listening::Already
@@ -219,15 +210,10 @@ impl Contender for GroupContender<'_> {
 
     /// Waits for an unlock message from any of the busy nodes, at most `bound`.
     async fn wait(&mut self, bound: Duration) {
-        let waits: Vec<_> = self
-            .subscriptions
-            .iter_mut()
-            .enumerate()
-            .filter(|(index, _)| self.busy.contains(index))
-            .filter_map(|(_, subscription)| subscription.as_mut())
-            .map(|subscription| {
-                Box::pin(subscription.wait_within(bound, Limit::of(bound, self.remaining)))
-            })
+        let busy = &self.busy;
+        let waits: Vec<_> = (self.wake_ups.iter_mut().enumerate())
+            .filter(|(index, _)| busy.contains(index))
+            .map(|(_, wake_ups)| Box::pin(wake_ups.wait(bound)))
             .collect();
         if waits.is_empty() {
             tokio::time::sleep(bound).await;
@@ -241,10 +227,7 @@ impl Contender for GroupContender<'_> {
     }
 
     fn wakeups_used(&mut self) {
-        self.subscriptions
-            .iter_mut()
-            .flatten()
-            .for_each(Subscription::wakeup_used);
+        self.wake_ups.iter_mut().for_each(WakeUps::used);
     }
 
     fn pacing(&self) -> &Connections {
@@ -252,11 +235,11 @@ impl Contender for GroupContender<'_> {
     }
 
     fn metrics(&self) -> &LockMetrics {
-        self.metrics
+        &self.group.metrics
     }
 }
 
-impl GroupContender<'_> {
+impl<K: GroupKind> GroupContender<'_, K> {
     /// The quorum was reached, but nothing usable was left of the lease by the time the
     /// group could be returned: try again at once (after the split-vote pause).
     fn no_time_left(&mut self, busy: Vec<usize>) -> Tried<GroupGuard> {

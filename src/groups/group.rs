@@ -25,7 +25,7 @@ use crate::holds::drift;
 use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
-use crate::locks::wait::{deadline_after, wait_for};
+use crate::locks::wait::{deadline_after, wait_for, WakeUps};
 use crate::locks::{Fenced, Lock, LockKind, RLock, Reentrant};
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::{Identity, Owner};
@@ -300,19 +300,14 @@ macro_rules! group_methods {
                             .await?;
                     }
                     let owner: Arc<str> = group.identity.field(&nodes[0].core.id_text);
-                    let subscriptions = nodes.iter().map(|_| None).collect();
+                    let wake_ups = nodes.iter().map(|_| WakeUps::default()).collect();
                     let mut contender = GroupContender {
-                        quorum: group.quorum(),
-                        fenced: nodes[0].names.kind.fenced,
+                        group,
                         nodes,
                         owner,
-                        node_timeout: group.node_timeout,
-                        name: group.name(),
-                        subscriptions,
+                        wake_ups,
                         busy: Vec::new(),
                         split: false,
-                        remaining: Duration::MAX,
-                        metrics: &group.metrics,
                     };
                     wait_for(&mut contender, deadline).await
                 }
@@ -364,17 +359,17 @@ pub(crate) struct Node {
 /// and the caller's wait), then tries again. A lock that answers after the quorum joins the
 /// guard.
 #[derive(Clone)]
-struct Group<K: GroupKind> {
+pub(super) struct Group<K: GroupKind> {
     locks: Arc<[Lock<K>]>,
     quorum: Quorum,
-    node_timeout: Duration,
+    pub(super) node_timeout: Duration,
     max_hold: Option<Duration>,
     /// Whether the locks are on independent masters, as far as known (a `RedLock`'s).
     independence: Arc<Independence>,
     /// Whose name the group is taken in.
     identity: Identity,
     /// Its acquires' metrics: the group's kind, in its first lock's class.
-    metrics: LockMetrics,
+    pub(super) metrics: LockMetrics,
 }
 
 impl<K: GroupKind> fmt::Debug for Group<K> {
@@ -406,7 +401,7 @@ impl<K: GroupKind> Group<K> {
         }
     }
 
-    fn quorum(&self) -> usize {
+    pub(super) fn quorum(&self) -> usize {
         let total = self.locks.len();
         match self.quorum {
             Quorum::Majority => total / 2 + 1,
@@ -415,7 +410,7 @@ impl<K: GroupKind> Group<K> {
     }
 
     /// The group's first lock name, for errors and logs.
-    fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         self.locks.first().map_or("", |lock| lock.name())
     }
 

@@ -2,11 +2,11 @@
 //! where the channel's subscription stands; [`Subscription`]: one waiter's registration on
 //! a channel.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Semaphore};
 
 use crate::transport::pubsub::hub::Hub;
 use crate::util::metrics::{self, WakeUp};
@@ -50,12 +50,10 @@ pub(super) struct Channel {
     /// waiters.
     pub(super) wakeups: Semaphore,
     /// Other channels, whose messages are for every waiter: a count of such messages (and
-    /// resubscriptions), which each waiter compares with the one it last acted on. Permits
-    /// would not do: a waiter that tries again and still cannot go could take a second
-    /// permit meant for another, which then never tries.
-    generation: AtomicU64,
-    /// Told when `generation` moves.
-    pub(super) moved: Notify,
+    /// resubscriptions), whose version each waiter's receiver marks seen when it tries.
+    /// Permits would not do: a waiter that tries again and still cannot go could take a
+    /// second permit meant for another, which then never tries.
+    pub(super) generation: watch::Sender<u64>,
     pub(super) waiters: AtomicUsize,
     subscribed: watch::Sender<Subscribed>,
     /// The channel lost a confirmed subscription (its connection dropped, its slot moved):
@@ -68,8 +66,7 @@ impl Channel {
         Channel {
             wake,
             wakeups: Semaphore::new(0),
-            generation: AtomicU64::new(0),
-            moved: Notify::new(),
+            generation: watch::Sender::new(0),
             waiters: AtomicUsize::new(0),
             subscribed: watch::Sender::new(Subscribed::Pending),
             gap: AtomicBool::new(false),
@@ -112,8 +109,7 @@ impl Channel {
     /// woke.
     pub(super) fn wake_all(&self) -> usize {
         if self.wake != Wake::Lock {
-            self.generation.fetch_add(1, Ordering::AcqRel);
-            self.moved.notify_waiters();
+            self.generation.send_modify(|generation| *generation += 1);
             return self.waiters.load(Ordering::Acquire);
         }
         let missing = self
@@ -125,14 +121,9 @@ impl Channel {
     }
 
     /// How many times every waiter was woken (channels other than a lock's).
-    pub(super) fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// Adds one permit whatever the count: a waiter leaving with a wake-up it did not use
-    /// hands it on.
-    pub(super) fn pass_on_wakeup(&self) {
-        self.wakeups.add_permits(1);
+    #[cfg(test)]
+    fn generation(&self) -> u64 {
+        *self.generation.borrow()
     }
 
     pub(super) fn state(&self) -> Subscribed {
@@ -175,9 +166,9 @@ pub(crate) struct Subscription {
     pub(super) channel: Arc<Channel>,
     /// Took a wake-up it has not acted on yet: if dropped now, it passes it on.
     pub(super) holds_wakeup: bool,
-    /// On a channel whose messages wake every waiter: the channel's generation when this
-    /// waiter last tried (see [`Subscription::trying`]).
-    pub(super) seen: u64,
+    /// On a channel whose messages wake every waiter: the channel's generation, marked
+    /// seen when this waiter tries (see [`Subscription::trying`]).
+    pub(super) moves: watch::Receiver<u64>,
 }
 
 /// What set a wait's limit: what a wait that no message ended is counted as.
@@ -211,14 +202,10 @@ impl Subscription {
     /// Cancel safe: a wake-up taken by a cancelled wait is passed on by `Drop`.
     pub(crate) async fn wait_within(&mut self, limit: Duration, set_by: Limit) -> bool {
         if self.channel.wake != Wake::Lock {
-            // Listening before looking, so that a message in between is not missed.
-            let moved = self.channel.moved.notified();
-            tokio::pin!(moved);
-            moved.as_mut().enable();
-            if self.channel.generation() != self.seen {
-                return true;
-            }
-            return tokio::time::timeout(limit, moved).await.is_ok();
+            // At once for a message since the last try; the sender lives as long as this.
+            return tokio::time::timeout(limit, self.moves.changed())
+                .await
+                .is_ok();
         }
         match tokio::time::timeout(limit, self.channel.wakeups.acquire()).await {
             Ok(Ok(permit)) => {
@@ -247,7 +234,7 @@ impl Subscription {
     /// from now on wakes its next [`wait`](Subscription::wait), and those before do not,
     /// since this try sees what they announced.
     pub(crate) fn trying(&mut self) {
-        self.seen = self.channel.generation();
+        self.moves.borrow_and_update();
     }
 }
 
@@ -255,8 +242,9 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         if self.holds_wakeup {
             // This waiter was told the lock is free but leaves without trying it: hand the
-            // news to another local waiter, or it would sit until the holder's TTL.
-            self.channel.pass_on_wakeup();
+            // news to another local waiter (whatever the count), or it would sit until the
+            // holder's TTL.
+            self.channel.wakeups.add_permits(1);
         }
         self.hub.deregister(&self.name, &self.channel);
     }

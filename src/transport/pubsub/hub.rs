@@ -107,13 +107,6 @@ struct NodeTask {
     sender: mpsc::UnboundedSender<Arc<str>>,
 }
 
-/// What a node's connection should do about the channels it was asked to look at.
-#[derive(Default)]
-pub(super) struct Plan {
-    pub(super) subscribe: Vec<Arc<str>>,
-    pub(super) unsubscribe: Vec<Arc<str>>,
-}
-
 impl Hub {
     pub(super) fn new(
         kind: ChannelKind,
@@ -310,17 +303,17 @@ impl Hub {
         poison::locked(&self.state).unconfirm_on(node);
     }
 
-    /// Which of `names` `node`'s connection should subscribe to, and which it should drop.
-    /// A channel that belongs here, waits for its subscription and is subscribed on this
-    /// connection already (it moved away and back) is confirmed at once.
+    /// Which of `names` `node`'s connection should subscribe to, and which it should drop,
+    /// in that order. A channel that belongs here, waits for its subscription and is
+    /// subscribed on this connection already (it moved away and back) is confirmed at once.
     pub(super) fn plan(
         &self,
         node: &NodeId,
         names: &[Arc<str>],
         subscribed: &HashSet<Arc<str>>,
-    ) -> Plan {
+    ) -> (Vec<Arc<str>>, Vec<Arc<str>>) {
         let state = poison::locked(&self.state);
-        let mut plan = Plan::default();
+        let (mut subscribe, mut unsubscribe) = (Vec::new(), Vec::new());
         let mut seen = HashSet::new();
         for name in names {
             if !seen.insert(name) {
@@ -331,14 +324,14 @@ impl Hub {
                     if subscribed.contains(name) {
                         wanted.channel.confirm();
                     } else {
-                        plan.subscribe.push(name.clone());
+                        subscribe.push(name.clone());
                     }
                 }
-                None if subscribed.contains(name) => plan.unsubscribe.push(name.clone()),
+                None if subscribed.contains(name) => unsubscribe.push(name.clone()),
                 _ => {}
             }
         }
-        plan
+        (subscribe, unsubscribe)
     }
 
     /// Runs `action` on the channel `name` if it is wanted and belongs on `node`, under the

@@ -1,6 +1,6 @@
 //! The unlock listener: the pub/sub connections of one client, shared by every waiting call.
 //!
-//! Waiters register interest in a channel ([`UnlockListener::subscribe`]) and get a
+//! Waiters register interest in a channel ([`UnlockListener::subscribe_as`]) and get a
 //! [`Subscription`] once Redis confirmed the subscription, so that an unlock published after
 //! that point is never missed; they then retry the acquire script, and only then wait.
 //! On a lock's channel each `0` message adds one wake-up permit to the channel (wakes one
@@ -109,7 +109,9 @@ impl UnlockListener {
         self.hub.closing.cancel();
     }
 
-    /// Registers a waiter on `channel` and returns once Redis confirmed the subscription.
+    /// Registers a waiter on `channel`, whose messages wake as `wake` says (a lock's, a
+    /// semaphore's or a count-down latch's), and returns once Redis confirmed the
+    /// subscription.
     ///
     /// # Errors
     /// [`Error::Timeout`](crate::Error::Timeout) when the subscription is not confirmed
@@ -118,22 +120,6 @@ impl UnlockListener {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future deregisters the waiter.
-    pub(crate) async fn subscribe(
-        &self,
-        channel: &Arc<str>,
-        timeout: Duration,
-    ) -> Result<Subscription> {
-        self.subscribe_as(channel, Wake::Lock, timeout).await
-    }
-
-    /// [`subscribe`](UnlockListener::subscribe) to a channel whose messages wake as `wake`
-    /// says: a semaphore's or a count-down latch's.
-    ///
-    /// # Errors
-    /// As [`subscribe`](UnlockListener::subscribe).
-    ///
-    /// # Cancel safety
-    /// As [`subscribe`](UnlockListener::subscribe).
     pub(crate) async fn subscribe_as(
         &self,
         channel: &Arc<str>,
@@ -145,7 +131,7 @@ impl UnlockListener {
         let subscription = Subscription {
             hub: self.hub.clone(),
             name: channel.clone(),
-            seen: entry.generation(),
+            moves: entry.generation.subscribe(),
             channel: entry,
             holds_wakeup: false,
         };

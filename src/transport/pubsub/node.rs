@@ -14,7 +14,7 @@
 //! on its own while a command is in flight is taken by redis-rs for that command's reply,
 //! so replies are read for their errors only.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -119,12 +119,9 @@ struct Session {
     /// Where it is, as logs name it.
     address: String,
     conn: MultiplexedConnection,
-    /// Channels whose subscription the server confirmed on this connection, and has not
-    /// dropped since.
+    /// Channels whose subscription the server confirmed on this connection, and that it
+    /// was not asked to drop since: an `unsubscribe` push for one of them is news.
     subscribed: HashSet<Arc<str>>,
-    /// Unsubscriptions asked for and not yet confirmed: their `unsubscribe` pushes are no
-    /// news.
-    unsubscribing: HashMap<Arc<str>, usize>,
     /// What the server pushes on this connection: messages, subscription changes, and its
     /// loss.
     pushes: mpsc::UnboundedReceiver<PushInfo>,
@@ -154,7 +151,6 @@ impl Session {
             address: address.to_string(),
             conn,
             subscribed: HashSet::new(),
-            unsubscribing: HashMap::new(),
             pushes,
             timing,
             master_changes,
@@ -213,23 +209,21 @@ impl Session {
     /// Subscribes what belongs here and is not subscribed, and drops what is subscribed
     /// and no longer belongs here, among `names`.
     async fn sync(&mut self, hub: &Hub, names: &[Arc<str>]) -> Result<(), End> {
-        let plan = hub.plan(&self.node, names, &self.subscribed);
+        let (subscribe, unsubscribe) = hub.plan(&self.node, names, &self.subscribed);
         let kind = hub.kind;
-        for chunk in plan.unsubscribe.chunks(CHUNK) {
+        for chunk in unsubscribe.chunks(CHUNK) {
             for name in chunk {
                 self.subscribed.remove(name);
-                *self.unsubscribing.entry(name.clone()).or_default() += 1;
             }
             let replies = self.pipeline(kind.unsubscribe(), chunk).await?;
             for (name, reply) in chunk.iter().zip(replies) {
                 if let Err(e) = reply {
                     // Refused (no `+unsubscribe`): the subscription stays, harmlessly.
                     tracing::debug!(channel = %name, error = %e, "pub/sub unsubscribe refused");
-                    self.unsubscribed(name);
                 }
             }
         }
-        for chunk in plan.subscribe.chunks(CHUNK) {
+        for chunk in subscribe.chunks(CHUNK) {
             let replies = self.pipeline(kind.subscribe(), chunk).await?;
             for (name, reply) in chunk.iter().zip(replies) {
                 let Err(e) = reply else { continue };
@@ -277,19 +271,6 @@ impl Session {
         }
     }
 
-    /// An unsubscription of `name` was confirmed or refused: one fewer is awaited. False
-    /// when none was.
-    fn unsubscribed(&mut self, name: &Arc<str>) -> bool {
-        let Some(count) = self.unsubscribing.get_mut(name) else {
-            return false;
-        };
-        *count -= 1;
-        if *count == 0 {
-            self.unsubscribing.remove(name);
-        }
-        true
-    }
-
     /// Handles what the server pushed.
     async fn on_push(&mut self, hub: &Hub, push: PushInfo) -> Result<(), End> {
         if push.kind == PushKind::Disconnection {
@@ -320,16 +301,13 @@ impl Session {
                     self.sync(hub, &[name]).await?;
                 }
             }
-            PushKind::Unsubscribe | PushKind::SUnsubscribe => {
-                let name = Arc::<str>::from(name);
-                self.subscribed.remove(&name);
-                if !self.unsubscribed(&name) {
-                    // The server dropped it on its own: the channel's slot left this node
-                    // (a failover, a migration). Find where it lives now.
-                    tracing::debug!(node = %self.address, channel = %name, "subscription dropped by the server");
-                    hub.on_assigned(&name, &self.node, Channel::unconfirm);
-                    hub.request_refresh();
-                }
+            // Not asked for (asking takes the channel out of `subscribed` first): the server
+            // dropped it on its own, as the channel's slot left this node (a failover, a
+            // migration). Find where it lives now.
+            PushKind::Unsubscribe | PushKind::SUnsubscribe if self.subscribed.remove(name) => {
+                tracing::debug!(node = %self.address, channel = %name, "subscription dropped by the server");
+                hub.on_assigned(name, &self.node, Channel::unconfirm);
+                hub.request_refresh();
             }
             _ => {}
         }
