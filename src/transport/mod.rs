@@ -288,4 +288,3 @@ pub(crate) mod reconnects;
 pub(crate) mod replica_sync;
 pub(crate) mod sentinel;
 pub(crate) mod server_check;
-pub(crate) mod slot_map;

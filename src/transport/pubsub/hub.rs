@@ -16,11 +16,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::channels::ChannelKind;
+use crate::protocol::slot::SlotMap;
 use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
 use crate::transport::pubsub::topology::{NodeId, Topology};
 use crate::transport::pubsub::{node, watcher};
 use crate::transport::reconnects::Reconnects;
-use crate::transport::slot_map::SlotMap;
 use crate::util::metrics;
 use crate::util::poison;
 
