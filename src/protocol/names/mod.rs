@@ -133,9 +133,9 @@ impl LockNames {
     /// The hash field of the task whose field is `task` (`<client-uuid>:<task-id>`): that
     /// field, followed by the kind's suffix (a write lock's `:write`).
     pub(crate) fn owner_field(&self, task: &Arc<str>) -> Arc<str> {
-        match self.kind.owner_suffix {
-            "" => task.clone(),
-            suffix => format!("{task}{suffix}").into(),
+        match self.kind.side {
+            Some(Side::Write) => layout::write_owner(task).into(),
+            _ => task.clone(),
         }
     }
 
