@@ -151,7 +151,7 @@ pub(crate) async fn leave_queue(mut conn: Conn, names: &LockNames, owner: &str) 
 }
 
 /// How far ahead of the Redis server's clock a queued fair waiter's deadline is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PlaceTerms {
     /// For the waiter itself: how long it keeps its place without refreshing it.
     pub(crate) keep_ms: u64,

@@ -12,6 +12,7 @@
 use std::sync::LazyLock;
 
 use crate::protocol::conn::{EvalSha, LuaScript, NUMBER_BYTES};
+use crate::protocol::kinds::fair::PlaceTerms;
 use crate::protocol::layout::{self, Derived};
 use crate::protocol::names::LockNames;
 
@@ -165,8 +166,7 @@ pub(crate) struct Values<'a> {
     pub(crate) retry: bool,
     pub(crate) expected: u32,
     pub(crate) join: bool,
-    pub(crate) keep_place_ms: u64,
-    pub(crate) ahead_ms: u64,
+    pub(crate) place: PlaceTerms,
 }
 
 impl Call {
@@ -195,9 +195,9 @@ impl Call {
                 Arg::Owner => call.arg(values.owner),
                 Arg::Retry => call.arg(if values.retry { "1" } else { "0" }),
                 Arg::Expected => call.arg(values.expected),
-                Arg::KeepPlace => call.arg(values.keep_place_ms),
+                Arg::KeepPlace => call.arg(values.place.keep_ms),
                 Arg::Join => call.arg(if values.join { "queue" } else { "try" }),
-                Arg::Ahead => call.arg(values.ahead_ms),
+                Arg::Ahead => call.arg(values.place.per_waiter_ahead_ms),
             };
         }
         call
