@@ -76,49 +76,38 @@ impl Conn {
         cmd: Cmd,
         slot: u16,
     ) -> RedisResult<T> {
-        match self {
-            Conn::Cluster(conn) => {
-                let value = conn.route_command(cmd, master_of(slot)).await?;
-                Ok(redis::from_redis_value(value)?)
-            }
-            conn => cmd.query_async(conn).await,
-        }
+        let value = self.route(cmd, master_of(slot)).await?;
+        Ok(redis::from_redis_value(value)?)
     }
 
     /// Sends `cmd` to every master of a cluster (this connection's node alone elsewhere):
     /// each node's address and reply, a node's refusal as its reply.
     pub(crate) async fn on_every_master(&mut self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
-        match self {
-            Conn::Cluster(conn) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                match conn.route_command(cmd, routing).await? {
-                    Value::Map(replies) => Ok(replies
-                        .into_iter()
-                        .map(|(node, reply)| {
-                            (redis::from_redis_value(node).unwrap_or_default(), reply)
-                        })
-                        .collect()),
-                    // One master: redis-rs may answer with its reply alone.
-                    reply => Ok(vec![(String::new(), reply)]),
-                }
-            }
-            conn => Ok(vec![(String::new(), cmd.query_async(conn).await?)]),
-        }
+        let cluster = self.is_cluster();
+        let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        Ok(match self.route(cmd, routing).await? {
+            Value::Map(replies) if cluster => replies
+                .into_iter()
+                .map(|(node, reply)| (redis::from_redis_value(node).unwrap_or_default(), reply))
+                .collect(),
+            // One Redis, or one master: redis-rs may answer with its reply alone.
+            reply => vec![(String::new(), reply)],
+        })
     }
 
     /// Runs `cmd` on one node: the one Redis, or any node of a cluster (where redis-rs
     /// would otherwise send some commands, such as `PUBSUB SHARDNUMSUB`, to every node and
     /// fail when one is down).
     pub(crate) async fn query_one_node(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        self.route(cmd.clone(), routing).await
+    }
+
+    /// Sends `cmd` on this connection to one Redis, or as `routing` says on a cluster.
+    async fn route(&mut self, cmd: Cmd, routing: RoutingInfo) -> RedisResult<Value> {
         match self {
             Conn::Single(conn) => cmd.query_async(conn).await,
-            Conn::Cluster(conn) => {
-                conn.route_command(
-                    cmd.clone(),
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
-                )
-                .await
-            }
+            Conn::Cluster(conn) => conn.route_command(cmd, routing).await,
         }
     }
 }

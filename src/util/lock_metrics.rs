@@ -127,24 +127,17 @@ impl Classes {
     /// [`OTHER_CLASS`] otherwise, and the fold counted.
     #[cfg(feature = "metrics")]
     fn admit(&self, class: &str) -> ClassHandles {
-        if self.admitted.len() >= self.cap && class != OTHER_CLASS {
+        let class = if self.admitted.len() >= self.cap && class != OTHER_CLASS {
             metrics::counter!(super::metrics::CLASSES_FOLDED).increment(1);
             // `other` has a place beyond the cap.
-            return self.make(OTHER_CLASS);
-        }
-        self.make(class)
-    }
-
-    #[cfg(feature = "metrics")]
-    fn make(&self, class: &str) -> ClassHandles {
-        use dashmap::mapref::entry::Entry;
+            OTHER_CLASS
+        } else {
+            class
+        };
         let class: Arc<str> = class.into();
-        match self.admitted.entry(class.clone()) {
-            Entry::Occupied(made) => made.get().clone(),
-            Entry::Vacant(room) => room
-                .insert(ClassHandles::new(class, self.lock_kinds))
-                .clone(),
-        }
+        let made = self.admitted.entry(class.clone());
+        made.or_insert_with(|| ClassHandles::new(class, self.lock_kinds))
+            .clone()
     }
 }
 
@@ -192,10 +185,7 @@ pub(crate) struct Handles {
 /// The handles of one class, by kind (the lock kinds', then `OTHER_ACQUIRE_KINDS`).
 #[cfg(feature = "metrics")]
 #[derive(Clone, Debug)]
-struct ClassHandles {
-    lock_kinds: &'static [&'static str],
-    kinds: Arc<[Arc<Handles>]>,
-}
+struct ClassHandles(Arc<[(&'static str, Arc<Handles>)]>);
 
 #[cfg(feature = "metrics")]
 impl ClassHandles {
@@ -203,20 +193,20 @@ impl ClassHandles {
     /// first failed acquire of a class must show as an increase.
     fn new(class: Arc<str>, lock_kinds: &'static [&'static str]) -> Self {
         let kinds = lock_kinds.iter().chain(&OTHER_ACQUIRE_KINDS).enumerate();
-        let kinds = kinds
-            .map(|(index, &kind)| Arc::new(Handles::new(kind, index < lock_kinds.len(), &class)))
-            .collect();
-        ClassHandles { lock_kinds, kinds }
+        ClassHandles(
+            kinds
+                .map(|(index, &kind)| {
+                    let lock_kind = index < lock_kinds.len();
+                    (kind, Arc::new(Handles::new(kind, lock_kind, &class)))
+                })
+                .collect(),
+        )
     }
 
     fn of(&self, kind: &'static str) -> Arc<Handles> {
-        let index = self
-            .lock_kinds
-            .iter()
-            .chain(&OTHER_ACQUIRE_KINDS)
-            .position(|k| *k == kind)
+        let (_, handles) = (self.0.iter().find(|(k, _)| *k == kind))
             .expect("every kind label is a lock kind's or in util::metrics");
-        self.kinds[index].clone()
+        handles.clone()
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::RedisResult;
 
-use super::reentrant::INSPECT_CALL;
+use super::reentrant::REENTRANT;
 use super::{Arg, Call, Kept, Kind, Values};
 use crate::protocol::channels::ChannelKind;
 use crate::protocol::conn::{Conn, EvalSha, LuaScript};
@@ -38,7 +38,6 @@ const KEYS: &[Arg] = &[Arg::Key, Arg::Kept(0), Arg::Kept(1)];
 /// Redisson's `RFairLock`: reentrant, and served in arrival order.
 pub(crate) static FAIR: Kind = Kind {
     label: "fair",
-    channel: Derived::UnlockChannel,
     kept: &[
         Kept::itself(
             |key| Derived::FairQueue.of(key),
@@ -51,10 +50,7 @@ pub(crate) static FAIR: Kind = Kind {
             "`~redisson_lock_timeout:*`",
         ),
     ],
-    owner_suffix: "",
     queued: true,
-    side: None,
-    fenced: false,
     acquire: &Call {
         script: &ACQUIRE,
         keys: KEYS,
@@ -87,7 +83,6 @@ pub(crate) static FAIR: Kind = Kind {
         keys: KEYS,
         args: TELL_HEAD,
     },
-    inspect: &INSPECT_CALL,
     more_scripts: &[&LEAVE, &HEARTBEAT, &NOTIFY],
     commands: &[
         &["hset", "$key", "f", "1"],
@@ -106,6 +101,7 @@ pub(crate) static FAIR: Kind = Kind {
         &["pubsub", "$count", "$channel"],
         &["time"],
     ],
+    ..REENTRANT
 };
 
 /// The arguments with which a fair script tells the queue's head: its channel is the
@@ -155,7 +151,7 @@ pub(crate) async fn leave_queue(mut conn: Conn, names: &LockNames, owner: &str) 
 }
 
 /// How far ahead of the Redis server's clock a queued fair waiter's deadline is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PlaceTerms {
     /// For the waiter itself: how long it keeps its place without refreshing it.
     pub(crate) keep_ms: u64,

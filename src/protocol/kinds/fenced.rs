@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::RedisResult;
 
-use super::reentrant::{FORCE_UNLOCK_CALL, INSPECT_CALL, UNLOCK_CALL};
+use super::reentrant::REENTRANT;
 use super::{Arg, Call, Kept, Kind};
 use crate::protocol::conn::{Conn, EvalSha, LuaScript};
 use crate::protocol::layout::Derived;
@@ -21,27 +21,21 @@ static RAISE: LazyLock<LuaScript> =
 /// Redisson's `RFencedLock`: reentrant, and every acquire draws a fencing token.
 pub(crate) static FENCED: Kind = Kind {
     label: "fenced",
-    channel: Derived::UnlockChannel,
     kept: &[Kept::itself(
         |key| Derived::FencingToken.of(key),
         &["incr", "$"],
         "`~redisson_lock_token:*`",
     )],
-    owner_suffix: "",
-    queued: false,
-    side: None,
     fenced: true,
     acquire: &Call {
         script: &ACQUIRE,
         keys: &[Arg::Key, Arg::Kept(0)],
         args: &[Arg::Lease, Arg::Owner],
     },
-    // A plain lock's release: it goes with theirs.
-    unlock: &UNLOCK_CALL,
-    force_unlock: &FORCE_UNLOCK_CALL,
-    inspect: &INSPECT_CALL,
     more_scripts: &[&SET, &RAISE],
     commands: &[&["incr", "$0"]],
+    // A plain lock's release: it goes with theirs.
+    ..REENTRANT
 };
 
 /// `fenced_set.lua`: sets `key` to `value` unless a write with a higher fencing token

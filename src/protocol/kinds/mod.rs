@@ -3,16 +3,16 @@
 //! channel, its owner fields, the shape of each of its scripts' calls, the commands those
 //! run). The engine reads these values and never asks which kind it holds.
 //!
-//! A new kind is three things: its scripts in `lua/`; its entry in the `kinds!` table
-//! below, which is its [`Kind`] (or names it, for a kind with calls of its own, described
-//! in a file here as the fair, fenced and read-write kinds are); and its entry in the
-//! table of `locks::kind`, which makes its public types and its `Client` method.
+//! A new kind is three things: its scripts in `lua/`; its [`Kind`], in a file here, named
+//! in the `kinds!` table below; and its entry in the table of `locks::kind`, which makes
+//! its public types and its `Client` method.
 //! Everything that goes over every kind ([`ALL`], [`COUNT`], [`LABELS`], the scripts
 //! loaded at connect, the command checks, the metrics' series) follows from the table.
 
 use std::sync::LazyLock;
 
 use crate::protocol::conn::{EvalSha, LuaScript, NUMBER_BYTES};
+use crate::protocol::kinds::fair::PlaceTerms;
 use crate::protocol::layout::{self, Derived};
 use crate::protocol::names::LockNames;
 
@@ -21,34 +21,20 @@ pub(crate) mod fenced;
 pub(crate) mod read_write;
 pub(crate) mod reentrant;
 
-/// The table of kinds: each entry either names a [`Kind`] described in a file of its own
-/// (`fair::FAIR,`) or is one, `static NAME: Kind = Kind { .. };` with its docs. Makes
-/// [`ALL`], in the order of the entries, [`COUNT`] and [`LABELS`].
+/// The table of kinds: makes [`ALL`], in the order of the entries, [`COUNT`] and
+/// [`LABELS`].
 macro_rules! kinds {
-    (@table [$($all:expr,)*]) => {
+    ($($kind:path,)*) => {
         /// How many kinds there are.
-        pub(crate) const COUNT: usize = [$(stringify!($all)),*].len();
+        pub(crate) const COUNT: usize = [$(stringify!($kind)),*].len();
 
         /// Every kind, in the order their command checks are kept (see
         /// `transport::permissions`).
-        pub(crate) static ALL: [&Kind; COUNT] = [$($all),*];
+        pub(crate) static ALL: [&Kind; COUNT] = [$(&$kind),*];
 
         /// Every kind's label, in [`ALL`]'s order: the metrics, below this layer, make
         /// each kind's series from these.
-        pub(crate) static LABELS: [&str; COUNT] = [$($all.label),*];
-    };
-    // Before the named form: a `path` fragment would take `static` for the start of a
-    // path, and fail instead of letting the next rule try.
-    (@table [$($all:expr,)*] $(#[$doc:meta])* static $name:ident: Kind = $kind:expr; $($rest:tt)*) => {
-        $(#[$doc])*
-        pub(crate) static $name: Kind = $kind;
-        kinds!(@table [$($all,)* &$name,] $($rest)*);
-    };
-    (@table [$($all:expr,)*] $named:path, $($rest:tt)*) => {
-        kinds!(@table [$($all,)* &$named,] $($rest)*);
-    };
-    ($($entries:tt)*) => {
-        kinds!(@table [] $($entries)*);
+        pub(crate) static LABELS: [&str; COUNT] = [$($kind.label),*];
     };
 }
 
@@ -68,12 +54,11 @@ pub struct Kind {
     pub(crate) channel: Derived,
     /// The keys it keeps beside the hash, in the order its scripts take them.
     pub(crate) kept: &'static [Kept],
-    /// Its owner fields: the task's `<client-uuid>:<task-id>` followed by this.
-    pub(crate) owner_suffix: &'static str,
     /// Its waiters queue (each then hears on a channel of its own, and keeps its place by
     /// the heartbeat); otherwise they race on the lock's channel.
     pub(crate) queued: bool,
-    /// A read-write lock's side: its holds renew with the read-write script.
+    /// A read-write lock's side: its holds renew with the read-write script, and a write
+    /// lock's owner fields end in `:write`.
     pub(crate) side: Option<Side>,
     /// Every acquire draws a fencing token.
     pub(crate) fenced: bool,
@@ -181,8 +166,7 @@ pub(crate) struct Values<'a> {
     pub(crate) retry: bool,
     pub(crate) expected: u32,
     pub(crate) join: bool,
-    pub(crate) keep_place_ms: u64,
-    pub(crate) ahead_ms: u64,
+    pub(crate) place: PlaceTerms,
 }
 
 impl Call {
@@ -211,9 +195,9 @@ impl Call {
                 Arg::Owner => call.arg(values.owner),
                 Arg::Retry => call.arg(if values.retry { "1" } else { "0" }),
                 Arg::Expected => call.arg(values.expected),
-                Arg::KeepPlace => call.arg(values.keep_place_ms),
+                Arg::KeepPlace => call.arg(values.place.keep_ms),
                 Arg::Join => call.arg(if values.join { "queue" } else { "try" }),
-                Arg::Ahead => call.arg(values.ahead_ms),
+                Arg::Ahead => call.arg(values.place.per_waiter_ahead_ms),
             };
         }
         call

@@ -7,9 +7,10 @@ use std::sync::LazyLock;
 
 use redis::RedisResult;
 
+use super::reentrant::REENTRANT;
 use super::{Arg, Call, Kept, Kind, Side};
 use crate::protocol::conn::{Conn, EvalSha, LuaScript};
-use crate::protocol::layout::{self, Derived, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE, WRITE_SUFFIX};
+use crate::protocol::layout::{self, Derived, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::protocol::scripts::script;
 
 /// A read-write lock script: the lock helpers and `rw_common.lua` prepended.
@@ -81,10 +82,7 @@ pub(crate) static READ: Kind = Kind {
     label: "read",
     channel: Derived::ReadWriteChannel,
     kept: TIMEOUTS,
-    owner_suffix: "",
-    queued: false,
     side: Some(Side::Read),
-    fenced: false,
     acquire: &Call {
         script: &READ_ACQUIRE,
         keys: &[Arg::Key, Arg::ReadTimeouts],
@@ -107,18 +105,15 @@ pub(crate) static READ: Kind = Kind {
     },
     more_scripts: &[&RENEW],
     commands: COMMANDS,
+    ..REENTRANT
 };
 
 /// The write lock of Redisson's `RReadWriteLock`: owner fields end in `:write`. A write
 /// release frees the lock for every waiting reader (Redisson's `READ_UNLOCK_MESSAGE`).
+/// What it does not say is the read lock's.
 pub(crate) static WRITE: Kind = Kind {
     label: "write",
-    channel: Derived::ReadWriteChannel,
-    kept: TIMEOUTS,
-    owner_suffix: WRITE_SUFFIX,
-    queued: false,
     side: Some(Side::Write),
-    fenced: false,
     acquire: &Call {
         script: &WRITE_ACQUIRE,
         keys: &[Arg::Key],
@@ -139,8 +134,7 @@ pub(crate) static WRITE: Kind = Kind {
         keys: &[Arg::Key],
         args: &[Arg::Owner, Arg::Text("write")],
     },
-    more_scripts: &[&RENEW],
-    commands: COMMANDS,
+    ..READ
 };
 
 /// `rw_renew.lua` over one batch of `(key, owner, read timeouts, lease)` (`None`: a write

@@ -13,45 +13,14 @@ use crate::protocol::scripts::script;
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = script!("acquire.lua", "lock_common.lua");
 pub(crate) static UNLOCK: LazyLock<LuaScript> = script!("unlock.lua");
 static FORCE_UNLOCK: LazyLock<LuaScript> = script!("force_unlock.lua", "lock_common.lua");
-pub(super) static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
+static INSPECT: LazyLock<LuaScript> = script!("inspect.lua", "lock_common.lua");
 
-/// The plain lock's force unlock: also the fenced lock's.
-pub(super) static FORCE_UNLOCK_CALL: Call = Call {
-    script: &FORCE_UNLOCK,
-    keys: &[Arg::Key],
-    args: &[Arg::Channel, Arg::Text(UNLOCK_MESSAGE), Arg::Publish],
-};
-
-/// The plain lock's inspect: also the fair and the fenced lock's.
-pub(super) static INSPECT_CALL: Call = Call {
-    script: &INSPECT,
-    keys: &[Arg::Key],
-    args: &[Arg::Owner],
-};
-
-/// The plain lock's release, as called for one lock alone (the trailing "1"): also the
-/// fenced lock's.
-pub(super) static UNLOCK_CALL: Call = Call {
-    script: &UNLOCK,
-    keys: &[Arg::Key],
-    args: &[
-        Arg::Text(UNLOCK_MESSAGE),
-        Arg::Publish,
-        Arg::Channel,
-        Arg::Lease,
-        Arg::Owner,
-        Arg::Retry,
-        Arg::Expected,
-        Arg::Text("1"),
-    ],
-};
-
-/// Redisson's `RLock`: reentrant, and a release wakes any one waiter.
+/// Redisson's `RLock`: reentrant, and a release wakes any one waiter. The other kinds
+/// take what they do not say from it.
 pub(crate) static REENTRANT: Kind = Kind {
     label: "reentrant",
     channel: Derived::UnlockChannel,
     kept: &[],
-    owner_suffix: "",
     queued: false,
     side: None,
     fenced: false,
@@ -61,9 +30,30 @@ pub(crate) static REENTRANT: Kind = Kind {
         keys: &[Arg::Key],
         args: &[Arg::Lease, Arg::Owner, Arg::Text("1")],
     },
-    unlock: &UNLOCK_CALL,
-    force_unlock: &FORCE_UNLOCK_CALL,
-    inspect: &INSPECT_CALL,
+    unlock: &Call {
+        script: &UNLOCK,
+        keys: &[Arg::Key],
+        args: &[
+            Arg::Text(UNLOCK_MESSAGE),
+            Arg::Publish,
+            Arg::Channel,
+            Arg::Lease,
+            Arg::Owner,
+            Arg::Retry,
+            Arg::Expected,
+            Arg::Text("1"),
+        ],
+    },
+    force_unlock: &Call {
+        script: &FORCE_UNLOCK,
+        keys: &[Arg::Key],
+        args: &[Arg::Channel, Arg::Text(UNLOCK_MESSAGE), Arg::Publish],
+    },
+    inspect: &Call {
+        script: &INSPECT,
+        keys: &[Arg::Key],
+        args: &[Arg::Owner],
+    },
     more_scripts: &[],
     commands: &[],
 };

@@ -133,9 +133,9 @@ impl LockNames {
     /// The hash field of the task whose field is `task` (`<client-uuid>:<task-id>`): that
     /// field, followed by the kind's suffix (a write lock's `:write`).
     pub(crate) fn owner_field(&self, task: &Arc<str>) -> Arc<str> {
-        match self.kind.owner_suffix {
-            "" => task.clone(),
-            suffix => format!("{task}{suffix}").into(),
+        match self.kind.side {
+            Some(Side::Write) => layout::write_owner(task).into(),
+            _ => task.clone(),
         }
     }
 
@@ -145,11 +145,6 @@ impl LockNames {
         (self.kind.side == Some(Side::Read))
             .then(|| layout::read_timeout_prefix(&self.key, owner).into())
     }
-}
-
-/// `<prefix>:<request id in 32 hex digits>`.
-fn request_latch(prefix: &str, request_id: u128) -> Arc<str> {
-    format!("{prefix}:{request_id:032x}").into()
 }
 
 /// The synchronizers, as the protocol sees them: which names and scripts a call uses.
@@ -188,13 +183,12 @@ pub(crate) struct SyncNames {
     /// for a latch (Redisson writes this one by hand, braces always added).
     pub(crate) channel: Arc<str>,
     /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per count change sent
-    /// with a latch (on a cluster; see `sync::call`). The lock's unlock latches' namespace:
-    /// users given the lock's ACL rules may write there already, and Redisson reads a
-    /// latch only under a request id of its own, never these. Built as the channel is, so
-    /// that it shares the key's slot whenever the channel does.
-    latch_prefix: String,
-    /// Set by [`SyncNames::on_cluster`]: count changes carry request latches.
-    cluster: bool,
+    /// with a latch, set by [`SyncNames::on_cluster`] (see `sync::call`). The lock's
+    /// unlock latches' namespace: users given the lock's ACL rules may write there
+    /// already, and Redisson reads a latch only under a request id of its own, never
+    /// these. Built as the channel is, so that it shares the key's slot whenever the
+    /// channel does.
+    latch_prefix: Option<String>,
     channel_kind: ChannelKind,
     split: Option<SplitName>,
     /// The metrics of the handles with these names (their kind and class).
@@ -219,14 +213,9 @@ impl SyncNames {
             ),
             SyncKind::Latch => (layout::latch_channel(&key), None),
         };
-        let latch_prefix = match kind {
-            SyncKind::Latch => format!("{}:{{{key}}}", Derived::UnlockLatch.prefix()),
-            SyncKind::Semaphore | SyncKind::ExpirableSemaphore => Derived::UnlockLatch.of(&key),
-        };
         SyncNames {
             kind,
-            latch_prefix,
-            cluster: false,
+            latch_prefix: None,
             key: key.into(),
             timeouts,
             channel: channel.into(),
@@ -240,18 +229,22 @@ impl SyncNames {
     /// digits>`, in the key's slot; retries of the request reuse it. Only a cluster
     /// client's count changes carry one (see `sync::call`): `None` elsewhere.
     pub(crate) fn request_latch(&self, request_id: u128) -> Option<Arc<str>> {
-        self.cluster
-            .then(|| request_latch(&self.latch_prefix, request_id))
+        let prefix = self.latch_prefix.as_deref()?;
+        Some(format!("{prefix}:{request_id:032x}").into())
     }
 
     /// These names, for a client of a Redis Cluster whose messages travel as
     /// `channel_kind` says; checks that every derived name shares the key's slot.
     pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
         self.channel_kind = channel_kind;
-        self.cluster = true;
+        let key = &self.key;
+        self.latch_prefix = Some(match self.kind {
+            SyncKind::Latch => format!("{}:{{{key}}}", Derived::UnlockLatch.prefix()),
+            SyncKind::Semaphore | SyncKind::ExpirableSemaphore => Derived::UnlockLatch.of(key),
+        });
         let mut derived = vec![self.channel.to_string()];
         derived.extend(self.timeouts.as_ref().map(|t| t.to_string()));
-        derived.push(request_latch(&self.latch_prefix, 0).to_string());
+        derived.extend(self.request_latch(0).map(|latch| latch.to_string()));
         self.split = first_split(&self.key, derived);
         self
     }

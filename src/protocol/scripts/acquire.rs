@@ -127,8 +127,7 @@ impl AcquireCall<'_> {
             owner: self.owner,
             lease_ms: self.lease_ms,
             join: self.join_queue,
-            keep_place_ms: self.place.keep_ms,
-            ahead_ms: self.place.per_waiter_ahead_ms,
+            place: self.place,
             ..Values::default()
         };
         let call = kind.acquire.build(self.names, &values, 0);
