@@ -24,7 +24,8 @@
 use std::sync::{Arc, Mutex};
 
 use crate::protocol::conn::{Conn, EvalSha};
-use crate::protocol::slot::{node_batches, Owners};
+use crate::protocol::slot::node_batches;
+use crate::protocol::slot_map::Owners;
 use crate::util::poison;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 use tokio::sync::oneshot;

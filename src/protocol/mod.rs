@@ -2,7 +2,9 @@
 //! channels (`names`, and the public [`layout`]), the owner field (`owner`), what each lock
 //! kind is in Redis (`kinds`: its kept keys, its scripts and the shape of their calls), the
 //! Lua scripts' Rust bindings (`scripts`), sent as EVALSHA on the one connection type
-//! (`conn`) and coalesced into multi-lock calls under load (`batch`).
+//! (`conn`) and coalesced into multi-lock calls under load (`batch`); on a Redis Cluster,
+//! the hash slot of a key and batches grouped by slot or master (`slot`), and the cluster's
+//! slot map (`slot_map`).
 //!
 //! Nothing here knows about connections beyond the one it is handed.
 //!
@@ -136,6 +138,7 @@ pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod scripts;
 pub(crate) mod slot;
+pub(crate) mod slot_map;
 pub(crate) mod waits;
 
 pub use owner::Owner;

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::protocol::conn::Conn;
-use crate::protocol::slot::SlotMap;
+use crate::protocol::slot_map::SlotMap;
 
 /// How often a cluster client holding locks reads the cluster's epoch: a lock lost to a
 /// failover is reported about this long after the replica's promotion at the latest.

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
-use crate::protocol::slot::{cluster_slots, SlotMap};
+use crate::protocol::slot_map::{cluster_slots, SlotMap};
 use crate::util::metrics;
 use crate::util::poison;
 

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::channels::ChannelKind;
-use crate::protocol::slot::SlotMap;
+use crate::protocol::slot_map::SlotMap;
 use crate::transport::pubsub::channel::{Channel, Subscribed, Wake};
 use crate::transport::pubsub::topology::{NodeId, Topology};
 use crate::transport::pubsub::{node, watcher};

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::config::settings::at_address;
 use crate::error::{Error, Result};
-use crate::protocol::slot::{NodeAddr, SlotMap};
+use crate::protocol::slot_map::{NodeAddr, SlotMap};
 use crate::transport::sentinel::{Master, MasterWatch};
 
 /// A node the listener keeps a pub/sub connection to.

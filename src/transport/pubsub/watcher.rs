@@ -13,7 +13,7 @@ use redis::{AsyncConnectionConfig, ConnectionInfo, Value};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::protocol::slot::{cluster_slots, SlotMap};
+use crate::protocol::slot_map::{cluster_slots, SlotMap};
 use crate::transport::bounded::within;
 use crate::transport::pubsub::hub::Hub;
 use crate::transport::pubsub::topology::host_of;
