@@ -186,32 +186,30 @@ impl Holds {
         replaces: Option<&Arc<Hold>>,
         metrics: &LockMetrics,
     ) -> Arc<Hold> {
-        let fresh = || Arc::new(Hold::new(id, renewal, terms, started, applied, metrics));
+        // Joins the registered hold if it is live, once a hold this acquire proved lost is
+        // marked so.
+        let joins = |hold: &Arc<Hold>| {
+            if replaces.is_some_and(|lost| Arc::ptr_eq(lost, hold)) {
+                hold.mark_lost(LostReason::Released);
+            }
+            hold.lost_reason().is_none() && !hold.is_released()
+        };
+        let hold = match self.map.entry(id.clone()) {
+            Entry::Occupied(entry) if joins(entry.get()) => {
+                entry.get().add_guard(terms, started, applied);
+                entry.into_ref()
+            }
+            entry => {
+                let fresh = Hold::new(id, renewal, terms, started, applied, metrics);
+                entry.insert(Arc::new(fresh))
+            }
+        };
         // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
         // one lists it before any release of its guard can delist it.
-        let listed = |hold: Arc<Hold>| {
-            if hold.is_watchdog() {
-                self.watch.enlist(&hold);
-            }
-            hold
-        };
-        match self.map.entry(id.clone()) {
-            Entry::Occupied(mut entry) => {
-                let hold = entry.get();
-                if replaces.is_some_and(|lost| Arc::ptr_eq(lost, hold)) {
-                    hold.mark_lost(LostReason::Released);
-                }
-                if hold.lost_reason().is_none() && !hold.is_released() {
-                    hold.add_guard(terms, started, applied);
-                    listed(hold.clone())
-                } else {
-                    let hold = listed(fresh());
-                    entry.insert(hold.clone());
-                    hold
-                }
-            }
-            Entry::Vacant(entry) => listed(entry.insert(fresh()).clone()),
+        if hold.is_watchdog() {
+            self.watch.enlist(&hold);
         }
+        Arc::clone(&hold)
     }
 
     /// Marks `hold` lost as [`Hold::mark_lost`] does, under its registry entry's lock (so
