@@ -168,13 +168,13 @@ async fn release_all(core: &Arc<Core>, deadline: Instant, timeout: Duration) -> 
             }
             Outstanding::Permits { names, permits } => {
                 let given = give_back(core.clone(), names.clone(), permits);
-                let release = async move { vec![given.await] }.boxed();
+                let release = given.map(|outcome| vec![outcome]).boxed();
                 releases.push(("semaphore permits", names.key.clone(), 1, release));
             }
             Outstanding::Permit { names, id, hold } => {
                 let lost = lost_before(&hold);
                 let released = release_one(core.clone(), names.clone(), id, hold, lost);
-                let release = async move { vec![released.await] }.boxed();
+                let release = released.map(|outcome| vec![outcome]).boxed();
                 releases.push(("expirable permit", names.key.clone(), 1, release));
             }
         }

@@ -56,6 +56,10 @@ impl Hasher for CarriedHash {
 
 type ById<V> = DashMap<HoldId, V, BuildHasherDefault<CarriedHash>>;
 
+/// The indices of acquires and of releases in [`Holds`]' counts of those on their way.
+const ACQUIRES: usize = 0;
+const RELEASES: usize = 1;
+
 /// Every hold of one client, by (lock key, owner).
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
@@ -65,13 +69,12 @@ pub(crate) struct Holds {
     map: ById<Arc<Hold>>,
     /// The watchdog holds among them, in the order the watchdog walks them.
     pub(crate) watch: WatchList,
-    /// Acquires of each (lock key, owner) sent and not yet settled: their counts may be in
-    /// Redis before their holds are here.
-    in_flight: ById<usize>,
-    /// Releases of each (lock key, owner) on their way: an acquire of the same owner waits
-    /// for them (see [`Holds::releases_done`]).
-    releasing: ById<usize>,
-    /// Told when a release leaves `releasing` while an acquire waits for one.
+    /// The acquires (`[0]`) and releases (`[1]`) of each (lock key, owner) on their way,
+    /// while any is. An acquire sent and not yet settled may have its count in Redis before
+    /// its hold is here; an acquire of the same owner waits for the releases (see
+    /// [`Holds::releases_done`]).
+    on_their_way: ById<[usize; 2]>,
+    /// Told when a release ends while an acquire waits for one.
     release_ended: tokio::sync::Notify,
     /// Acquires waiting in [`Holds::releases_done`]: a release told nobody skips the
     /// notify (a lock per release otherwise).
@@ -84,20 +87,19 @@ pub(crate) struct Holds {
 pub(crate) struct OnItsWay {
     holds: Arc<Holds>,
     key: HoldId,
-    /// A release, counted in `releasing`; an acquire, in `in_flight`.
-    release: bool,
+    /// Its index in `on_their_way`: 1 for a release, 0 for an acquire.
+    index: usize,
 }
 
 impl Drop for OnItsWay {
     fn drop(&mut self) {
-        self.holds
-            .on_its_way(self.release)
-            .remove_if_mut(&self.key, |_, count| {
-                *count -= 1;
-                *count == 0
-            });
-        // SeqCst, paired with the waiter's: either it sees the entry gone, or this sees it.
-        if self.release && self.holds.release_waiters.load(Ordering::SeqCst) > 0 {
+        let counts = &self.holds.on_their_way;
+        counts.remove_if_mut(&self.key, |_, counts| {
+            counts[self.index] -= 1;
+            *counts == [0, 0]
+        });
+        // SeqCst, paired with the waiter's: either it sees the count gone, or this sees it.
+        if self.index == RELEASES && self.holds.release_waiters.load(Ordering::SeqCst) > 0 {
             self.holds.release_ended.notify_waiters();
         }
     }
@@ -184,32 +186,30 @@ impl Holds {
         replaces: Option<&Arc<Hold>>,
         metrics: &LockMetrics,
     ) -> Arc<Hold> {
-        let fresh = || Arc::new(Hold::new(id, renewal, terms, started, applied, metrics));
+        // Joins the registered hold if it is live, once a hold this acquire proved lost is
+        // marked so.
+        let joins = |hold: &Arc<Hold>| {
+            if replaces.is_some_and(|lost| Arc::ptr_eq(lost, hold)) {
+                hold.mark_lost(LostReason::Released);
+            }
+            hold.lost_reason().is_none() && !hold.is_released()
+        };
+        let hold = match self.map.entry(id.clone()) {
+            Entry::Occupied(entry) if joins(entry.get()) => {
+                entry.get().add_guard(terms, started, applied);
+                entry.into_ref()
+            }
+            entry => {
+                let fresh = Hold::new(id, renewal, terms, started, applied, metrics);
+                entry.insert(Arc::new(fresh))
+            }
+        };
         // Listed under the entry's lock: a re-entry that makes a fixed-lease hold a watchdog
         // one lists it before any release of its guard can delist it.
-        let listed = |hold: Arc<Hold>| {
-            if hold.is_watchdog() {
-                self.watch.enlist(&hold);
-            }
-            hold
-        };
-        match self.map.entry(id.clone()) {
-            Entry::Occupied(mut entry) => {
-                let hold = entry.get();
-                if replaces.is_some_and(|lost| Arc::ptr_eq(lost, hold)) {
-                    hold.mark_lost(LostReason::Released);
-                }
-                if hold.lost_reason().is_none() && !hold.is_released() {
-                    hold.add_guard(terms, started, applied);
-                    listed(hold.clone())
-                } else {
-                    let hold = listed(fresh());
-                    entry.insert(hold.clone());
-                    hold
-                }
-            }
-            Entry::Vacant(entry) => listed(entry.insert(fresh()).clone()),
+        if hold.is_watchdog() {
+            self.watch.enlist(&hold);
         }
+        Arc::clone(&hold)
     }
 
     /// Marks `hold` lost as [`Hold::mark_lost`] does, under its registry entry's lock (so
@@ -298,36 +298,32 @@ impl Holds {
     /// Counts an acquire of `id` as on its way until the returned guard drops: from before
     /// it is sent until its hold, if any, is registered.
     pub(crate) fn attempt_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
-        self.count_on_its_way(id, false)
+        self.count_on_its_way(id, ACQUIRES)
     }
 
     /// Counts a release of `id` as on its way until the returned guard drops: from the
     /// moment its guard lets go (before anything is sent) until its answer is in.
     pub(crate) fn release_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
-        self.count_on_its_way(id, true)
+        self.count_on_its_way(id, RELEASES)
     }
 
-    fn count_on_its_way(self: &Arc<Self>, id: &HoldId, release: bool) -> OnItsWay {
-        *self.on_its_way(release).entry(id.clone()).or_insert(0) += 1;
+    fn count_on_its_way(self: &Arc<Self>, id: &HoldId, index: usize) -> OnItsWay {
+        self.on_their_way.entry(id.clone()).or_default()[index] += 1;
         OnItsWay {
             holds: self.clone(),
             key: id.clone(),
-            release,
+            index,
         }
+    }
+
+    /// How many acquires (`index` 0) or releases (1) of `id` are on their way.
+    fn on_their_way(&self, id: &HoldId, index: usize) -> usize {
+        self.on_their_way.get(id).map_or(0, |counts| counts[index])
     }
 
     /// How many releases of `id` are on their way (see [`Holds::release_started`]).
     pub(crate) fn releases_on_their_way(&self, id: &HoldId) -> usize {
-        self.releasing.get(id).map_or(0, |count| *count)
-    }
-
-    /// The counts of releases (`release`) or of acquires on their way.
-    fn on_its_way(&self, release: bool) -> &ById<usize> {
-        if release {
-            &self.releasing
-        } else {
-            &self.in_flight
-        }
+        self.on_their_way(id, RELEASES)
     }
 
     /// Waits until no release of `id` is on its way. An acquire sends only then: the same
@@ -337,7 +333,7 @@ impl Holds {
     /// Redis). Releases are bounded by the client's retries, so this wait is too.
     pub(crate) async fn releases_done(&self, id: &HoldId) {
         // The common case, on every acquire: nothing to wait for, nothing to register.
-        if !self.releasing.contains_key(id) {
+        if self.releases_on_their_way(id) == 0 {
             return;
         }
         struct Waiting<'a>(&'a AtomicUsize);
@@ -354,7 +350,7 @@ impl Holds {
             tokio::pin!(ended);
             // Registered before the check: a release ending in between is heard.
             ended.as_mut().enable();
-            if !self.releasing.contains_key(id) {
+            if self.releases_on_their_way(id) == 0 {
                 break;
             }
             ended.await;
@@ -364,7 +360,7 @@ impl Holds {
     /// Whether the owner of `id` has a live hold on its key, or an acquire on its way that
     /// may have added a count in Redis already.
     pub(crate) fn is_busy(&self, id: &HoldId) -> bool {
-        self.is_held(id) || self.in_flight.contains_key(id)
+        self.is_held(id) || self.on_their_way(id, ACQUIRES) > 0
     }
 }
 

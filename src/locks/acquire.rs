@@ -148,11 +148,8 @@ impl Contender for OneLock<'_> {
     fn may_retry(&self, error: &Error) -> bool {
         // A first acquire that may have run is undone before the retry; a re-entry cannot
         // be (it may not have run), so sending it again could count it twice.
-        let held = self
-            .core
-            .holds
-            .is_held(&self.core.holds.id(&self.names.key, &self.owner));
-        !(held && error.may_have_run())
+        let holds = &self.core.holds;
+        !(holds.is_held(&holds.id(&self.names.key, &self.owner)) && error.may_have_run())
     }
 
     async fn listen(&mut self, remaining: Duration) -> Result<Listening> {

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use crate::client_core::handed_out::Outstanding;
 use crate::client_core::Core;
 use crate::error::{Error, LostReason, Result};
-use crate::holds::Hold;
+use crate::holds::{Hold, HoldId};
 use crate::locks::release::{Release, Released};
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
@@ -223,7 +223,8 @@ pub(crate) fn release_one(
 ) -> impl Future<Output = Result<()>> + Send + 'static {
     // Before the hold lets go: from then on a new acquire of the owner waits for this
     // release to be answered.
-    let releasing = core.holds.release_started(&hold.id());
+    let id = hold.id();
+    let releasing = core.holds.release_started(&id);
     let tracked = core.track();
     let last = core.holds.release(&hold);
     if last {
@@ -241,7 +242,7 @@ pub(crate) fn release_one(
             }
             let started = Instant::now();
             let applied = hold.lease_at(started);
-            let request = Release::new(core.clone(), names.clone(), &hold.id(), applied.ms);
+            let request = Release::new(core.clone(), names.clone(), &id, applied.ms);
             let released = match request.run().await {
                 Ok(released) => released,
                 Err(e) if e.is_not_a_lock() => {
@@ -261,7 +262,7 @@ pub(crate) fn release_one(
                 }
                 Released::Freed => ("freed", Ok(())),
                 Released::StillHeld if last => {
-                    release_leftovers(&core, &names, &hold.owner).await;
+                    release_leftovers(&core, &names, &id).await;
                     ("freed", Ok(()))
                 }
                 Released::StillHeld => {
@@ -288,7 +289,8 @@ pub(crate) fn release_one(
     }
 }
 
-/// Takes back the counts Redis still holds for `owner` once its last guard is released.
+/// Takes back the counts Redis still holds for the owner of `id` once its last guard is
+/// released.
 ///
 /// Redis can count more holds than the client has guards: an acquire whose reply was lost
 /// ran after all, or the owner took the lock again in the moment between its earlier hold
@@ -297,13 +299,12 @@ pub(crate) fn release_one(
 /// nobody. Each release is owner-checked, so no other owner's lock is touched; and while
 /// the owner holds the lock again, or an acquire of its is on its way (whose count may be
 /// in Redis before its hold is here), nothing more is taken back: those counts may be its.
-async fn release_leftovers(core: &Arc<Core>, names: &Arc<LockNames>, owner: &Arc<str>) {
-    let id = core.holds.id(&names.key, owner);
+async fn release_leftovers(core: &Arc<Core>, names: &Arc<LockNames>, id: &HoldId) {
     for _ in 0..MAX_LEFTOVERS {
-        if core.holds.is_busy(&id) {
+        if core.holds.is_busy(id) {
             return;
         }
-        let release = Release::new(core.clone(), names.clone(), &id, 0);
+        let release = Release::new(core.clone(), names.clone(), id, 0);
         match release.run().await {
             Ok(Released::StillHeld) => {}
             Ok(_) => return,

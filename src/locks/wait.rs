@@ -190,9 +190,10 @@ pub(crate) async fn wait_for<C: Contender>(
                 topology.settled();
                 bound
             }
-            // A try sent again must also be one the contender may send again (a request
-            // latch it reuses may not outlive the wait).
-            Err(e) if topology.rides_out(&e) && contender.may_retry(&e) => {
+            // A try is sent again only if the contender may send it again (a request latch
+            // it reuses may not outlive the wait).
+            Err(e) if !contender.may_retry(&e) => return Err(e),
+            Err(e) if topology.rides_out(&e) => {
                 let left = remaining(deadline);
                 if left.is_zero() {
                     // The caller's wait ran out while the cluster was still changing: not
@@ -205,18 +206,13 @@ pub(crate) async fn wait_for<C: Contender>(
                 pause(contender.pacing(), contender.pacing().backoff().min(left)).await;
                 continue;
             }
-            Err(e) if budgeted && rides_out_outage(&e) && contender.may_retry(&e) => {
-                failures += 1;
-                if !ride_out(&e, failures, contender.pacing(), deadline).await {
+            Err(e) if budgeted && rides_out_outage(&e) => {
+                if !ride_out(&e, &mut failures, contender.pacing(), deadline).await {
                     return Err(e);
                 }
                 continue;
             }
-            Err(e)
-                if e.is_connection_error()
-                    && failures + 1 < retry_attempts
-                    && contender.may_retry(&e) =>
-            {
+            Err(e) if e.is_connection_error() && failures + 1 < retry_attempts => {
                 failures += 1;
                 tracing::debug!(error = %e, "acquire failed; retrying");
                 let length = contender.pacing().backoff();
@@ -239,8 +235,7 @@ pub(crate) async fn wait_for<C: Contender>(
             Ok(Listening::GaveUp) => return Ok(None),
             // Subscribing failed to reach Redis: within a budget, as a failed try.
             Err(e) if budgeted && rides_out_outage(&e) => {
-                failures += 1;
-                if !ride_out(&e, failures, contender.pacing(), deadline).await {
+                if !ride_out(&e, &mut failures, contender.pacing(), deadline).await {
                     return Err(e);
                 }
                 continue;
@@ -274,16 +269,18 @@ fn rides_out_outage(error: &Error) -> bool {
 /// The longest pause between two tries of a call riding out an outage.
 const OUTAGE_PAUSE_CAP: Duration = Duration::from_secs(1);
 
-/// Pauses a budgeted call after its `failures`-th failure in a row to reach Redis (`error`):
-/// the retry backoff, doubled with each failure up to [`OUTAGE_PAUSE_CAP`], and never past
-/// `deadline`, so that the last try is made when the budget ends. Returns false when no
-/// budget is left: the caller returns the error.
+/// Counts one more failure in a row to reach Redis (`error`) in `failures`, and pauses a
+/// budgeted call after it: the retry backoff, doubled with each failure up to
+/// [`OUTAGE_PAUSE_CAP`], and never past `deadline`, so that the last try is made when the
+/// budget ends. Returns false when no budget is left: the caller returns the error.
 async fn ride_out(
     error: &Error,
-    failures: u32,
+    failures: &mut u32,
     pacing: &Connections,
     deadline: Option<Instant>,
 ) -> bool {
+    *failures += 1;
+    let failures = *failures;
     let left = remaining(deadline);
     if left.is_zero() {
         return false;
