@@ -20,7 +20,7 @@ static LEAVE: LazyLock<LuaScript> = script!("wait_leave.lua");
 /// `owner` waits for the lock whose waiters are at `waiters` (its entry lives `ttl`
 /// unrefreshed), and its record at `record` says so: both written, or refreshed.
 pub(crate) async fn join(
-    conn: &Conn,
+    conn: Conn,
     waiters: &str,
     record: &str,
     owner: &str,
@@ -39,7 +39,7 @@ pub(crate) async fn join(
     );
     note.arg(record).arg(lock_key).arg(client).arg(ttl);
     // Two slots on a cluster, so two calls; sent together.
-    let (mut first, mut second) = (conn.clone(), conn.clone());
+    let (mut first, mut second) = (conn.clone(), conn);
     let (joined, noted) = tokio::join!(
         join.query::<i64>(&mut first),
         note.query::<i64>(&mut second)
@@ -50,7 +50,7 @@ pub(crate) async fn join(
 /// `owner`'s wait for the lock of `lock_key` ended: out of its waiters, and its record gone
 /// unless a later wait replaced it.
 pub(crate) async fn leave(
-    conn: &Conn,
+    conn: Conn,
     waiters: &str,
     record: &str,
     owner: &str,
@@ -60,7 +60,7 @@ pub(crate) async fn leave(
     out.arg(waiters).arg(owner);
     let mut forget = EvalSha::new(&LEAVE, 1, 1, record.len() + lock_key.len());
     forget.arg(record).arg(lock_key);
-    let (mut first, mut second) = (conn.clone(), conn.clone());
+    let (mut first, mut second) = (conn.clone(), conn);
     let (left, forgotten) = tokio::join!(
         out.query::<i64>(&mut first),
         forget.query::<i64>(&mut second)
