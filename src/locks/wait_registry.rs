@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::RedisResult;
 use tokio::time::Instant;
 
 use crate::client_core::Core;
 use crate::protocol::conn::Conn;
 use crate::protocol::layout::{waiting_record, Derived};
 use crate::protocol::waits::{self, Waiting};
-use redis::RedisResult;
 
 /// Whether this process has warned that the registry's keys are not permitted.
 static PERMISSION_WARNED: AtomicBool = AtomicBool::new(false);

@@ -3,7 +3,8 @@
 //! Redis as far as the call allows ([`Retry`]), and on a cluster through a topology change
 //! ([`TopologyWait`]). Unlocks, synchronizer calls, reads and force unlocks all go this
 //! way; a call sent once ([`Connections::once`]: an acquire's or a wait's try, which the
-//! waiting loop paces, and the background services' calls) takes its first step only.
+//! waiting loop paces, a background service's) goes on the same shared connection, its
+//! health reported the same way.
 
 use std::future::Future;
 use std::time::Duration;
