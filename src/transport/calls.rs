@@ -154,8 +154,13 @@ impl Connections {
         let (mut tries, mut failures, mut earlier_may_have_run) = (0, 0, false);
         loop {
             let outcome = async {
+                // Not through `once`: its future, moved into this one, would be copied on
+                // every unlock.
                 let Some(conn) = &pinned else {
-                    return self.once(|conn| call(conn, tries)).await;
+                    let shared = self.shared().await?;
+                    let outcome = call(shared.conn.clone(), tries).await;
+                    self.report(&shared, &outcome);
+                    return Ok(outcome?);
                 };
                 self.check_runtime()?;
                 Ok(call(conn.clone(), tries).await?)

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use deadpool_redis::{Manager, Pool, Runtime};
 use rand::Rng;
-use redis::{AsyncConnectionConfig, RedisResult};
+use redis::{AsyncConnectionConfig, RedisError, RedisResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::server_url::ServerUrl;
@@ -395,6 +395,12 @@ impl Connections {
             }
             return;
         };
+        self.retire_if_broken(used, error);
+    }
+
+    /// The failure half of [`report`](Connections::report), out of line: every lock call
+    /// reports, and almost all of them a reply.
+    fn retire_if_broken(&self, used: &SharedConn, error: &RedisError) {
         // A cluster connection repairs its node connections itself (redis-rs reconnects a
         // broken node and re-reads the slot map on redirections): it is never retired.
         if used.conn.is_cluster() {
