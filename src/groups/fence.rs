@@ -52,19 +52,13 @@ pub(crate) async fn agree(
 /// Raises `node`'s counter to at least `token` while `owner` holds the lock there, within
 /// `node_timeout`. Returns whether that was confirmed.
 pub(crate) async fn raise(node: &Node, owner: &str, token: u64, node_timeout: Duration) -> bool {
+    let raise = |conn| fenced::fenced_raise(conn, &node.names, owner, token);
     let raised = async {
-        let shared = node.core.connections.shared().await.ok()?;
-        match fenced::fenced_raise(shared.conn.clone(), &node.names, owner, token).await {
-            Ok(raised) => Some(raised),
-            Err(e) => {
-                node.core.connections.report(&shared, &e);
-                tracing::debug!(lock = %node.names.key, error = %e, "could not raise a fencing counter");
-                None
-            }
-        }
+        let raised = node.core.connections.once(raise).await;
+        raised.inspect_err(|e| tracing::debug!(lock = %node.names.key, error = %e, "could not raise a fencing counter"))
     };
     matches!(
         tokio::time::timeout(node_timeout, raised).await,
-        Ok(Some(true))
+        Ok(Ok(true))
     )
 }

@@ -74,11 +74,14 @@ impl Independence {
             return Ok(());
         }
         let asked = join_all(clusters.iter().map(|node| async move {
-            let ask = async {
-                let shared = node.core.connections.shared().await.ok()?;
-                node_ids(&shared.conn).await.ok().flatten()
-            };
-            tokio::time::timeout(node_timeout, ask).await.ok().flatten()
+            let ask = node
+                .core
+                .connections
+                .once(|conn| async move { node_ids(&conn).await });
+            match tokio::time::timeout(node_timeout, ask).await {
+                Ok(Ok(ids)) => ids,
+                _ => None,
+            }
         }))
         .await;
         let mut answered: Vec<(&Node, BTreeSet<String>)> = Vec::new();

@@ -146,7 +146,7 @@ pub(crate) async fn attempt(
         .on(core.background())
         .await;
     if let Some(shared) = &shared {
-        core.connections.report_outcome(shared, &outcome);
+        core.connections.report(shared, &outcome);
     }
     match sent.settle(terms, outcome).await {
         // Taken while its client began to shut down (a group's node may belong to another

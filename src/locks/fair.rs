@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use crate::client_core::Core;
-use crate::error::Error;
 use crate::protocol::kinds::fair;
 use crate::protocol::names::LockNames;
 use crate::util::detach::FinishOnDrop;
@@ -64,11 +63,10 @@ impl QueuePlace {
         }
         let (core, names, owner) = (self.core.clone(), self.names.clone(), self.owner.clone());
         let leaving = async move {
-            let once = async {
-                let shared = core.connections.shared().await?;
-                Ok::<_, Error>(fair::leave_queue(shared.conn, &names, &owner).await?)
-            };
-            if let Err(e) = once.await {
+            let left = core
+                .connections
+                .once(|conn| fair::leave_queue(conn, &names, &owner));
+            if let Err(e) = left.await {
                 tracing::debug!(lock = %names.key, error = %e, "leaving the queue; retrying");
                 leave_in_background(core, names, owner);
             }

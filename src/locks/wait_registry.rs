@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::RedisResult;
 use tokio::time::Instant;
 
 use crate::client_core::Core;
-use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
 use crate::protocol::layout::{waiting_record, Derived};
 use crate::protocol::waits::{self, Waiting};
@@ -114,12 +114,8 @@ impl Registration {
         self.written = true;
         let (waiters, record) = self.keys();
         let (owner, lock, name) = (&self.owner, &self.lock_key, &self.core.settings.client_name);
-        let written = async {
-            let shared = self.core.connections.shared().await?;
-            let joined = waits::join(&shared.conn, &waiters, &record, owner, lock, name, ttl);
-            Ok::<_, Error>(joined.await?)
-        };
-        match written.await {
+        let join = |conn| waits::join(conn, &waiters, &record, owner, lock, name, ttl);
+        match self.core.connections.once(join).await {
             Ok(()) => {}
             // A setting the operator must fix, said once per process rather than at every
             // refresh of every wait.
@@ -148,11 +144,8 @@ impl Registration {
 
     /// Logs the long wait, with the lock's holders and the cycle of waits through them.
     async fn warn(&self, waited: Duration) {
-        let walked = async {
-            let shared = self.core.connections.shared().await?;
-            walk(&shared.conn, &self.owner, &self.lock_key).await
-        };
-        match walked.await {
+        let walked = |conn| walk(conn, &self.owner, &self.lock_key);
+        match self.core.connections.once(walked).await {
             Ok(Walk { holders, cycle }) => tracing::warn!(
                 lock = %self.lock_key,
                 waited_ms = waited.as_millis() as u64,
@@ -182,12 +175,8 @@ impl Drop for Registration {
         let (waiters, record) = self.keys();
         let (owner, lock_key) = (self.owner.clone(), self.lock_key.clone());
         self.core.spawn(async move {
-            let left = async {
-                let shared = core.connections.shared().await?;
-                let leave = waits::leave(&shared.conn, &waiters, &record, &owner, &lock_key);
-                Ok::<_, Error>(leave.await?)
-            };
-            if let Err(e) = left.await {
+            let leave = |conn| waits::leave(conn, &waiters, &record, &owner, &lock_key);
+            if let Err(e) = core.connections.once(leave).await {
                 tracing::debug!(lock = %lock_key, error = %e, "wait registry: entry left to expire");
             }
         });
@@ -205,7 +194,7 @@ struct Walk {
 /// Walks from `owner`, waiting for `lock_key`, to the lock's holders, what they wait for,
 /// and so on, until an owner comes round again (a cycle: a deadlock, unless one of its
 /// waits has a deadline) or the walk runs out.
-async fn walk(conn: &Conn, owner: &str, lock_key: &str) -> Result<Walk> {
+async fn walk(conn: Conn, owner: &str, lock_key: &str) -> RedisResult<Walk> {
     struct Step {
         owner: String,
         client: Option<String>,
@@ -213,7 +202,7 @@ async fn walk(conn: &Conn, owner: &str, lock_key: &str) -> Result<Walk> {
         holders: Vec<String>,
         next: usize,
     }
-    let holders = waits::holders(conn, lock_key).await?;
+    let holders = waits::holders(&conn, lock_key).await?;
     let mut path = vec![Step {
         owner: owner.to_string(),
         client: None,
@@ -239,11 +228,11 @@ async fn walk(conn: &Conn, owner: &str, lock_key: &str) -> Result<Walk> {
         }
         seen.push(holder.clone());
         let Some(Waiting { lock, client }) =
-            waits::waits_for(conn, &waiting_record(&holder)).await?
+            waits::waits_for(&conn, &waiting_record(&holder)).await?
         else {
             continue;
         };
-        let holders_there = waits::holders(conn, &lock).await?;
+        let holders_there = waits::holders(&conn, &lock).await?;
         path.push(Step {
             owner: holder,
             client,

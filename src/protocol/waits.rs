@@ -20,7 +20,7 @@ static LEAVE: LazyLock<LuaScript> = script!("wait_leave.lua");
 /// `owner` waits for the lock whose waiters are at `waiters` (its entry lives `ttl`
 /// unrefreshed), and its record at `record` says so: both written, or refreshed.
 pub(crate) async fn join(
-    conn: &Conn,
+    conn: Conn,
     waiters: &str,
     record: &str,
     owner: &str,
@@ -38,19 +38,13 @@ pub(crate) async fn join(
         record.len() + lock_key.len() + client.len() + 24,
     );
     note.arg(record).arg(lock_key).arg(client).arg(ttl);
-    // Two slots on a cluster, so two calls; sent together.
-    let (mut first, mut second) = (conn.clone(), conn.clone());
-    let (joined, noted) = tokio::join!(
-        join.query::<i64>(&mut first),
-        note.query::<i64>(&mut second)
-    );
-    joined.and(noted).map(drop)
+    both(conn, &join, &note).await
 }
 
 /// `owner`'s wait for the lock of `lock_key` ended: out of its waiters, and its record gone
 /// unless a later wait replaced it.
 pub(crate) async fn leave(
-    conn: &Conn,
+    conn: Conn,
     waiters: &str,
     record: &str,
     owner: &str,
@@ -60,12 +54,18 @@ pub(crate) async fn leave(
     out.arg(waiters).arg(owner);
     let mut forget = EvalSha::new(&LEAVE, 1, 1, record.len() + lock_key.len());
     forget.arg(record).arg(lock_key);
-    let (mut first, mut second) = (conn.clone(), conn.clone());
-    let (left, forgotten) = tokio::join!(
-        out.query::<i64>(&mut first),
-        forget.query::<i64>(&mut second)
+    both(conn, &out, &forget).await
+}
+
+/// Sends `first` and `second` together: calls on a waiter set and on a record, two slots
+/// on a cluster, so two calls.
+async fn both(conn: Conn, first: &EvalSha<'_>, second: &EvalSha<'_>) -> RedisResult<()> {
+    let (mut one, mut other) = (conn.clone(), conn);
+    let (first, second) = tokio::join!(
+        first.query::<i64>(&mut one),
+        second.query::<i64>(&mut other)
     );
-    left.and(forgotten).map(drop)
+    first.and(second).map(drop)
 }
 
 /// The owners holding the lock at `lock_key`, as owner fields without a write lock's

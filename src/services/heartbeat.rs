@@ -120,23 +120,17 @@ impl Rounds for Refreshes {
             .iter()
             .map(|entry| (entry.value().0.clone(), entry.key().1.clone()))
             .collect();
-        let shared = match self.connections.shared().await {
-            Ok(shared) => shared,
-            Err(e) => {
-                self.connections.unreachable("fair-queue heartbeat", &e);
-                return self.interval;
-            }
-        };
         // On a cluster, one call per hash slot: a script call may name one slot's keys only.
-        let per_slot = shared.conn.is_cluster();
+        let per_slot = self.connections.is_cluster();
         for batch in batches(places, per_slot, self.batch_size, |(names, _)| {
             names.key.as_bytes()
         }) {
-            let mut conn = shared.conn.clone();
             let entries = batch.iter().map(|(names, owner)| (&**names, &**owner));
-            match fair::refresh_places(&mut conn, self.place, entries).await {
+            let refresh = |mut conn| async move {
+                fair::refresh_places(&mut conn, self.place, entries).await
+            };
+            match self.connections.once(refresh).await {
                 Ok(found) => {
-                    self.connections.report_success();
                     for ((names, owner), place) in batch.iter().zip(found) {
                         // Its turn came and it may not have heard (its pub/sub connection
                         // is reconnecting), or it was dropped from the queue (an outage
@@ -147,13 +141,11 @@ impl Rounds for Refreshes {
                         }
                     }
                 }
+                Err(e) if e.is_connection_error() => {
+                    self.connections.unreachable("fair-queue heartbeat", &e);
+                }
                 Err(e) => {
-                    self.connections.report(&shared, &e);
-                    if crate::error::is_transient(&e) {
-                        self.connections.unreachable("fair-queue heartbeat", &e);
-                    } else {
-                        tracing::warn!(error = %e, waiters = batch.len(), "queue heartbeat refused");
-                    }
+                    tracing::warn!(error = %e, waiters = batch.len(), "queue heartbeat refused")
                 }
             }
         }

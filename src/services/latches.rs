@@ -94,18 +94,15 @@ impl LatchReaper {
     }
 }
 
+/// Deletes `latches`, best-effort: those it cannot expire by themselves.
 async fn unlink(latches: Vec<Arc<str>>, connections: Arc<Connections>) {
-    let Ok(shared) = connections.shared().await else {
-        return; // they expire by themselves
-    };
     for chunk in latches.chunks(KEYS_PER_COMMAND) {
-        let mut conn = shared.conn.clone();
         let mut unlink = redis::cmd("UNLINK");
         for latch in chunk {
             unlink.arg(&**latch);
         }
-        let unlinked: redis::RedisResult<i64> = unlink.query_async(&mut conn).await;
-        if let Err(e) = unlinked {
+        let unlink = |mut conn| async move { unlink.query_async::<i64>(&mut conn).await };
+        if let Err(e) = connections.once(unlink).await {
             tracing::debug!(error = %e, latches = chunk.len(), "request latches left to expire");
         }
     }

@@ -120,22 +120,14 @@ async fn check_all(checks: &Checks) -> bool {
     if holds.is_empty() {
         return true;
     }
-    let mut conn = match checks.connections.shared().await {
-        Ok(shared) => shared.conn,
-        Err(e) => {
-            // The next reconnection tries again; a lease that runs out meanwhile is lost
-            // by its own deadline.
-            tracing::debug!(error = %e, "fixed-lease check cannot reach Redis");
-            return false;
-        }
-    };
     // On a cluster, one call per hash slot: a script call may name one slot's keys only.
-    let per_slot = conn.is_cluster();
+    let per_slot = checks.connections.is_cluster();
     for batch in batches(holds, per_slot, checks.batch_size, |hold| {
         hold.key.as_bytes()
     }) {
         let pairs = batch.iter().map(|hold| (&*hold.key, &*hold.owner));
-        match scripts::still_held(&mut conn, pairs).await {
+        let still_held = |mut conn| async move { scripts::still_held(&mut conn, pairs).await };
+        match checks.connections.once(still_held).await {
             Ok(held) => {
                 for (hold, held) in batch.iter().zip(held) {
                     if !held {
@@ -144,6 +136,8 @@ async fn check_all(checks: &Checks) -> bool {
                 }
             }
             Err(e) => {
+                // The next reconnection tries again; a lease that runs out meanwhile is
+                // lost by its own deadline.
                 tracing::debug!(error = %e, locks = batch.len(), "fixed-lease check failed");
                 return false;
             }

@@ -46,7 +46,7 @@ use crate::protocol::conn::Conn;
 use crate::protocol::names::SyncNames;
 use crate::protocol::scripts::RequestLatch;
 use crate::transport::calls::{Outcome, Retry, Road, TOPOLOGY_PATIENCE};
-use crate::transport::explain::{explain_with, sync_checks, type_of};
+use crate::transport::explain::explain_sync;
 
 /// The longest one try of a request may take, pause included: a new connection (connect
 /// + handshake reply), its own reply, and a jittered pause before it.
@@ -156,7 +156,7 @@ where
         .call(road, |conn, _| call(conn, latch.cloned()))
         .await;
     if let Err(e) = outcome.result {
-        outcome.result = Err(explain(core, names, operation, e).await);
+        outcome.result = Err(explain_sync(connections, operation, names, e).await);
     }
     if let Some(change) = change {
         change.done(core);
@@ -176,46 +176,8 @@ pub(crate) async fn once<T, Fut>(
 where
     Fut: Future<Output = redis::RedisResult<T>>,
 {
-    let shared = core.connections.shared().await?;
-    let outcome = call(shared.conn.clone()).await;
-    core.connections.report_outcome(&shared, &outcome);
-    match outcome {
+    match core.connections.once(call).await {
         Ok(answer) => Ok(answer),
-        Err(e) => Err(explain(core, names, operation, e.into()).await),
+        Err(e) => Err(explain_sync(&core.connections, operation, names, e).await),
     }
-}
-
-/// `error`, from `operation` on the synchronizer `names`, as the typed error it stands
-/// for: a key that holds other data ([`Error::NotALock`], saying what it holds), a
-/// missing ACL permission, a count that would overflow ([`Error::Rejected`]).
-async fn explain(core: &Core, names: &SyncNames, operation: &'static str, error: Error) -> Error {
-    if let Error::Redis(e) = &error {
-        if e.code() == Some("NOTALOCK") {
-            let key = e.detail().unwrap_or(&names.key).to_string();
-            return not_a_count(core, key).await;
-        }
-    }
-    explain_with(
-        &core.connections,
-        operation,
-        &names.key,
-        || sync_checks(names),
-        error,
-    )
-    .await
-}
-
-/// [`Error::NotALock`] for `key`, which holds something a semaphore or latch does not keep
-/// there, saying what.
-async fn not_a_count(core: &Core, key: String) -> Error {
-    let kind = type_of(&core.connections, &key).await.map(|(kind, _)| kind);
-    let found = match kind.as_deref() {
-        Some("string") => "a string that is not a count".to_string(),
-        Some("hash") => "a hash (a lock, or other data)".to_string(),
-        Some("zset") => "a sorted set".to_string(),
-        Some("none") => "gone (it changed while the call ran)".to_string(),
-        Some(other) => format!("a {other}"),
-        None => "not a count".to_string(),
-    };
-    Error::NotALock { name: key, found }
 }

@@ -303,10 +303,9 @@ async fn confirm_expiry(core: &Core, names: &SyncNames, id: &[u8; 16], hold: &Ho
         return; // a new lease moved the deadline, or another check settled it
     }
     let started = Instant::now();
-    let ask = async {
-        let shared = core.connections.shared().await?;
-        Ok::<_, Error>(scripts::permit_left(shared.conn, names, id).await?)
-    };
+    let ask = core
+        .connections
+        .once(|conn| scripts::permit_left(conn, names, id));
     let own_end = drift(hold.lease_ms()) * 2 + EXTENSION_MARGIN;
     match tokio::time::timeout(CONFIRM_LIMIT, ask).await {
         Ok(Ok(Some(left_ms))) if Duration::from_millis(left_ms) > own_end => {

@@ -2,7 +2,9 @@
 //! connection (its health reported) or a pinned one, sent again after a failure to reach
 //! Redis as far as the call allows ([`Retry`]), and on a cluster through a topology change
 //! ([`TopologyWait`]). Unlocks, synchronizer calls, reads and force unlocks all go this
-//! way; an acquire is tried once per round of the waiting loop, which paces its retries.
+//! way; a call sent once ([`Connections::once`]: an acquire's or a wait's try, which the
+//! waiting loop paces, a background service's) goes on the same shared connection, its
+//! health reported the same way.
 
 use std::future::Future;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::protocol::conn::Conn;
-use crate::transport::connections::{Connections, SharedConn};
+use crate::transport::connections::Connections;
 
 /// How long a call on a Redis Cluster waits out refusals that say the cluster is changing
 /// its topology (see [`Error::is_topology_change`]) before it fails with the last of them:
@@ -152,10 +154,12 @@ impl Connections {
         let (mut tries, mut failures, mut earlier_may_have_run) = (0, 0, false);
         loop {
             let outcome = async {
+                // Not through `once`: its future, moved into this one, would be copied on
+                // every unlock.
                 let Some(conn) = &pinned else {
                     let shared = self.shared().await?;
                     let outcome = call(shared.conn.clone(), tries).await;
-                    self.report_outcome(&shared, &outcome);
+                    self.report(&shared, &outcome);
                     return Ok(outcome?);
                 };
                 self.check_runtime()?;
@@ -188,6 +192,20 @@ impl Connections {
         }
     }
 
+    /// Sends `call` once on the shared connection, its outcome reported to the connection's
+    /// health: for a try that its caller paces and repeats (a waiting loop's, a background
+    /// round's) and for best-effort calls.
+    pub(crate) async fn once<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let shared = self.shared().await?;
+        let outcome = call(shared.conn.clone()).await;
+        self.report(&shared, &outcome);
+        Ok(outcome?)
+    }
+
     /// Runs an idempotent operation on the shared connection, sending it again after
     /// failures to reach Redis up to the configured number of attempts.
     pub(crate) async fn with_retries<T, F, Fut>(&self, mut operation: F) -> Result<T>
@@ -198,14 +216,5 @@ impl Connections {
         self.call(Road::new(Retry::Always), |conn, _| operation(conn))
             .await
             .result
-    }
-
-    /// Reports what a call on the shared connection `used` came to: see
-    /// [`report`](Connections::report) and [`report_success`](Connections::report_success).
-    pub(crate) fn report_outcome<T>(&self, used: &SharedConn, outcome: &RedisResult<T>) {
-        match outcome {
-            Ok(_) => self.report_success(),
-            Err(e) => self.report(used, e),
-        }
     }
 }

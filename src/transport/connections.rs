@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use deadpool_redis::{Manager, Pool, Runtime};
 use rand::Rng;
-use redis::{AsyncConnectionConfig, RedisError};
+use redis::{AsyncConnectionConfig, RedisError, RedisResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::server_url::ServerUrl;
@@ -378,12 +378,29 @@ impl Connections {
         }
     }
 
-    /// Retires the shared connection after an error that leaves it unusable (redis-rs does
-    /// not reconnect a multiplexed connection by itself once the server has gone), or
-    /// suspect: a reply that timed out may mean a half-open connection that will never
+    /// Reports what a call on the shared connection `used` came to. A reply says the
+    /// connection works. An error that leaves it unusable (redis-rs does not reconnect a
+    /// multiplexed connection by itself once the server has gone) retires it, and so do
+    /// suspect ones: a reply that timed out may mean a half-open connection that will never
     /// answer again. Callers still using a retired connection finish on it; new calls get a
     /// fresh one.
-    pub(crate) fn report(&self, used: &SharedConn, error: &RedisError) {
+    pub(crate) fn report<T>(&self, used: &SharedConn, outcome: &RedisResult<T>) {
+        let Err(error) = outcome else {
+            // Read first: the common case writes nothing, keeping the cache line shared.
+            if self.timeouts_in_a_row.load(Ordering::Relaxed) != 0 {
+                self.timeouts_in_a_row.store(0, Ordering::Relaxed);
+            }
+            if self.outage.load(Ordering::Relaxed) {
+                self.reachable();
+            }
+            return;
+        };
+        self.retire_if_broken(used, error);
+    }
+
+    /// The failure half of [`report`](Connections::report), out of line: every lock call
+    /// reports, and almost all of them a reply.
+    fn retire_if_broken(&self, used: &SharedConn, error: &RedisError) {
         // A cluster connection repairs its node connections itself (redis-rs reconnects a
         // broken node and re-reads the slot map on redirections): it is never retired.
         if used.conn.is_cluster() {
@@ -403,17 +420,6 @@ impl Connections {
         let mut slot = poison::write(&self.shared);
         if slot.as_ref().map(|c| c.generation) == Some(used.generation) {
             *slot = None;
-        }
-    }
-
-    /// A reply arrived: the shared connection works.
-    pub(crate) fn report_success(&self) {
-        // Read first: the common case writes nothing, keeping the cache line shared.
-        if self.timeouts_in_a_row.load(Ordering::Relaxed) != 0 {
-            self.timeouts_in_a_row.store(0, Ordering::Relaxed);
-        }
-        if self.outage.load(Ordering::Relaxed) {
-            self.reachable();
         }
     }
 

@@ -9,7 +9,6 @@
 use crate::error::{
     channel_missing, is_auth_failure, is_permission_failure, is_transient, server_message, Error,
 };
-use crate::protocol::conn::Conn;
 use crate::protocol::names::{LockNames, SyncNames};
 use crate::protocol::scripts;
 use crate::transport::connections::Connections;
@@ -105,6 +104,15 @@ fn publish_check(publish: &str, channel: &str) -> Check {
     )
 }
 
+/// What a call expected at its key: what an [`Error::NotALock`] says it found instead
+/// depends on it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expected {
+    Lock,
+    /// A semaphore's or a latch's count.
+    Count,
+}
+
 /// `error`, from `operation` on the lock `names`, as the typed error it stands for.
 pub(crate) async fn explain(
     connections: &Connections,
@@ -112,14 +120,22 @@ pub(crate) async fn explain(
     names: &LockNames,
     error: Error,
 ) -> Error {
-    explain_with(
-        connections,
-        operation,
-        &names.key,
-        || lock_checks(names),
-        error,
-    )
-    .await
+    let checks = || lock_checks(names);
+    explain_with(connections, operation, &names.key, checks, error).await
+}
+
+/// `error`, from `operation` on the semaphore or latch `names`, as the typed error it
+/// stands for.
+pub(crate) async fn explain_sync(
+    connections: &Connections,
+    operation: &'static str,
+    names: &SyncNames,
+    error: Error,
+) -> Error {
+    let checks = || sync_checks(names);
+    Expected::Count
+        .explain(connections, operation, &names.key, checks, error)
+        .await
 }
 
 /// `outcome` of `operation` on the lock `names`, with its error explained.
@@ -143,78 +159,90 @@ pub(crate) async fn explain_with(
     checks: impl FnOnce() -> Vec<Check>,
     error: Error,
 ) -> Error {
-    let Error::Redis(e) = error else {
-        return error;
-    };
-    if is_transient(&e) || is_auth_failure(&e) || e.code().is_none() {
-        return Error::Redis(e);
-    }
-    if e.code() == Some("NOTALOCK") {
-        let key = e.detail().unwrap_or(target).to_string();
-        return not_a_lock(connections, key).await;
-    }
-    if is_permission_failure(&e) {
-        let missing = match e.detail() {
-            // Redis named the command itself: nothing more to find out.
-            Some(detail) if detail.contains("permissions to run the") => detail.to_string(),
-            _ => diagnose(connections, checks()).await,
-        };
-        return Error::PermissionDenied {
-            operation,
-            target: target.to_string(),
-            missing,
-        };
-    }
-    Error::Rejected {
-        operation,
-        lock: target.to_string(),
-        message: server_message(&e),
-        source: e,
-    }
+    Expected::Lock
+        .explain(connections, operation, target, checks, error)
+        .await
 }
 
 /// [`Error::NotALock`] for `key`, saying what it holds.
 pub(crate) async fn not_a_lock(connections: &Connections, key: String) -> Error {
-    let found = describe(connections, &key)
-        .await
-        .unwrap_or_else(|| "not a lock".to_string());
-    Error::NotALock { name: key, found }
+    Expected::Lock.not_found(connections, key).await
 }
 
-/// `key`'s Redis type (`TYPE`), and the connection that asked; `None` when Redis cannot be
-/// asked.
-pub(crate) async fn type_of(connections: &Connections, key: &str) -> Option<(String, Conn)> {
-    let mut conn = connections.shared().await.ok()?.conn;
-    let kind: String = redis::cmd("TYPE")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .ok()?;
-    Some((kind, conn))
-}
+impl Expected {
+    /// [`explain_with`], for a call that expected `self` at `target`.
+    async fn explain(
+        self,
+        connections: &Connections,
+        operation: &'static str,
+        target: &str,
+        checks: impl FnOnce() -> Vec<Check>,
+        error: Error,
+    ) -> Error {
+        let Error::Redis(e) = error else {
+            return error;
+        };
+        if is_transient(&e) || is_auth_failure(&e) || e.code().is_none() {
+            return Error::Redis(e);
+        }
+        if e.code() == Some("NOTALOCK") {
+            let key = e.detail().unwrap_or(target).to_string();
+            return self.not_found(connections, key).await;
+        }
+        if is_permission_failure(&e) {
+            let missing = match e.detail() {
+                // Redis named the command itself: nothing more to find out.
+                Some(detail) if detail.contains("permissions to run the") => detail.to_string(),
+                _ => diagnose(connections, checks()).await,
+            };
+            return Error::PermissionDenied {
+                operation,
+                target: target.to_string(),
+                missing,
+            };
+        }
+        Error::Rejected {
+            operation,
+            lock: target.to_string(),
+            message: server_message(&e),
+            source: e,
+        }
+    }
 
-/// What `key` holds, in words; `None` when Redis cannot be asked.
-async fn describe(connections: &Connections, key: &str) -> Option<String> {
-    let (kind, mut conn) = type_of(connections, key).await?;
-    Some(match kind.as_str() {
-        "hash" => {
+    /// [`Error::NotALock`] for the key `name`, which holds something other than `self`,
+    /// saying what (a hash is looked into only where a lock was expected).
+    async fn not_found(self, connections: &Connections, name: String) -> Error {
+        let key = name.as_str();
+        let asked = connections.once(|mut conn| async move {
+            let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut conn).await?;
+            if kind != "hash" || self == Expected::Count {
+                return Ok((kind, None));
+            }
             let mut ask = redis::pipe();
             ask.cmd("HEXISTS").arg(key).arg("mode");
             ask.cmd("HRANDFIELD").arg(key);
-            let (read_write, field): (bool, Option<String>) =
-                ask.query_async(&mut conn).await.ok()?;
-            if read_write {
-                "a read-write lock (Redisson's RReadWriteLock)".to_string()
-            } else if field.as_deref().is_some_and(is_owner_field) {
+            let fields: (bool, Option<String>) = ask.query_async(&mut conn).await?;
+            Ok((kind, Some(fields)))
+        });
+        let count = self == Expected::Count;
+        let found = match asked.await {
+            Err(_) if count => "not a count".to_string(),
+            Err(_) => "not a lock".to_string(),
+            Ok((_, Some((true, _)))) => "a read-write lock (Redisson's RReadWriteLock)".to_string(),
+            Ok((_, Some((false, field)))) if field.as_deref().is_some_and(is_owner_field) => {
                 "a lock of another kind (Redisson's RLock layout, no read-write `mode`)".to_string()
-            } else {
-                "a hash that is not a lock".to_string()
             }
-        }
-        "none" => "gone (it changed while the call ran)".to_string(),
-        "zset" => "a sorted set".to_string(),
-        other => format!("a {other}"),
-    })
+            Ok((_, Some(_))) => "a hash that is not a lock".to_string(),
+            Ok((kind, None)) => match kind.as_str() {
+                "hash" => "a hash (a lock, or other data)".to_string(),
+                "string" if count => "a string that is not a count".to_string(),
+                "none" => "gone (it changed while the call ran)".to_string(),
+                "zset" => "a sorted set".to_string(),
+                other => format!("a {other}"),
+            },
+        };
+        Error::NotALock { name, found }
+    }
 }
 
 /// Whether `field` has the shape of a lock's owner field, `<client-uuid>:<decimal id>`.
@@ -231,12 +259,10 @@ fn is_owner_field(field: &str) -> bool {
 /// `ACL LOG` when none fails (or the check itself cannot run).
 async fn diagnose(connections: &Connections, checks: Vec<Check>) -> String {
     const UNKNOWN: &str = "a permission Redis did not name (see `ACL LOG` on the server)";
-    let Ok(shared) = connections.shared().await else {
-        return UNKNOWN.to_string();
-    };
-    let mut conn = shared.conn;
     let commands: Vec<Vec<String>> = checks.iter().map(|c| c.command.clone()).collect();
-    match scripts::refused_checks(&mut conn, &commands).await {
+    let commands = &commands;
+    let asked = |mut conn| async move { scripts::refused_checks(&mut conn, commands).await };
+    match connections.once(asked).await {
         Ok(refused) => refused
             .first()
             .and_then(|&index| checks.into_iter().nth(index))
