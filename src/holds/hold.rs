@@ -39,12 +39,11 @@ pub(crate) enum Renewal {
 /// One owner's holds on one lock, shared by all of that owner's live guards.
 #[derive(Debug)]
 pub(crate) struct Hold {
-    pub(crate) key: Arc<str>,
-    pub(crate) owner: Arc<str>,
+    /// Its lock key and owner, the key of its registry entry: kept whole, as every release
+    /// looks the entry up.
+    pub(crate) id: HoldId,
     /// How the watchdog renews it.
     pub(crate) renewal: Renewal,
-    /// The [`HoldId`] hash of `key` and `owner`.
-    pub(super) hash: u64,
     /// Live guards; the hold leaves the registry when this reaches zero.
     pub(super) guards: AtomicU32,
     lease_ms: AtomicU64,
@@ -92,7 +91,7 @@ impl Drop for Hold {
 
 impl Hold {
     pub(super) fn new(
-        id: &HoldId,
+        id: HoldId,
         renewal: Renewal,
         terms: Terms,
         started: Instant,
@@ -103,10 +102,8 @@ impl Hold {
             (renewal == Renewal::Permit).then(|| Box::new(tokio::sync::Mutex::new(())));
         metrics.held(1.0);
         Hold {
-            key: id.key.clone(),
-            owner: id.owner.clone(),
+            id,
             renewal,
-            hash: id.hash,
             guards: AtomicU32::new(1),
             lease_ms: AtomicU64::new(terms.lease.millis()),
             watchdog: AtomicBool::new(matches!(terms.lease, Lease::Watchdog(_))),
@@ -134,15 +131,6 @@ impl Hold {
     pub(super) fn uncount(&self) {
         if self.counted.swap(false, Ordering::AcqRel) {
             self.metrics.held(-1.0);
-        }
-    }
-
-    /// The registry entry of this hold.
-    pub(crate) fn id(&self) -> HoldId {
-        HoldId {
-            key: self.key.clone(),
-            owner: self.owner.clone(),
-            hash: self.hash,
         }
     }
 
@@ -281,7 +269,7 @@ impl Hold {
             }
             self.uncount();
             self.lost_set.notify_waiters();
-            tracing::warn!(lock = %self.key, owner = %self.owner, %reason, "lock lost");
+            tracing::warn!(lock = %self.id.key, owner = %self.id.owner, %reason, "lock lost");
         }
         marked
     }

@@ -24,8 +24,10 @@ use crate::error::LostReason;
 pub(crate) struct HoldId {
     /// Of `key` and `owner`, under the registry's random keys (see [`Holds::id`]).
     pub(super) hash: u64,
-    pub(super) key: Arc<str>,
-    pub(super) owner: Arc<str>,
+    /// The lock's key.
+    pub(crate) key: Arc<str>,
+    /// The owner field whose hold this is.
+    pub(crate) owner: Arc<str>,
 }
 
 impl Hash for HoldId {
@@ -102,13 +104,6 @@ impl Drop for OnItsWay {
         if self.index == RELEASES && self.holds.release_waiters.load(Ordering::SeqCst) > 0 {
             self.holds.release_ended.notify_waiters();
         }
-    }
-}
-
-impl HoldId {
-    /// The owner field whose hold this is.
-    pub(crate) fn owner(&self) -> &Arc<str> {
-        &self.owner
     }
 }
 
@@ -200,7 +195,7 @@ impl Holds {
                 entry.into_ref()
             }
             entry => {
-                let fresh = Hold::new(id, renewal, terms, started, applied, metrics);
+                let fresh = Hold::new(id.clone(), renewal, terms, started, applied, metrics);
                 entry.insert(Arc::new(fresh))
             }
         };
@@ -216,7 +211,7 @@ impl Holds {
     /// that no re-entry joins it meanwhile), if it is still the owner's registered hold.
     /// For an acquire that proved it lost (see [`add`](Holds::add)) and was then undone.
     pub(crate) fn replaced(&self, hold: &Arc<Hold>) {
-        if let Some(current) = self.map.get(&hold.id()) {
+        if let Some(current) = self.map.get(&hold.id) {
             if Arc::ptr_eq(&current, hold) {
                 current.mark_lost(LostReason::Released);
             }
@@ -231,7 +226,7 @@ impl Holds {
     pub(crate) fn release(&self, hold: &Arc<Hold>) -> bool {
         let one_guard_less = || hold.guards.fetch_sub(1, Ordering::AcqRel) == 1;
         let mut registered = false;
-        let removed = self.map.remove_if(&hold.id(), |_, current| {
+        let removed = self.map.remove_if(&hold.id, |_, current| {
             registered = Arc::ptr_eq(current, hold);
             registered && one_guard_less()
         });
@@ -250,7 +245,7 @@ impl Holds {
     pub(crate) fn holds_of(&self, key: &str) -> Vec<Arc<Hold>> {
         self.map
             .iter()
-            .filter(|hold| &*hold.key == key)
+            .filter(|hold| &*hold.id.key == key)
             .map(|hold| hold.clone())
             .collect()
     }
@@ -270,7 +265,7 @@ impl Holds {
         });
         for hold in gathered.dropped {
             self.map
-                .remove_if(&hold.id(), |_, current| Arc::ptr_eq(current, &hold));
+                .remove_if(&hold.id, |_, current| Arc::ptr_eq(current, &hold));
         }
         (gathered.kept, gathered.next)
     }
@@ -409,7 +404,7 @@ mod tests {
 
     fn due_keys(holds: &Holds) -> Vec<String> {
         let (due, _) = holds.due(0, usize::MAX, usize::MAX, Instant::now());
-        due.iter().map(|hold| hold.key.to_string()).collect()
+        due.iter().map(|hold| hold.id.key.to_string()).collect()
     }
 
     #[tokio::test]
@@ -445,8 +440,8 @@ mod tests {
         lost.mark_lost(LostReason::Released);
         assert_eq!(due_keys(&holds), ["kept"]);
         assert_eq!(holds.len(), 1);
-        assert!(!holds.is_held(&holds.id(&lost.key, &lost.owner)));
-        assert!(holds.is_held(&holds.id(&kept.key, &kept.owner)));
+        assert!(!holds.is_held(&holds.id(&lost.id.key, &lost.id.owner)));
+        assert!(holds.is_held(&holds.id(&kept.id.key, &kept.id.owner)));
     }
 
     #[test]

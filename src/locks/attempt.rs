@@ -193,7 +193,7 @@ impl Sent {
         };
         if may_be_queued {
             // After the attempt, so that the place it took is the one left.
-            let owner = self.id.owner().clone();
+            let owner = self.id.owner.clone();
             crate::locks::fair::leave_in_background(self.core.clone(), self.names.clone(), owner);
         }
         if took_lock {
@@ -225,7 +225,7 @@ impl Sent {
                 let renewal = match self.names.kind.side {
                     None => Renewal::Key,
                     Some(_) => Renewal::ReadWrite {
-                        read_timeouts: self.names.read_timeouts(self.id.owner()),
+                        read_timeouts: self.names.read_timeouts(&self.id.owner),
                     },
                 };
                 let replaces = self.prior.as_ref().filter(|_| new_hold);
@@ -245,7 +245,7 @@ impl Sent {
                 if !hold.is_watchdog() || core.connections.is_cluster() {
                     core.lease_check.ensure_running();
                 }
-                tracing::debug!(lock = %self.names.key, owner = %self.id.owner(), "acquired");
+                tracing::debug!(lock = %self.names.key, owner = %self.id.owner, "acquired");
                 Ok(Tried::Acquired(LockGuard::new(
                     core, self.names, hold, token,
                 )))

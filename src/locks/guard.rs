@@ -47,8 +47,8 @@ impl std::fmt::Debug for LockGuard {
         let mut debug = f.debug_struct("LockGuard");
         if let Some(state) = &self.state {
             debug
-                .field("lock", &state.hold.key)
-                .field("owner", &state.hold.owner)
+                .field("lock", &state.hold.id.key)
+                .field("owner", &state.hold.id.owner)
                 .field("lost", &state.hold.lost_reason());
         }
         debug.finish()
@@ -85,21 +85,21 @@ impl LockGuard {
 
     /// The lock's Redis key: the client's key prefix followed by the lock's name.
     pub fn key(&self) -> &str {
-        &self.state().hold.key
+        &self.state().hold.id.key
     }
 
     /// The lock's name, as [`Lock::name`](crate::Lock::name) gives it: its
     /// [`key`](LockGuard::key) without the client's key prefix.
     pub fn name(&self) -> &str {
         let state = self.state();
-        let key = &*state.hold.key;
+        let key = &*state.hold.id.key;
         key.strip_prefix(&*state.core.settings.key_prefix)
             .unwrap_or(key)
     }
 
     /// The hash field this guard's owner holds: `<client-uuid>:<task-id>`.
     pub fn owner(&self) -> &str {
-        &self.state().hold.owner
+        &self.state().hold.id.owner
     }
 
     /// The fencing token of this acquire, for a guard of a
@@ -223,8 +223,7 @@ pub(crate) fn release_one(
 ) -> impl Future<Output = Result<()>> + Send + 'static {
     // Before the hold lets go: from then on a new acquire of the owner waits for this
     // release to be answered.
-    let id = hold.id();
-    let releasing = core.holds.release_started(&id);
+    let releasing = core.holds.release_started(&hold.id);
     let tracked = core.track();
     let last = core.holds.release(&hold);
     if last {
@@ -237,12 +236,12 @@ pub(crate) fn release_one(
         // and copied whole into this future on every release.
         let (outcome, result) = 'released: {
             if let Some(reason) = lost {
-                let error = lost_error(hold.key.to_string(), reason, hold.valid_until());
+                let error = lost_error(hold.id.key.to_string(), reason, hold.valid_until());
                 break 'released ("lost", Err(error));
             }
             let started = Instant::now();
             let applied = hold.lease_at(started);
-            let request = Release::new(core.clone(), names.clone(), &id, applied.ms);
+            let request = Release::new(core.clone(), names.clone(), &hold.id, applied.ms);
             let released = match request.run().await {
                 Ok(released) => released,
                 Err(e) if e.is_not_a_lock() => {
@@ -262,7 +261,7 @@ pub(crate) fn release_one(
                 }
                 Released::Freed => ("freed", Ok(())),
                 Released::StillHeld if last => {
-                    release_leftovers(&core, &names, &id).await;
+                    release_leftovers(&core, &names, &hold.id).await;
                     ("freed", Ok(()))
                 }
                 Released::StillHeld => {
@@ -278,7 +277,7 @@ pub(crate) fn release_one(
                     let reason = hold.gone_reason();
                     hold.release_found_lost(reason);
                     let reason = hold.lost_reason().unwrap_or(reason);
-                    let error = lost_error(hold.key.to_string(), reason, hold.valid_until());
+                    let error = lost_error(hold.id.key.to_string(), reason, hold.valid_until());
                     ("lost", Err(error))
                 }
             }
@@ -332,7 +331,7 @@ impl Drop for LockGuard {
             return;
         };
         let core = state.core.clone();
-        let key = state.hold.key.clone();
+        let key = state.hold.id.key.clone();
         // Stops renewing at once; the release itself runs on the client's runtime.
         let releasing = release(state);
         core.spawn(async move {

@@ -94,7 +94,7 @@ impl Release {
     /// live hold's, and Redis should count them and every release of the owner on its way
     /// (at least this one).
     pub(crate) fn new(core: Arc<Core>, names: Arc<LockNames>, id: &HoldId, lease_ms: u64) -> Self {
-        let owner = id.owner().clone();
+        let owner = id.owner.clone();
         let staying = core.holds.live(id).map_or(0, |hold| hold.guard_count());
         let releasing = core.holds.releases_on_their_way(id).max(1);
         let expected = u32::try_from(releasing)

@@ -123,9 +123,9 @@ async fn check_all(checks: &Checks) -> bool {
     // On a cluster, one call per hash slot: a script call may name one slot's keys only.
     let per_slot = checks.connections.is_cluster();
     for batch in batches(holds, per_slot, checks.batch_size, |hold| {
-        hold.key.as_bytes()
+        hold.id.key.as_bytes()
     }) {
-        let pairs = batch.iter().map(|hold| (&*hold.key, &*hold.owner));
+        let pairs = batch.iter().map(|hold| (&*hold.id.key, &*hold.id.owner));
         let still_held = |mut conn| async move { scripts::still_held(&mut conn, pairs).await };
         match checks.connections.once(still_held).await {
             Ok(held) => {

@@ -218,7 +218,7 @@ fn per_slot(holds: &Holds, slots: usize, size: usize) -> Vec<Vec<Arc<Hold>>> {
     let (due, _) = holds.due(0, slots, usize::MAX, Instant::now());
     by_script(due)
         .into_iter()
-        .flat_map(|group| batches(group, true, size, |hold| hold.key.as_bytes()))
+        .flat_map(|group| batches(group, true, size, |hold| hold.id.key.as_bytes()))
         .collect()
 }
 
@@ -256,7 +256,7 @@ impl Renewed {
     fn slot(&self) -> u16 {
         self.holds
             .first()
-            .map_or(0, |(hold, _)| key_slot(hold.key.as_bytes()))
+            .map_or(0, |(hold, _)| key_slot(hold.id.key.as_bytes()))
     }
 
     /// Applies the answers: renewed holds are valid for longer (unless the renewal does not
@@ -334,7 +334,7 @@ async fn send(
     if holds[0].0.renewal == Renewal::Key {
         let keys = holds
             .iter()
-            .map(|(hold, applied)| (&*hold.key, &*hold.owner, applied.ms));
+            .map(|(hold, applied)| (&*hold.id.key, &*hold.id.owner, applied.ms));
         return scripts::renew(conn, lease_ms, keys).await;
     }
     let keys = holds.iter().map(|(hold, applied)| {
@@ -343,7 +343,7 @@ async fn send(
             // Never renewed: permits are not watchdog holds.
             Renewal::Key | Renewal::Permit => None,
         };
-        (&*hold.key, &*hold.owner, timeouts, applied.ms)
+        (&*hold.id.key, &*hold.id.owner, timeouts, applied.ms)
     });
     read_write::renew(conn, keys).await
 }

@@ -386,7 +386,7 @@ impl Try for TakePermit {
                 );
                 // After a reconnection, a permit that Redis forgot is reported lost.
                 core.lease_check.ensure_running();
-                tracing::debug!(semaphore = %names.key, permit = %hold.owner, "acquired");
+                tracing::debug!(semaphore = %names.key, permit = %hold.id.owner, "acquired");
                 Ok(Tried::Acquired(ExpirablePermit::new(
                     core.clone(),
                     names.clone(),

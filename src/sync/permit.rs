@@ -61,7 +61,7 @@ impl std::fmt::Debug for ExpirablePermit {
         if let Some(state) = &self.state {
             debug
                 .field("semaphore", &state.names.key)
-                .field("id", &state.hold.owner)
+                .field("id", &state.hold.id.owner)
                 .field("lost", &state.hold.lost_reason());
         }
         debug.finish()
@@ -100,7 +100,7 @@ impl ExpirablePermit {
     /// The permit's id: the 16 random bytes stored in Redis, in 32 lowercase hex digits,
     /// as Redisson shows its ids. Any client can release the permit by it.
     pub fn id(&self) -> &str {
-        &self.state().hold.owner
+        &self.state().hold.id.owner
     }
 
     /// The semaphore's Redis key: the client's key prefix followed by its name.
@@ -220,8 +220,8 @@ impl ExpirablePermit {
         if state.core.handed_out.take(state.ticket) {
             state.core.holds.release(&state.hold);
         }
-        tracing::debug!(semaphore = %state.names.key, permit = %state.hold.owner, "permit forgotten");
-        state.hold.owner.to_string()
+        tracing::debug!(semaphore = %state.names.key, permit = %state.hold.id.owner, "permit forgotten");
+        state.hold.id.owner.to_string()
     }
 }
 
@@ -309,7 +309,7 @@ async fn confirm_expiry(core: &Core, names: &SyncNames, id: &[u8; 16], hold: &Ho
     let own_end = drift(hold.lease_ms()) * 2 + EXTENSION_MARGIN;
     match tokio::time::timeout(CONFIRM_LIMIT, ask).await {
         Ok(Ok(Some(left_ms))) if Duration::from_millis(left_ms) > own_end => {
-            tracing::debug!(semaphore = %names.key, permit = %hold.owner, left_ms, "the permit's lease was extended elsewhere");
+            tracing::debug!(semaphore = %names.key, permit = %hold.id.owner, left_ms, "the permit's lease was extended elsewhere");
             hold.lease_applied(started, Applied::within(left_ms, None, started));
             return;
         }
@@ -387,7 +387,7 @@ fn lost_from(names: &SyncNames, hold: &Hold, reason: LostReason) -> Error {
     let expired_ago = Instant::now()
         .checked_duration_since(hold.valid_until())
         .filter(|ago| *ago > Duration::ZERO);
-    lost_error(&names.key, &hold.owner, reason, expired_ago)
+    lost_error(&names.key, &hold.id.owner, reason, expired_ago)
 }
 
 /// [`Error::PermitLost`] for the permit `id` of the semaphore `key`.
@@ -411,7 +411,7 @@ impl Drop for ExpirablePermit {
             return;
         };
         let core = state.core.clone();
-        let (key, id) = (state.names.key.clone(), state.hold.owner.clone());
+        let (key, id) = (state.names.key.clone(), state.hold.id.owner.clone());
         let releasing = release(state);
         core.spawn(async move {
             match releasing.await {
