@@ -35,30 +35,29 @@ impl EpochWatch {
     /// before. The highest is kept, not the last: nodes learn a new epoch by gossip, one
     /// after the other, and a node that has not yet must not make the next read look like a
     /// change again.
-    pub(crate) async fn changed(&self, conn: &Conn) -> bool {
+    ///
+    /// # Errors
+    /// The node's error: that node may be the one that failed, and the next poll asks
+    /// another.
+    pub(crate) async fn changed(&self, conn: &Conn) -> redis::RedisResult<bool> {
         if !conn.is_cluster() {
-            return false;
+            return Ok(false);
         }
         let mut info = redis::cmd("CLUSTER");
         info.arg("INFO");
-        let reply = conn.clone().query_one_node(&info).await;
-        let text = match reply.map(redis::from_redis_value::<String>) {
-            Ok(Ok(text)) => text,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "unexpected CLUSTER INFO reply");
-                return false;
-            }
+        let reply = conn.clone().query_one_node(&info).await?;
+        let text = match redis::from_redis_value::<String>(reply) {
+            Ok(text) => text,
             Err(e) => {
-                // That node may be the one that failed; the next poll asks another.
-                tracing::debug!(error = %e, "CLUSTER INFO failed");
-                return false;
+                tracing::debug!(error = %e, "unexpected CLUSTER INFO reply");
+                return Ok(false);
             }
         };
         let Some(epoch) = current_epoch(&text) else {
-            return false;
+            return Ok(false);
         };
         let before = self.highest.fetch_max(epoch, Ordering::AcqRel);
-        before != 0 && epoch > before
+        Ok(before != 0 && epoch > before)
     }
 }
 

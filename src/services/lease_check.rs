@@ -93,14 +93,17 @@ impl Rounds for Checks {
     async fn round(&self, woken: bool) -> Duration {
         let unfinished = self.unfinished.swap(false, Ordering::Relaxed);
         if let (Some(epoch), false, false) = (&self.epoch, woken, unfinished) {
-            let Ok(shared) = self.connections.shared().await else {
-                return RETRY_AFTER_FAILURE;
-            };
-            if epoch.changed(&shared.conn).await {
-                tracing::debug!("the cluster changed its topology: checking held locks");
-                // The watchdog renews, and so checks, its holds at once; this task's own
-                // permit brings it back at once, woken, to check the fixed-lease holds.
-                self.connections.reconnects().tell();
+            let read = |conn| async move { epoch.changed(&conn).await };
+            match self.connections.once(read).await {
+                Ok(true) => {
+                    tracing::debug!("the cluster changed its topology: checking held locks");
+                    // The watchdog renews, and so checks, its holds at once; this task's
+                    // own permit brings it back at once, woken, to check the fixed-lease
+                    // holds.
+                    self.connections.reconnects().tell();
+                }
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "reading the cluster's epoch failed"),
             }
             return self.pause();
         }
