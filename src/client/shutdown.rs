@@ -10,7 +10,7 @@
 //!    or for permits return with it at once, leaving their fair-queue places on the way
 //!    out; a try already sent finishes (a lock it took is released again);
 //! 2. every guard still out is taken off the client's list, its lost signal resolves
-//!    [`LostReason::ShutDown`](crate::LostReason::ShutDown), and what it holds is released
+//!    [`LostReason::ShutDown`], and what it holds is released
 //!    through its kind's own script, so that waiters are told at once (fair queues move
 //!    on, read and write holds go each by their own rules, permits come back);
 //! 3. releases already running in the background finish, and the request latches waiting

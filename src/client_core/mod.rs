@@ -50,7 +50,7 @@ pub(crate) struct Core {
     pub(crate) heartbeat: Heartbeat,
     pub(crate) listener: UnlockListener,
     /// How unlock messages travel: classic, or sharded on a cluster (see
-    /// [`PubSubMode`](crate::PubSubMode)).
+    /// [`PubSubMode`]).
     pub(crate) channel_kind: ChannelKind,
     pub(crate) latches: LatchReaper,
     /// Coalesces concurrent acquires of plain locks into multi-key script calls.

@@ -58,7 +58,7 @@ pub(crate) enum Topology {
 ///
 /// On one Redis, pub/sub is always classic (Redisson ignores its setting there); `Sharded`
 /// is refused by [`build`](crate::ClientBuilder::build) with
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument), since a client meant for a
+/// [`Error::InvalidArgument`], since a client meant for a
 /// cluster would otherwise not hear the Java clients it shares locks with.
 ///
 /// On a cluster, in either mode, each waiter subscribes on the master that owns its

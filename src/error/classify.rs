@@ -7,7 +7,7 @@ use super::Error;
 /// timeouts, dropped connections, a server that is loading or failing over, and a cluster
 /// that redirects the command or is changing its topology ([`certainly_not_run`]). Not
 /// refused credentials, and not an answer that is not Redis' (a protocol error at connect
-/// is reported as [`Error::NotRedis`](Error::NotRedis)).
+/// is reported as [`Error::NotRedis`]).
 pub(crate) fn is_transient(e: &redis::RedisError) -> bool {
     if is_auth_failure(e) {
         return false;
@@ -58,7 +58,7 @@ pub(crate) fn is_permission_failure(e: &redis::RedisError) -> bool {
 }
 
 /// How a refused PUBLISH or SUBSCRIBE (`verb`) to a lock's, semaphore's or latch's channel is
-/// named in [`Error::PermissionDenied`](Error::PermissionDenied), with the ACL rule
+/// named in [`Error::PermissionDenied`], with the ACL rule
 /// that grants it: the channel's Redisson prefix followed by `*`.
 pub(crate) fn channel_missing(verb: &str, channel: &str) -> String {
     format!(

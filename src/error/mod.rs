@@ -263,11 +263,11 @@ predicates! {
     is_invalid_argument => Error::InvalidArgument(_),
 
     /// True when the lock (or an expirable permit:
-    /// [`Error::PermitLost`](crate::Error::PermitLost)) was lost before it was released.
+    /// [`Error::PermitLost`]) was lost before it was released.
     is_lock_lost => Error::LockLost { .. } | Error::PermitLost { .. },
 
     /// True when, with replica sync on, no connected replica acknowledged a lock write in
-    /// time ([`Error::NotReplicated`](crate::Error::NotReplicated)).
+    /// time ([`Error::NotReplicated`]).
     is_not_replicated => Error::NotReplicated { .. },
 
     /// True when Redis refused the credentials: a wrong password or user name
@@ -276,26 +276,26 @@ predicates! {
     is_auth_error => Error::Redis(e) if is_auth_failure(e),
 
     /// True when Redis refused a command for lack of an ACL permission
-    /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied)).
+    /// ([`Error::PermissionDenied`]).
     is_permission_denied => Error::PermissionDenied { .. },
 
     /// True when the key is not a lock of this kind
-    /// ([`Error::NotALock`](crate::Error::NotALock)).
+    /// ([`Error::NotALock`]).
     is_not_a_lock => Error::NotALock { .. },
 
     /// True when a lock name cannot be used on a Redis Cluster
-    /// ([`Error::CrossSlotName`](crate::Error::CrossSlotName)).
+    /// ([`Error::CrossSlotName`]).
     is_cross_slot_name => Error::CrossSlotName { .. },
 
     /// True when the server may evict lock keys and the client was not told to accept it
-    /// ([`Error::EvictingServer`](crate::Error::EvictingServer)).
+    /// ([`Error::EvictingServer`]).
     is_evicting_server => Error::EvictingServer { .. },
 
     /// True when a task holding a read lock asked for the write lock of the same
-    /// read-write lock ([`Error::UpgradeRefused`](crate::Error::UpgradeRefused)).
+    /// read-write lock ([`Error::UpgradeRefused`]).
     is_upgrade_refused => Error::UpgradeRefused { .. },
 
-    /// True when the client was shut down ([`Error::ShutDown`](crate::Error::ShutDown)).
+    /// True when the client was shut down ([`Error::ShutDown`]).
     is_shut_down => Error::ShutDown,
 }
 
@@ -321,8 +321,8 @@ impl Error {
         }
     }
 
-    /// The reason a lock was lost, for [`Error::LockLost`](crate::Error::LockLost) (and an
-    /// expirable permit, for [`Error::PermitLost`](crate::Error::PermitLost)).
+    /// The reason a lock was lost, for [`Error::LockLost`] (and an
+    /// expirable permit, for [`Error::PermitLost`]).
     pub fn lost_reason(&self) -> Option<LostReason> {
         match self {
             Error::LockLost { reason, .. } | Error::PermitLost { reason, .. } => Some(*reason),

@@ -39,7 +39,7 @@ const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(100);
 /// A lock held on a majority of N independent Redis masters, for deployments where one
 /// Redis (and its asynchronous failover) is not trusted to keep a lock.
 ///
-/// Give it one [`RLock`](crate::RLock) per master, each from a [`Client`](crate::Client)
+/// Give it one [`RLock`] per master, each from a [`Client`](crate::Client)
 /// connected to that master, usually with the same name; or one
 /// [`FencedLock`](crate::FencedLock) per master for a `RedLock<Fenced>`, whose guard
 /// carries a [fencing token](crate::GroupGuard::fencing_token) that grows across holders
@@ -75,7 +75,7 @@ pub struct RedLock<K: GroupKind = Reentrant> {
 }
 
 impl<K: GroupKind> RedLock<K> {
-    /// A RedLock over `locks`, one per independent master: [`RLock`](crate::RLock)s, or
+    /// A RedLock over `locks`, one per independent master: [`RLock`]s, or
     /// [`FencedLock`](crate::FencedLock)s for fencing tokens. Nothing is sent until a
     /// method is called; an empty list, or two locks whose clients have the same URL or
     /// reach the same Redis Cluster (a majority must be of independent masters: see
@@ -122,7 +122,7 @@ impl MultiLock {
     }
 }
 
-/// The kinds of lock a group can be made of: [`Reentrant`] and [`Fenced`](crate::Fenced),
+/// The kinds of lock a group can be made of: [`Reentrant`] and [`Fenced`],
 /// whose waiters all hear one unlock channel (a fair lock's waiters wait on channels of
 /// their own, in a queue a group never joins). Sealed: no other crate can make a
 /// [`LockKind`], nor implement this trait for this crate's kinds.

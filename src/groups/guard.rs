@@ -145,7 +145,7 @@ impl GroupGuard {
     /// each is logged with `warn!`, and its hold expires with its lease.
     ///
     /// # Errors
-    /// [`Error::LockLost`](crate::Error::LockLost) when the group was lost before this call
+    /// [`Error::LockLost`] when the group was lost before this call
     /// (no other owner's lock is touched); the error of a node when fewer than the quorum
     /// confirmed the release.
     ///

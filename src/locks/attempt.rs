@@ -56,7 +56,7 @@ impl Request {
 /// (or refreshes its place) when the lock is not taken.
 ///
 /// With replica sync on, a lock taken counts only once a replica has it: otherwise it is
-/// taken back and the attempt fails with [`Error::NotReplicated`](crate::Error::NotReplicated).
+/// taken back and the attempt fails with [`Error::NotReplicated`].
 ///
 /// # Cancel safety
 /// The script call finishes even if this future is dropped; a lock it took for a caller who

@@ -164,8 +164,8 @@ impl LockGuard {
     /// last hold; otherwise the lease is reset and the lock stays held.
     ///
     /// # Errors
-    /// [`Error::LockLost`](crate::Error::LockLost) when the lock was lost before this call (nothing is deleted, and
-    /// another owner's lock is never touched); [`Error::ShutDown`](crate::Error::ShutDown)
+    /// [`Error::LockLost`] when the lock was lost before this call (nothing is deleted, and
+    /// another owner's lock is never touched); [`Error::ShutDown`]
     /// when the client's [`shutdown`](crate::Client::shutdown) released it already (nothing
     /// is sent); a connection error when Redis could not be reached after the configured
     /// retries (the lock then expires with its lease).

@@ -77,7 +77,7 @@ pub enum ForceUnlockOutcome {
 ///
 /// Every kind has the same methods and the same [`LockGuard`]; they differ in who gets the
 /// lock when it frees. To write code for any kind, take a `Lock<K>` with `K: LockKind`, or
-/// any [`DistributedLock`](crate::DistributedLock).
+/// any [`DistributedLock`].
 #[derive(Clone)]
 pub struct Lock<K: LockKind = Reentrant> {
     pub(super) core: Arc<Core>,

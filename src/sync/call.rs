@@ -6,7 +6,7 @@
 //! On a Redis Cluster a call refused because its slot is on the move or its master is
 //! failing over (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, ...: it certainly did not run)
 //! is sent again after the retry backoff for up to
-//! [`TOPOLOGY_PATIENCE`](crate::transport::calls::TOPOLOGY_PATIENCE) from its first try, as
+//! [`TOPOLOGY_PATIENCE`] from its first try, as
 //! a lock's unlock is (the one road of [`crate::transport::calls`]), and failures to reach Redis
 //! between two refusals count afresh against `retry_attempts`: a master that died drops
 //! its connections (a broken pipe, a refused reconnect) before the others answer that

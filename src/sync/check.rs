@@ -1,5 +1,5 @@
 //! Checks on the arguments of the synchronizers, done before anything is sent to Redis:
-//! out of range is [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+//! out of range is [`Error::InvalidArgument`].
 
 use std::time::Duration;
 

@@ -111,7 +111,7 @@ impl PermitExpirableSemaphore {
     ///
     /// Waiting never polls: the waiter subscribes to the semaphore's channel and tries
     /// again when a permit is given back; when the nearest taken permit expires (no
-    /// message announces that); and at least every [`RECHECK`](crate::sync::RECHECK) (5 s).
+    /// message announces that); and at least every [`RECHECK`] (5 s).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or a
@@ -176,7 +176,7 @@ impl PermitExpirableSemaphore {
     /// that nobody gave back yet is given back now, and answers false, as in Redisson.
     ///
     /// A guard of this client on the permit reports it lost
-    /// ([`LostReason::Released`](crate::LostReason::Released)) when it is released.
+    /// ([`LostReason::Released`]) when it is released.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or an

@@ -120,7 +120,7 @@ impl CountDownLatch {
     ///
     /// Waiting never polls: the waiter subscribes to the latch's channel, is woken by the
     /// count-down that opens it (and by a new count or a delete, to read the count again),
-    /// and reads the count at least every [`RECHECK`](crate::sync::RECHECK) (5 s) in case
+    /// and reads the count at least every [`RECHECK`] (5 s) in case
     /// a message was lost. Redisson's `await()` has no such bound.
     ///
     /// # Errors

@@ -36,7 +36,7 @@ use crate::util::detach::FinishOnDrop;
 /// releases the permit by id, or finds, after a reconnection, that Redis forgot it (a
 /// restart, a failover). A release past the deadline asks Redis too, and frees the permit
 /// if Redis still has it; releasing a permit known lost is
-/// [`Error::PermitLost`](crate::Error::PermitLost), and never releases anyone else's.
+/// [`Error::PermitLost`], and never releases anyone else's.
 #[must_use = "if unused the permit is released immediately"]
 #[clippy::has_significant_drop]
 pub struct ExpirablePermit {
@@ -161,10 +161,10 @@ impl ExpirablePermit {
     /// [`valid_until`](ExpirablePermit::valid_until) moves with it.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a lease under 10 ms or
-    /// over ten years (nothing sent); [`Error::PermitLost`](crate::Error::PermitLost) when
+    /// [`Error::InvalidArgument`] for a lease under 10 ms or
+    /// over ten years (nothing sent); [`Error::PermitLost`] when
     /// the permit was lost before (nothing sent), or is found gone (its lease ran out,
-    /// someone released it by id); [`Error::ShutDown`](crate::Error::ShutDown) after the
+    /// someone released it by id); [`Error::ShutDown`] after the
     /// client's shutdown; a connection error (retried: a new lease set twice is the same
     /// lease, a moment later).
     ///
@@ -193,13 +193,13 @@ impl ExpirablePermit {
     /// if it still has it.
     ///
     /// # Errors
-    /// [`Error::PermitLost`](crate::Error::PermitLost) when the permit was known lost before
+    /// [`Error::PermitLost`] when the permit was known lost before
     /// (released by id here, found forgotten by Redis, `lost()` resolved: nothing is sent) or
     /// is found gone (its lease ran out, someone released it by id, Redis forgot it): nobody
     /// else's permit is touched;
-    /// [`Error::ShutDown`](crate::Error::ShutDown) when the client's
+    /// [`Error::ShutDown`] when the client's
     /// [`shutdown`](crate::Client::shutdown) released it already (nothing is sent);
-    /// [`Error::NotALock`](crate::Error::NotALock) when a key now holds other data; a
+    /// [`Error::NotALock`] when a key now holds other data; a
     /// connection error when Redis could not be reached after the retries (the permit
     /// then comes back when its lease runs out).
     ///

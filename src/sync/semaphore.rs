@@ -69,9 +69,9 @@ impl Semaphore {
     /// [`release`](Semaphore::release) opens. Waiters are told.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name or
+    /// [`Error::InvalidArgument`] for an invalid name or
     /// more than 2,147,483,647 permits (a Java `int`, as Redisson reads the count), with
-    /// nothing sent; [`Error::NotALock`](crate::Error::NotALock) when the key holds other
+    /// nothing sent; [`Error::NotALock`] when the key holds other
     /// data; a connection error.
     ///
     /// # Cancel safety
@@ -86,10 +86,10 @@ impl Semaphore {
     /// and tells the waiters.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name, 0, or
+    /// [`Error::InvalidArgument`] for an invalid name, 0, or
     /// more than 2,147,483,647 either way (nothing sent);
-    /// [`Error::Rejected`](crate::Error::Rejected) when the count would leave a Java
-    /// `int`'s range (nothing written); [`Error::NotALock`](crate::Error::NotALock) when
+    /// [`Error::Rejected`] when the count would leave a Java
+    /// `int`'s range (nothing written); [`Error::NotALock`] when
     /// the key holds other data; a connection error.
     ///
     /// # Cancel safety
@@ -104,19 +104,19 @@ impl Semaphore {
     ///
     /// Waiting never polls: the waiter subscribes to the semaphore's channel and tries
     /// again when permits are given back, and at least every
-    /// [`RECHECK`](crate::sync::RECHECK) (5 s) in case a message was lost. The semaphore
+    /// [`RECHECK`] (5 s) in case a message was lost. The semaphore
     /// is not fair: a waiter that wants fewer permits may get them first.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name, 0
+    /// [`Error::InvalidArgument`] for an invalid name, 0
     /// permits or more than 2,147,483,647 (nothing sent);
-    /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
+    /// [`Error::NotALock`] when the key holds other data; a
     /// connection error when Redis cannot be reached after the configured retries (a try
     /// whose reply was lost is not sent again, and may have taken the permits: with no
     /// owner recorded, they cannot be told apart from others' and stay taken; a Redis
     /// Cluster client sends it again with its request latch, see
     /// [retries](crate::sync#retries));
-    /// [`Error::Timeout`](crate::Error::Timeout) when the subscription cannot be made.
+    /// [`Error::Timeout`] when the subscription cannot be made.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves no subscription behind, and permits it took in
@@ -170,10 +170,10 @@ impl Semaphore {
     /// semaphore checks nothing: permits given back that nobody took are added.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name, 0 or
+    /// [`Error::InvalidArgument`] for an invalid name, 0 or
     /// more than 2,147,483,647 permits (nothing sent);
-    /// [`Error::Rejected`](crate::Error::Rejected) when the count would pass a Java
-    /// `int`'s range (nothing written); [`Error::NotALock`](crate::Error::NotALock); a
+    /// [`Error::Rejected`] when the count would pass a Java
+    /// `int`'s range (nothing written); [`Error::NotALock`]; a
     /// connection error (a try whose reply was lost is not sent again, as it may have run,
     /// but by a Redis Cluster client, with its request latch: see
     /// [retries](crate::sync#retries)).
@@ -191,8 +191,8 @@ impl Semaphore {
     /// below zero).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name;
-    /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
+    /// [`Error::InvalidArgument`] for an invalid name;
+    /// [`Error::NotALock`] when the key holds other data; a
     /// connection error.
     ///
     /// # Cancel safety

@@ -80,11 +80,11 @@ impl SemaphoreGuard {
     /// Gives the permits back and tells the waiters.
     ///
     /// # Errors
-    /// [`Error::Rejected`](crate::Error::Rejected) when the count would pass a Java
+    /// [`Error::Rejected`] when the count would pass a Java
     /// `int`'s range (permits were added meanwhile; nothing written);
-    /// [`Error::ShutDown`](crate::Error::ShutDown) when the client's
+    /// [`Error::ShutDown`] when the client's
     /// [`shutdown`](crate::Client::shutdown) gave them back already (nothing is sent);
-    /// [`Error::NotALock`](crate::Error::NotALock) when the key now holds other data; a
+    /// [`Error::NotALock`] when the key now holds other data; a
     /// connection error when Redis could not be reached. A try whose reply was lost is
     /// not sent again (it may have run, and the count has no owner to check): the
     /// permits are then given back or lost, and an error says which cannot be known. A

@@ -1,5 +1,5 @@
 //! Waiting for permits or for a latch to open, on the crate's one waiting loop
-//! ([`wait_for`](crate::locks::wait::wait_for)): try, subscribe to the channel, try again,
+//! ([`wait_for`]): try, subscribe to the channel, try again,
 //! then wait for a message or the re-check bound, whichever comes first.
 //!
 //! A try that finds nothing to take answers how long to wait at most before the next one:

@@ -1,6 +1,6 @@
 //! Checks on caller input, done before anything is sent to Redis: every duration, size and
 //! name a caller can pass has a documented range, and anything outside it is
-//! [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+//! [`Error::InvalidArgument`].
 
 use std::fmt::Debug;
 use std::time::Duration;

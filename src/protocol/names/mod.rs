@@ -1,5 +1,5 @@
 //! The Redis key and channel names of one lock, exactly as Redisson derives them: the rules
-//! of the public [`layout`](crate::protocol::layout), applied once per handle.
+//! of the public [`layout`], applied once per handle.
 
 use crate::util::lock_metrics::LockMetrics;
 use std::sync::Arc;

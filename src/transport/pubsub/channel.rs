@@ -231,8 +231,8 @@ impl Subscription {
     }
 
     /// The waiter is about to try (on a channel whose messages wake every waiter): a message
-    /// from now on wakes its next [`wait`](Subscription::wait), and those before do not,
-    /// since this try sees what they announced.
+    /// from now on wakes its next [`wait_within`](Subscription::wait_within), and those
+    /// before do not, since this try sees what they announced.
     pub(crate) fn trying(&mut self) {
         self.moves.borrow_and_update();
     }

@@ -114,8 +114,8 @@ impl UnlockListener {
     /// subscription.
     ///
     /// # Errors
-    /// [`Error::Timeout`](crate::Error::Timeout) when the subscription is not confirmed
-    /// within `timeout`; [`Error::PermissionDenied`](crate::Error::PermissionDenied) as soon
+    /// [`Error::Timeout`] when the subscription is not confirmed
+    /// within `timeout`; [`Error::PermissionDenied`] as soon
     /// as Redis refuses it.
     ///
     /// # Cancel safety
