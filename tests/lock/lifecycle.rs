@@ -297,6 +297,20 @@ fn example_binary(name: &str) -> std::path::PathBuf {
     binary
 }
 
+/// Sends SIGTERM to `child` and waits, bounded, for it to exit (`what` names the wait).
+#[cfg(unix)]
+async fn terminate(mut child: std::process::Child, what: &'static str) -> std::process::ExitStatus {
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    testkit::bounded(what, tokio::task::spawn_blocking(move || child.wait()))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// The `worker` example, stopped by SIGTERM in the middle of its job, releases its lock
 /// before it exits: the key is gone when the process is, well before its lease would end.
 #[cfg(unix)]
@@ -319,18 +333,7 @@ async fn the_worker_example_stopped_by_sigterm_frees_its_lock_at_once() {
         .unwrap();
     assert!(lease_left > 0, "the worker holds its lock");
     let signalled = Instant::now();
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &worker.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let exited = testkit::bounded(
-        "the worker's exit",
-        tokio::task::spawn_blocking(move || worker.wait()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let exited = terminate(worker, "the worker's exit").await;
     let took = signalled.elapsed();
     assert!(exited.success(), "the worker failed: {exited}");
     let held: bool = redis::cmd("EXISTS")
@@ -379,18 +382,7 @@ async fn the_job_consumer_example_stopped_by_sigterm_leaves_no_turn_or_queue_beh
         queued > 0,
         "no consumer waits in the queue: the test would not see it left"
     );
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &consumers.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let exited = testkit::bounded(
-        "the consumers' exit",
-        tokio::task::spawn_blocking(move || consumers.wait()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let exited = terminate(consumers, "the consumers' exit").await;
     assert!(exited.success(), "the consumers failed: {exited}");
     next_line(&mut lines_rx, "stop requested").await;
     let mut left: Vec<String> = redis::cmd("KEYS")
