@@ -298,6 +298,13 @@ pub(crate) fn release_one(
 /// nobody. Each release is owner-checked, so no other owner's lock is touched; and while
 /// the owner holds the lock again, or an acquire of its is on its way (whose count may be
 /// in Redis before its hold is here), nothing more is taken back: those counts may be its.
+///
+/// No leftover release runs after a new acquire of the owner: the guard's release is
+/// counted as on its way from before it is sent until these are answered, and an acquire
+/// counts itself before it waits for such releases (`attempt`). Of the two, whichever is
+/// counted second sees the other: the check below stops, or the acquire waits. Run after
+/// the acquire, a leftover release could take its count, should the leftovers have expired
+/// meanwhile.
 async fn release_leftovers(core: &Arc<Core>, names: &Arc<LockNames>, id: &HoldId) {
     for _ in 0..MAX_LEFTOVERS {
         if core.holds.is_busy(id) {
