@@ -205,7 +205,7 @@
 //! | rule | for |
 //! |---|---|
 //! | `~<your lock names>` | the lock hashes (with a `key_prefix`, the prefixed names); `client.fenced_set` needs its resource keys too |
-//! | `~redisson_unlock_latch:*` | on a Redis Cluster, every semaphore and latch count change (its request latch); Redisson's unlocks (a user shared with Java services). This crate's unlocks write no latch: a retry knows its earlier try by the owner's count (see `locks::release`) |
+//! | `~redisson_unlock_latch:*` | on a Redis Cluster or through Sentinel, every semaphore and latch count change (its request latch); Redisson's unlocks (a user shared with Java services). This crate's unlocks write no latch: a retry knows its earlier try by the owner's count (see `locks::release`) |
 //! | `~redisson_lock_queue:*`, `~redisson_lock_timeout:*` | `FairLock` only |
 //! | `~redisson_lock_token:*` | `FencedLock` only; `~redis_rlock_fence:*` for `client.fenced_set` |
 //! | `&redisson_lock__channel:*` | publishing and hearing unlock messages (a fair lock's waiters have channels of their own under it) |
@@ -236,7 +236,7 @@
 //! |---|---|
 //! | `~<your lock names>` | the lock hashes, and the semaphores' and latches' numbers |
 //! | `~{<your lock names>` | expirable semaphores' taken permits (`{<name>}:timeout`) |
-//! | `~redisson_*` | fair queues and deadlines, fencing counters, unlock latches (Redisson's, and a cluster client's synchronizer request latches) |
+//! | `~redisson_*` | fair queues and deadlines, fencing counters, unlock latches (Redisson's, and a cluster or Sentinel client's synchronizer request latches) |
 //! | `+scan` | finding keys, page by page on every master (never `KEYS`) |
 //! | `+type +pttl +hscan +llen +zcard +zcount +get` | reading each lock: its type, lease, holders (one bounded `HSCAN`), queue, stale waiters, fencing counter |
 //! | `+zmscore +lrange +zrange` | `show`: the fair queue with deadlines, expirable permits |

@@ -1,6 +1,7 @@
 //! Deleting request latches in batches, off the request's path.
 //!
-//! A Redis Cluster client's semaphore and count-down latch count changes leave a latch key
+//! A Redis Cluster or Sentinel client's semaphore and count-down latch count changes leave
+//! a latch key
 //! (`redisson_unlock_latch:{<name>}:<request id>`, see `sync::call`) that has done its job
 //! once the reply is in. Redisson deletes each with its own command; here they are collected
 //! and removed with one UNLINK per [`KEYS_PER_COMMAND`], so that a count change costs one

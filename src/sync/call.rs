@@ -17,8 +17,8 @@
 //! A count change (`DECRBY`, `INCRBY`, `SET` to count + n) whose connection broke after
 //! it went out may have run, and run again it would count twice. Redisson sends these
 //! once (`evalWriteNoRetryAsync`), and so does a client of one server here. A failover
-//! breaks connections by design, though, so a cluster client sends each count change with
-//! a **request latch** ([`CountChange`]), as Redisson's unlocks carry an unlock latch: a key
+//! breaks connections by design, though, so a client of a Redis Cluster or of a Sentinel
+//! master sends each count change with a **request latch** ([`CountChange`]), as Redisson's unlocks carry an unlock latch: a key
 //! in the count's slot, written by the same script run as the change with the change's
 //! answer, for as long as the request may be retried ([`latch_ttl`]). A retry whose first
 //! try ran finds it and answers as that try did; one whose first try did not run (or ran
@@ -54,7 +54,8 @@ fn longest_try(settings: &Settings) -> Duration {
     settings.connect_timeout + settings.response_timeout * 2 + settings.retry_delay * 2
 }
 
-/// How long a request latch lives (only a Redis Cluster client's count changes have one):
+/// How long a request latch lives (only a cluster or Sentinel client's count changes have
+/// one):
 /// it must outlive every retry of the request, `retry_attempts` tries, and tries refused
 /// for a topology change for up to [`TOPOLOGY_PATIENCE`] from the first, after which one
 /// more round of retries may start.
@@ -62,7 +63,8 @@ fn latch_ttl(settings: &Settings) -> Duration {
     longest_try(settings) * settings.retry_attempts + Duration::from_secs(1) + TOPOLOGY_PATIENCE
 }
 
-/// One count change request: its request latch on a cluster (see the module docs), and
+/// One count change request: its request latch on a cluster or Sentinel (see the module
+/// docs), and
 /// whether a try of it may have run.
 pub(crate) struct CountChange {
     latch: Option<RequestLatch>,
@@ -72,7 +74,7 @@ pub(crate) struct CountChange {
 }
 
 impl CountChange {
-    /// A new request on `names`; with a latch on a cluster client's names.
+    /// A new request on `names`; with a latch on a cluster or Sentinel client's names.
     pub(crate) fn new(core: &Core, names: &SyncNames) -> Self {
         let now = Instant::now();
         let settings = &core.settings;
@@ -127,7 +129,8 @@ pub(crate) enum Kind {
     /// Harmless to run twice (a read, a set, a delete, a release by id): after any
     /// failure to reach Redis.
     Idempotent,
-    /// A count change: with its request latch on a cluster, as far as the latch allows
+    /// A count change: with its request latch on a cluster or Sentinel, as far as the
+    /// latch allows
     /// (see the module docs).
     CountChange,
 }
@@ -135,7 +138,7 @@ pub(crate) enum Kind {
 /// Runs `call` (`operation` names it in errors, such as "releasing") up to the client's
 /// `retry_attempts`, as its `kind` allows, and on a cluster through a topology change (see
 /// the module docs), with its errors explained. `call` gets the request's latch (a count
-/// change's, on a cluster) for every try.
+/// change's, on a cluster or Sentinel) for every try.
 pub(crate) async fn run<T, F, Fut>(
     core: &Core,
     names: &SyncNames,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::future::Future;
 
 use crate::client_core::Core;
+use crate::config::settings::Topology;
 use crate::error::Result;
 use crate::protocol::conn::Conn;
 use crate::protocol::names::{SyncKind, SyncNames};
@@ -29,10 +30,10 @@ impl Handle {
         let names = check::name(what, name).ok().map(|()| {
             let metrics = core.classes.of(kind.label(), name, None);
             let names = SyncNames::new(kind, &core.settings.key_prefix, name).with_metrics(metrics);
-            Arc::new(if core.connections.is_cluster() {
-                names.on_cluster(core.channel_kind)
-            } else {
-                names
+            Arc::new(match core.settings.topology {
+                Topology::Cluster { .. } => names.on_cluster(core.channel_kind),
+                Topology::Sentinel { .. } => names.with_request_latches(),
+                Topology::Standalone => names,
             })
         });
         Handle {

@@ -36,7 +36,7 @@
 //! | its channel | `redisson_sc:{<key>}` | the count after a release or a reclaim, the permits set, or the permits added |
 //! | latch | string at `<key>` | the count; deleted when it reaches 0 |
 //! | its channel | `redisson_countdownlatch__channel__{<key>}` | `0`: the count reached zero; `1`: a new count, or the latch deleted |
-//! | request latch (cluster clients) | `redisson_unlock_latch:{<key>}:<request-id>` | one per count change, the change's answer, `SET … PX` by the same script run; deleted after the reply (batched), expires otherwise (see [retries](#retries)) |
+//! | request latch (cluster and Sentinel clients) | `redisson_unlock_latch:{<key>}:<request-id>` | one per count change, the change's answer, `SET … PX` by the same script run; deleted after the reply (batched), expires otherwise (see [retries](#retries)) |
 //!
 //! A key that already contains `{` keeps its own hash tag (`redisson_sc:<key>`,
 //! `<key>:timeout`), as in Redisson, except in the latch's channel, which Redisson always
@@ -115,11 +115,11 @@
 //! semaphore, its releases, `add_permits`, `drain_permits`, `count_down`) would count
 //! twice if run twice:
 //!
-//! - On one server or through Sentinel they are retried only when they certainly did not
-//!   run (as Redisson sends them once): when a reply is lost, the call fails, and the
-//!   change may or may not have been made.
-//! - A Redis Cluster client sends each with a request latch, as Redisson's unlocks carry
-//!   an unlock latch: the script that makes the change also keeps its answer for the
+//! - On one server they are retried only when they certainly did not run (as Redisson
+//!   sends them once): when a reply is lost, the call fails, and the change may or may not
+//!   have been made.
+//! - A Redis Cluster or Sentinel client, whose failovers break connections by design,
+//!   sends each with a request latch, as Redisson's unlocks carry an unlock latch: the script that makes the change also keeps its answer for the
 //!   request's retries, under `redisson_unlock_latch:{<key>}:<request-id>` (in the count's
 //!   slot, so on the same master and its replicas as the change). A retry whose first try
 //!   ran answers as that try did and counts nothing, so a count change whose reply was

@@ -76,7 +76,7 @@ pub(crate) fn sync_checks(names: &SyncNames) -> Vec<Check> {
             "a `~` pattern that matches `{<name>}:timeout`",
         ));
     }
-    // A cluster client's count changes carry request latches (see `sync::call`).
+    // A cluster or Sentinel client's count changes carry request latches (see `sync::call`).
     if let Some(latch) = names.request_latch(0) {
         checks.push(Check::key(
             &["set", &latch, "1"],
@@ -305,10 +305,10 @@ mod tests {
         }
     }
 
-    /// A cluster client's count changes write request latches, so their explanations keep
-    /// the rule; a standalone client's write none.
+    /// A cluster or Sentinel client's count changes write request latches, so their
+    /// explanations keep the rule; a standalone client's write none.
     #[test]
-    fn only_a_cluster_clients_synchronizers_check_the_latch_rule() {
+    fn only_failover_following_clients_synchronizers_check_the_latch_rule() {
         let kinds = [
             SyncKind::Semaphore,
             SyncKind::ExpirableSemaphore,
@@ -324,6 +324,8 @@ mod tests {
             assert!(!names_latch(&standalone), "{kind:?}");
             let cluster = SyncNames::new(kind, "", "app:s").on_cluster(ChannelKind::Sharded);
             assert!(names_latch(&cluster), "{kind:?}");
+            let sentinel = SyncNames::new(kind, "", "app:s").with_request_latches();
+            assert!(names_latch(&sentinel), "{kind:?}");
         }
     }
 }

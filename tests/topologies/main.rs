@@ -14,3 +14,4 @@ mod cluster_synchronizers;
 mod redlock_clusters;
 mod redlock_slow_nodes;
 mod sentinel;
+mod sentinel_synchronizers;

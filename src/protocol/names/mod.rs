@@ -183,7 +183,7 @@ pub(crate) struct SyncNames {
     /// for a latch (Redisson writes this one by hand, braces always added).
     pub(crate) channel: Arc<str>,
     /// `redisson_unlock_latch:{key}`: joined with `:<request-id>` per count change sent
-    /// with a latch, set by [`SyncNames::on_cluster`] (see `sync::call`). The lock's
+    /// with a latch, set by [`SyncNames::with_request_latches`] (see `sync::call`). The lock's
     /// unlock latches' namespace: users given the lock's ACL rules may write there
     /// already, and Redisson reads a latch only under a request id of its own, never
     /// these. Built as the channel is, so that it shares the key's slot whenever the
@@ -226,22 +226,31 @@ impl SyncNames {
     }
 
     /// The latch key of one count change request, `<prefix>:<request id in 32 hex
-    /// digits>`, in the key's slot; retries of the request reuse it. Only a cluster
-    /// client's count changes carry one (see `sync::call`): `None` elsewhere.
+    /// digits>`, in the key's slot; retries of the request reuse it. Only the count changes
+    /// of a client that follows failovers (a cluster's, a Sentinel's) carry one (see
+    /// `sync::call`): `None` elsewhere.
     pub(crate) fn request_latch(&self, request_id: u128) -> Option<Arc<str>> {
         let prefix = self.latch_prefix.as_deref()?;
         Some(format!("{prefix}:{request_id:032x}").into())
     }
 
-    /// These names, for a client of a Redis Cluster whose messages travel as
-    /// `channel_kind` says; checks that every derived name shares the key's slot.
-    pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
-        self.channel_kind = channel_kind;
+    /// These names, with a request latch for each count change: for a client that follows
+    /// failovers, which break connections by design (see `sync::call`).
+    pub(crate) fn with_request_latches(mut self) -> Self {
         let key = &self.key;
         self.latch_prefix = Some(match self.kind {
             SyncKind::Latch => format!("{}:{{{key}}}", Derived::UnlockLatch.prefix()),
             SyncKind::Semaphore | SyncKind::ExpirableSemaphore => Derived::UnlockLatch.of(key),
         });
+        self
+    }
+
+    /// These names, for a client of a Redis Cluster whose messages travel as
+    /// `channel_kind` says, with request latches; checks that every derived name shares
+    /// the key's slot.
+    pub(crate) fn on_cluster(mut self, channel_kind: ChannelKind) -> Self {
+        self.channel_kind = channel_kind;
+        self = self.with_request_latches();
         let mut derived = vec![self.channel.to_string()];
         derived.extend(self.timeouts.as_ref().map(|t| t.to_string()));
         derived.extend(self.request_latch(0).map(|latch| latch.to_string()));

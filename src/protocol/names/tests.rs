@@ -98,7 +98,7 @@ fn synchronizer_names_follow_redisson() {
 }
 
 #[test]
-fn request_latches_are_a_cluster_clients_and_share_the_channel_tag() {
+fn request_latches_are_a_cluster_or_sentinel_clients_and_share_the_channel_tag() {
     let latch = |kind, name| {
         SyncNames::new(kind, "", name)
             .on_cluster(ChannelKind::Sharded)
@@ -113,6 +113,15 @@ fn request_latches_are_a_cluster_clients_and_share_the_channel_tag() {
         &*latch(SyncKind::Semaphore, "db:pool"),
         "redisson_unlock_latch:{db:pool}:0000000000000000000000000000ab12"
     );
+    // A Sentinel client's latches are named as a cluster client's.
+    for kind in SYNC_KINDS {
+        assert_eq!(
+            SyncNames::new(kind, "", "db:pool")
+                .with_request_latches()
+                .request_latch(0xab12),
+            Some(latch(kind, "db:pool"))
+        );
+    }
     assert!(
         latch(SyncKind::ExpirableSemaphore, "{g}pu").starts_with("redisson_unlock_latch:{g}pu:")
     );
