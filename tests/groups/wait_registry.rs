@@ -212,7 +212,7 @@ async fn a_group_without_the_registry_writes_nothing_of_its_wait() {
         assert_eq!(
             registry_keys(raw).await,
             [
-                format!("redis_rlock_waiters:{{b}}"),
+                "redis_rlock_waiters:{b}".to_string(),
                 format!("redis_rlock_waiting:{{{owner}}}"),
             ],
             "only the registered group's two keys"
