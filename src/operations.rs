@@ -265,7 +265,11 @@
 //! beside the lock and under its owner, refreshed while it waits, removed when the wait
 //! ends, expired within one watchdog timeout after a crash (layout:
 //! [`layout::Derived::Waiters`](crate::protocol::layout::Derived::Waiters) and
-//! [`layout::waiting_record`](crate::protocol::layout::waiting_record)). Then:
+//! [`layout::waiting_record`](crate::protocol::layout::waiting_record)). A group's waiting
+//! call is recorded under its one owner field: a `RedLock`'s on every master, a
+//! `MultiLock`'s beside each of its locks held elsewhere (an owner has one record per
+//! Redis, so a `MultiLock` waiting for two locks of one Redis is recorded under its owner as
+//! waiting for one of them, in turn). Then:
 //!
 //! - `rlock show NAME` lists the lock's registered waiters, longest waiting first;
 //! - `rlock deadlocks` walks the holds and the registered waits on every master and prints

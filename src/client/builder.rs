@@ -166,9 +166,11 @@ impl ClientBuilder {
         /// The price, on contended locks only (an uncontended acquire never waits): two script
         /// calls when a wait starts, two at each refresh, two when it ends. The registry is
         /// for diagnosis: its own failures are logged and never fail or delay a lock call. It
-        /// covers single locks of every kind; a [`RedLock`](crate::RedLock) or
-        /// [`MultiLock`](crate::MultiLock) wait is not recorded. An ACL user needs
-        /// `~redis_rlock_wait*` beside the lock rules.
+        /// covers single locks of every kind and groups: a [`RedLock`](crate::RedLock)'s
+        /// wait is recorded on every master whose client keeps a registry (its locks are one
+        /// lock), a [`MultiLock`](crate::MultiLock)'s on each of its locks held elsewhere,
+        /// both under the group's one owner field. An ACL user needs `~redis_rlock_wait*`
+        /// beside the lock rules.
         ///
         /// Default: off.
         ///

@@ -5,6 +5,11 @@
 //! Only a busy node's unlock can let the group in: its own rollback published on the
 //! others. After a split vote (some nodes granted it, too few) it pauses a random moment
 //! before the next try, so that rivals who split the nodes retry at different moments.
+//!
+//! With the [wait registry](crate::ClientBuilder::wait_registry) on a node's client, the
+//! call is recorded on that node as a single lock's wait is, until the call ends: from the
+//! first round that found the node busy and listens there, for a `MultiLock`; from the
+//! first round that listens anywhere, for a `RedLock`, whose nodes are one lock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +25,7 @@ use crate::groups::group::{Group, GroupKind, Node};
 use crate::groups::guard::GroupGuard;
 use crate::locks::attempt::attempt;
 use crate::locks::wait::{Contender, Listening, Tried, WakeUps};
+use crate::locks::wait_registry::Registration;
 use crate::transport::connections::Connections;
 use crate::transport::pubsub::Wake;
 use crate::util::lock_metrics::LockMetrics;
@@ -40,6 +46,9 @@ pub(super) struct GroupContender<'a, K: GroupKind> {
     pub(super) busy: Vec<usize>,
     /// Whether the last round split the nodes between rivals.
     pub(super) split: bool,
+    /// The call's entry in the wait registry of each node whose client keeps one, with
+    /// the node's index: empty, and never allocated, when no client does.
+    pub(super) registrations: Vec<(usize, Box<Registration>)>,
 }
 
 impl<K: GroupKind> Contender for GroupContender<'_, K> {
@@ -199,6 +208,15 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
                 Err(e) => tracing::debug!(error = %e, "cannot hear a node's unlocks yet"),
             }
         }
+        // A MultiLock waits for those of its locks held elsewhere. A RedLock's nodes are one
+        // lock: waiting, it waits for that lock on every master, including those its rounds
+        // were decided without (two busy masters of three decide a round).
+        let one_lock = self.group.one_lock() && !heard.is_empty();
+        for (index, registration) in &mut self.registrations {
+            if one_lock || heard.contains(index) {
+                registration.waiting();
+            }
+        }
         self.busy = heard;
         // Try again now that these nodes' unlocks are heard.
         Ok(if started {
@@ -215,10 +233,21 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
             .filter(|(index, _)| busy.contains(index))
             .map(|(_, wake_ups)| Box::pin(wake_ups.wait(bound)))
             .collect();
-        if waits.is_empty() {
-            tokio::time::sleep(bound).await;
+        let wait = async move {
+            if waits.is_empty() {
+                tokio::time::sleep(bound).await;
+            } else {
+                select_all(waits).await;
+            }
+        };
+        if self.registrations.is_empty() {
+            wait.await;
         } else {
-            select_all(waits).await;
+            // Every node's entry is kept fresh beside the wait, never in its way (a node
+            // heard in an earlier round stays recorded: the call still waits for the
+            // group); boxed, so that the wait of a group without a registry stays small.
+            let registrations = self.registrations.iter_mut().map(|(_, r)| &mut **r);
+            Box::pin(Registration::beside(registrations, wait)).await;
         }
         if self.split {
             let jitter = rand::rng().random_range(Duration::ZERO..=MAX_SPLIT_JITTER);

@@ -26,6 +26,7 @@ use crate::locks::acquire::Timed;
 use crate::locks::attempt::Request;
 use crate::locks::distributed::{self, DistributedLock};
 use crate::locks::wait::{deadline_after, wait_for, WakeUps};
+use crate::locks::wait_registry::Registration;
 use crate::locks::{Fenced, Lock, LockKind, RLock, Reentrant};
 use crate::protocol::names::LockNames;
 use crate::protocol::owner::{Identity, Owner};
@@ -301,6 +302,14 @@ macro_rules! group_methods {
                     }
                     let owner: Arc<str> = group.identity.field(&nodes[0].core.id_text);
                     let wake_ups = nodes.iter().map(|_| WakeUps::default()).collect();
+                    // Collected from an iterator that yields nothing when no client keeps a
+                    // registry: then no allocation.
+                    let registrations = (nodes.iter().enumerate())
+                        .filter_map(|(index, node)| {
+                            Registration::new(&node.core, &node.names.key, &owner)
+                                .map(|registration| (index, registration))
+                        })
+                        .collect();
                     let mut contender = GroupContender {
                         group,
                         nodes,
@@ -308,6 +317,7 @@ macro_rules! group_methods {
                         wake_ups,
                         busy: Vec::new(),
                         split: false,
+                        registrations,
                     };
                     wait_for(&mut contender, deadline).await
                 }
@@ -407,6 +417,12 @@ impl<K: GroupKind> Group<K> {
             Quorum::Majority => total / 2 + 1,
             Quorum::All => total,
         }
+    }
+
+    /// Whether the group is one lock on several masters (a `RedLock`), rather than several
+    /// locks (a `MultiLock`).
+    pub(super) fn one_lock(&self) -> bool {
+        self.quorum == Quorum::Majority
     }
 
     /// The group's first lock name, for errors and logs.

@@ -173,7 +173,10 @@ impl Contender for OneLock<'_> {
             None => self.wake_ups.wait(bound).await,
             // The registry's writes run beside the wait, never in its way; boxed, so that
             // the wait of a client without a registry stays small.
-            Some(registration) => Box::pin(registration.beside(self.wake_ups.wait(bound))).await,
+            Some(registration) => {
+                let wait = self.wake_ups.wait(bound);
+                Box::pin(Registration::beside([&mut **registration], wait)).await
+            }
         }
     }
 

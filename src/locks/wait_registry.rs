@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use redis::RedisResult;
 use tokio::time::Instant;
 
@@ -67,11 +68,20 @@ impl Registration {
         })
     }
 
-    /// Waits as `wait` does, with the entry written and kept fresh beside it.
-    pub(crate) async fn beside(&mut self, wait: impl std::future::Future<Output = ()>) {
+    /// Waits as `wait` does, with the entries of `registrations` (one lock's, or one per
+    /// node of a group) written and kept fresh beside it.
+    pub(crate) async fn beside<'r>(
+        registrations: impl IntoIterator<Item = &'r mut Registration>,
+        wait: impl std::future::Future<Output = ()>,
+    ) {
+        let keep = async {
+            join_all(registrations.into_iter().map(Registration::keep)).await;
+            // Reached only with no registration at all: nothing to keep beside the wait.
+            std::future::pending::<std::convert::Infallible>().await
+        };
         tokio::select! {
             () = wait => {}
-            never = self.keep() => match never {},
+            never = keep => match never {},
         }
     }
 
@@ -86,7 +96,7 @@ impl Registration {
 
     /// Runs beside the call's wait, and is dropped when the wait ends: writes the entry at
     /// once, refreshes it every third of its life, and warns once when the wait grows long.
-    pub(crate) async fn keep(&mut self) -> std::convert::Infallible {
+    async fn keep(&mut self) -> std::convert::Infallible {
         let Some(started) = self.started else {
             return std::future::pending().await;
         };

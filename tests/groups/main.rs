@@ -9,3 +9,4 @@ mod multilock;
 mod redlock_majority;
 mod redlock_unreachable_masters;
 mod replica_sync;
+mod wait_registry;
