@@ -216,6 +216,9 @@ fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
                 barrier.wait().await;
                 let other = client.lock(then);
                 let wait = other.try_lock_for(Duration::from_millis(1_500)).await;
+                // Both waits over before either lock is freed: else the wait that ends
+                // last could take the lock the other one frees at the end of its own.
+                barrier.wait().await;
                 assert!(wait.unwrap().is_none());
                 held.unlock().await.unwrap();
             })
