@@ -74,17 +74,17 @@ pub(crate) struct Holds {
     /// The acquires (`[0]`) and releases (`[1]`) of each (lock key, owner) on their way,
     /// while any is. An acquire sent and not yet settled may have its count in Redis before
     /// its hold is here; an acquire of the same owner waits for the releases (see
-    /// [`Holds::releases_done`]).
+    /// [`Holds::attempt_started`]).
     on_their_way: ById<[usize; 2]>,
     /// Told when a release ends while an acquire waits for one.
     release_ended: tokio::sync::Notify,
-    /// Acquires waiting in [`Holds::releases_done`]: a release told nobody skips the
+    /// Acquires waiting in [`Holds::attempt_started`]: a release told nobody skips the
     /// notify (a lock per release otherwise).
     release_waiters: AtomicUsize,
 }
 
 /// One acquire or release on its way, counted until dropped: an acquire in
-/// [`Holds::is_busy`], a release in [`Holds::releases_done`].
+/// [`Holds::is_busy`], a release in [`Holds::attempt_started`].
 #[derive(Debug)]
 pub(crate) struct OnItsWay {
     holds: Arc<Holds>,
@@ -290,12 +290,6 @@ impl Holds {
         self.map.len()
     }
 
-    /// Counts an acquire of `id` as on its way until the returned guard drops: from before
-    /// it is sent until its hold, if any, is registered.
-    pub(crate) fn attempt_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
-        self.count_on_its_way(id, ACQUIRES)
-    }
-
     /// Counts a release of `id` as on its way until the returned guard drops: from the
     /// moment its guard lets go (before anything is sent) until its answer is in.
     pub(crate) fn release_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
@@ -321,15 +315,35 @@ impl Holds {
         self.on_their_way(id, RELEASES)
     }
 
-    /// Waits until no release of `id` is on its way. An acquire sends only then: the same
-    /// owner's release and acquire go out through separate batches and may reach Redis in
-    /// either order, and a release that ran after the acquire would take the acquire's
-    /// count (freeing the lock under the new guard, if the released hold had already left
-    /// Redis). Releases are bounded by the client's retries, so this wait is too.
-    pub(crate) async fn releases_done(&self, id: &HoldId) {
-        // The common case, on every acquire: nothing to wait for, nothing to register.
-        if self.releases_on_their_way(id) == 0 {
-            return;
+    /// Waits until no release of `id` is on its way, then counts an acquire of `id` as on
+    /// its way until the returned guard drops (until its hold, if any, is registered).
+    ///
+    /// An acquire sends only once the owner's releases are answered: the same owner's
+    /// release and acquire go out through separate batches and may reach Redis in either
+    /// order, and a release that ran after the acquire would take the acquire's count
+    /// (freeing the lock under the new guard, if the released hold had already left Redis).
+    /// Releases are bounded by the client's retries, so this wait is too.
+    ///
+    /// The check and the count are one step, under the entry's lock: a release counted
+    /// before it is waited for, and one counted after it sees the acquire (see
+    /// `release_leftovers` in `locks::guard`, which then takes no leftover count back). An
+    /// acquire still waiting is not counted, so that one dropped while it waits does not
+    /// keep the leftovers of the release it waited for.
+    pub(crate) async fn attempt_started(self: &Arc<Self>, id: &HoldId) -> OnItsWay {
+        let counted = || {
+            let mut counts = self.on_their_way.entry(id.clone()).or_default();
+            (counts[RELEASES] == 0).then(|| {
+                counts[ACQUIRES] += 1;
+                OnItsWay {
+                    holds: self.clone(),
+                    key: id.clone(),
+                    index: ACQUIRES,
+                }
+            })
+        };
+        // The common case, on every acquire: no release to wait for.
+        if let Some(counted) = counted() {
+            return counted;
         }
         struct Waiting<'a>(&'a AtomicUsize);
         impl Drop for Waiting<'_> {
@@ -345,8 +359,8 @@ impl Holds {
             tokio::pin!(ended);
             // Registered before the check: a release ending in between is heard.
             ended.as_mut().enable();
-            if self.releases_on_their_way(id) == 0 {
-                break;
+            if let Some(counted) = counted() {
+                return counted;
             }
             ended.await;
         }

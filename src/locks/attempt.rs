@@ -74,15 +74,11 @@ pub(crate) async fn attempt(
     // At the kind's first use: may the user run every command its scripts run?
     core.commands.ensure(&core.connections, names).await?;
     let id = core.holds.id(&names.key, owner);
-    // Until this attempt is settled, a release of the owner's leftover counts keeps off
-    // the lock: the count this attempt adds may be in Redis before its hold is here.
-    // Counted before the wait below, so that a release of leftover counts either sees this
-    // attempt and stays unsent, or was counted first and is waited for (see
-    // `release_leftovers` in `locks::guard`).
-    let _in_flight = core.holds.attempt_started(&id);
-    // A release of this owner's hold still on its way goes first (see
-    // `Holds::releases_done`).
-    core.holds.releases_done(&id).await;
+    // A release of this owner's hold still on its way goes first; then, until this
+    // attempt is settled, a release of the owner's leftover counts keeps off the lock: the
+    // count this attempt adds may be in Redis before its hold is here (see
+    // `Holds::attempt_started`).
+    let _in_flight = core.holds.attempt_started(&id).await;
     // A write that waits for replicas blocks its connection meanwhile: with replica sync
     // it goes out on a pooled connection of its own, kept checked out until its WAIT is
     // answered.

@@ -301,10 +301,13 @@ pub(crate) fn release_one(
 ///
 /// No leftover release runs after a new acquire of the owner: the guard's release is
 /// counted as on its way from before it is sent until these are answered, and an acquire
-/// counts itself before it waits for such releases (`attempt`). Of the two, whichever is
-/// counted second sees the other: the check below stops, or the acquire waits. Run after
-/// the acquire, a leftover release could take its count, should the leftovers have expired
-/// meanwhile.
+/// counts itself only once no release is, in one step ([`Holds::attempt_started`]). So
+/// an acquire counted first stops the check below, and one not yet counted waits for these.
+/// Run after the acquire, a leftover release could take its count, should the leftovers
+/// have expired meanwhile. An acquire that only waits is not counted: dropped then, it
+/// must not keep the leftovers in Redis.
+///
+/// [`Holds::attempt_started`]: crate::holds::Holds::attempt_started
 async fn release_leftovers(core: &Arc<Core>, names: &Arc<LockNames>, id: &HoldId) {
     for _ in 0..MAX_LEFTOVERS {
         if core.holds.is_busy(id) {

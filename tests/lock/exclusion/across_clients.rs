@@ -1,8 +1,10 @@
 //! Mutual exclusion across clients and tasks: only one task of many clients is ever inside;
 //! re-entry is per task; a guard dropped releases in the background, a guard moved to
 //! another task unlocks there, a re-entrant drop keeps the outer hold; holds that Redis
-//! counts beyond the guards are taken back with the last release.
+//! counts beyond the guards are taken back with the last release, even when an acquire of
+//! the same owner waited for it and was dropped.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,4 +168,45 @@ async fn counts_redis_holds_beyond_the_guards_are_taken_back_with_the_last_relea
             "freed at the last release, not when its lease runs out"
         );
     }
+}
+
+/// An acquire of the same owner that waits for the last release, and is dropped while it
+/// waits (a timeout, a `select!` that took another branch), does not keep that release
+/// from taking back the counts Redis holds beyond the guards: the lock is free at once,
+/// not held by nobody until its lease runs out.
+#[tokio::test]
+async fn an_acquire_dropped_while_it_waits_for_the_last_release_keeps_nothing_held() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let mut raw = server.raw().await;
+    let lock = client.lock("leftover-waited");
+    let guard = lock.lock().await.unwrap();
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg("leftover-waited")
+        .arg(guard.owner())
+        .arg(1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // The release goes on in the background; the acquire, polled once, waits for it.
+    drop(guard);
+    let mut acquire = Box::pin(lock.lock());
+    std::future::poll_fn(|cx| {
+        assert!(
+            acquire.as_mut().poll(cx).is_pending(),
+            "waits for the release"
+        );
+        std::task::Poll::Ready(())
+    })
+    .await;
+    // Long enough for the release and its leftovers to be answered; the acquire is never
+    // polled again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(acquire);
+    let held = testkit::settles_to(false, Duration::from_secs(5), || {
+        let lock = client.lock("leftover-waited");
+        async move { lock.is_locked().await.unwrap() }
+    })
+    .await;
+    assert!(!held, "held by nobody until its lease runs out");
 }
