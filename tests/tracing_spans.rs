@@ -1,7 +1,7 @@
 //! Traces: one span per public operation (`acquire` with its wait, `unlock`, and the
 //! watchdog's `renewal_round`), with the lock's name and kind; `WARN` only for what an
 //! operator must act on: a quiet run of acquires, waits, renewals and unlocks logs no
-//! warning, and a lost lock logs one.
+//! warning, and a lost lock logs one; a long registered wait warns once, a `RedLock`'s too.
 //!
 //! Alone in its test binary: tracing caches, per call site, whether anyone listens, and a
 //! test on another thread hitting a call site first can make the subscriber this test
@@ -11,8 +11,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis_rlock::{Client, LostReason};
-use testkit::RedisServer;
+use redis_rlock::{Client, LostReason, RedLock};
+use testkit::{RedisGroup, RedisServer};
 use tracing_subscriber::fmt::format::FmtSpan;
 
 /// Where the test's log lines go.
@@ -239,5 +239,55 @@ fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
                 "{line}"
             );
         }
+    });
+}
+
+#[test]
+fn a_long_redlock_wait_warns_once_for_all_its_masters() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let group = RedisGroup::start(3);
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    logged(subscriber, async {
+        let clients = |name: &'static str| {
+            let servers = &group.servers;
+            async move {
+                let mut clients = Vec::new();
+                for server in servers {
+                    let client = Client::builder(server.url())
+                        .wait_registry(true)
+                        .long_wait_warning(Duration::from_millis(300))
+                        .client_name(name)
+                        .build()
+                        .await
+                        .unwrap();
+                    clients.push(client);
+                }
+                clients
+            }
+        };
+        let (a, b) = (clients("svc-a").await, clients("svc-b").await);
+        let redlock =
+            |clients: &[Client]| RedLock::new(clients.iter().map(|c| c.lock("job")).collect());
+        let holder = redlock(&a).lock().await.unwrap();
+        // Recorded on all three masters, the wait warns once, naming the holder.
+        let late = redlock(&b).try_lock_for(Duration::from_millis(900)).await;
+        assert!(late.unwrap().is_none());
+        let text = captured.text();
+        let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+        assert_eq!(warned.len(), 1, "{text}");
+        assert!(warned[0].contains("still waiting for a lock"), "{text}");
+        assert!(warned[0].contains("lock=job"), "{text}");
+        assert!(
+            warned[0].contains(holder.owner()),
+            "names the holder: {text}"
+        );
+        assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
+        holder.unlock().await.unwrap();
     });
 }

@@ -40,6 +40,8 @@ pub(crate) struct Registration {
     /// Set once the call waits.
     started: Option<Instant>,
     next_refresh: Instant,
+    /// Whether the long-wait warning is out, for this entry or another of the same call
+    /// (a group's, recorded on several nodes, warns once).
     warned: bool,
     /// Whether an entry may be in Redis, so that there is something to remove.
     written: bool,
@@ -69,13 +71,21 @@ impl Registration {
     }
 
     /// Waits as `wait` does, with the entries of `registrations` (one lock's, or one per
-    /// node of a group) written and kept fresh beside it.
+    /// node of a group) written and kept fresh beside it, and one long-wait warning for
+    /// them all.
     pub(crate) async fn beside<'r>(
         registrations: impl IntoIterator<Item = &'r mut Registration>,
         wait: impl std::future::Future<Output = ()>,
     ) {
+        let mut registrations: Vec<_> = registrations.into_iter().collect();
+        let warned = registrations.iter().any(|registration| registration.warned);
+        for registration in &mut registrations {
+            registration.warned = warned;
+        }
+        // Claimed by the first of them to warn in this wait.
+        let warning = AtomicBool::new(warned);
         let keep = async {
-            join_all(registrations.into_iter().map(Registration::keep)).await;
+            join_all(registrations.into_iter().map(|r| r.keep(&warning))).await;
             // Reached only with no registration at all: nothing to keep beside the wait.
             std::future::pending::<std::convert::Infallible>().await
         };
@@ -95,24 +105,31 @@ impl Registration {
     }
 
     /// Runs beside the call's wait, and is dropped when the wait ends: writes the entry at
-    /// once, refreshes it every third of its life, and warns once when the wait grows long.
-    async fn keep(&mut self) -> std::convert::Infallible {
+    /// once, refreshes it every third of its life, and warns when the wait grows long,
+    /// unless the call has warned, or `warning` says another of its entries is warning.
+    async fn keep(&mut self, warning: &AtomicBool) -> std::convert::Infallible {
         let Some(started) = self.started else {
             return std::future::pending().await;
         };
         let warn_at = started + self.core.settings.long_wait_warning;
+        let mut warns = !self.warned;
         loop {
-            let next = match self.warned {
-                true => self.next_refresh,
-                false => self.next_refresh.min(warn_at),
+            let next = match warns {
+                false => self.next_refresh,
+                true => self.next_refresh.min(warn_at),
             };
             tokio::time::sleep_until(next).await;
             if Instant::now() >= self.next_refresh {
                 self.refresh().await;
             }
-            if !self.warned && Instant::now() >= warn_at {
-                self.warned = true;
-                self.warn(started.elapsed()).await;
+            if warns && Instant::now() >= warn_at {
+                warns = false;
+                if !warning.swap(true, Relaxed) {
+                    self.warn(started.elapsed()).await;
+                    // Only once it is out: a wait that ends during the walk (another node's
+                    // unlock woke a group) warns in its next round, if it goes on.
+                    self.warned = true;
+                }
             }
         }
     }
@@ -212,7 +229,10 @@ async fn walk(conn: Conn, owner: &str, lock_key: &str) -> RedisResult<Walk> {
         holders: Vec<String>,
         next: usize,
     }
-    let holders = waits::holders(&conn, lock_key).await?;
+    // A group's owner may hold the lock on the node it is recorded on (a round's grant not
+    // yet rolled back): that is not what it waits for.
+    let mut holders = waits::holders(&conn, lock_key).await?;
+    holders.retain(|holder| holder != owner);
     let mut path = vec![Step {
         owner: owner.to_string(),
         client: None,
