@@ -39,7 +39,8 @@ local function out_of_range(key, value, low, high)
         'OVERFLOW the count of %s would become %.0f, outside %s..%s', key, value, low, high))
 end
 
--- A count change's request latch (a Redis Cluster client sends one; see src/sync/call.rs):
+-- A count change's request latch (a Redis Cluster or Sentinel client sends one; see
+-- src/sync/call.rs):
 -- the answer an earlier run of the same request left at `latch`, or nil (also when no
 -- latch is given). A retry whose first try ran then answers as that try did, instead of
 -- counting a second time.

@@ -69,7 +69,7 @@ pub enum Derived {
     FencingToken,
     /// `redisson_unlock_latch:{<key>}`: the prefix of a request's latch key, which adds
     /// `:<request id>` (32 hex digits): Redisson's unlocks write one, and so do a Redis
-    /// Cluster client's semaphore and latch count changes here; this crate's lock releases
+    /// Cluster or Sentinel client's semaphore and latch count changes here; this crate's lock releases
     /// write none.
     UnlockLatch,
     /// `redisson_lock__channel:{<key>}`: where a lock's unlocks are announced; a fair

@@ -22,7 +22,7 @@
 //! `redisson_unlock_latch:{<key>}:<request-id>`, for a retried unlock to read its first
 //! try's answer. This crate's releases write none: each says how many holds its owner should
 //! count before it, and a retry that finds fewer knows its earlier try ran (see
-//! `locks::release`). A Redis Cluster client's semaphore and latch count changes do write
+//! `locks::release`). A Redis Cluster or Sentinel client's semaphore and latch count changes do write
 //! request latches under that prefix (see [`sync`](crate::sync#retries)).
 //!
 //! A [`FairLock`](crate::FairLock) adds, as Redisson's `RFairLock`:

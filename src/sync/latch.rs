@@ -88,8 +88,8 @@ impl CountDownLatch {
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an invalid name;
     /// [`Error::NotALock`](crate::Error::NotALock) when the key holds other data; a
     /// connection error (a try whose reply was lost is not sent again: it may have
-    /// counted, and a second run would count twice; a Redis Cluster client sends it again
-    /// with its request latch, see [retries](crate::sync#retries)).
+    /// counted, and a second run would count twice; a Redis Cluster or Sentinel client sends
+    /// it again with its request latch, see [retries](crate::sync#retries)).
     ///
     /// # Cancel safety
     /// Not cancel safe: if dropped, the count may or may not have gone down.

@@ -114,7 +114,7 @@ impl Semaphore {
     /// connection error when Redis cannot be reached after the configured retries (a try
     /// whose reply was lost is not sent again, and may have taken the permits: with no
     /// owner recorded, they cannot be told apart from others' and stay taken; a Redis
-    /// Cluster client sends it again with its request latch, see
+    /// Cluster or Sentinel client sends it again with its request latch, see
     /// [retries](crate::sync#retries));
     /// [`Error::Timeout`] when the subscription cannot be made.
     ///
@@ -175,7 +175,7 @@ impl Semaphore {
     /// [`Error::Rejected`] when the count would pass a Java
     /// `int`'s range (nothing written); [`Error::NotALock`]; a
     /// connection error (a try whose reply was lost is not sent again, as it may have run,
-    /// but by a Redis Cluster client, with its request latch: see
+    /// but by a Redis Cluster or Sentinel client, with its request latch: see
     /// [retries](crate::sync#retries)).
     ///
     /// # Cancel safety
@@ -238,7 +238,7 @@ impl Semaphore {
 struct Take {
     permits: u64,
     /// The request of a try that failed, which the next try sends again: with its latch
-    /// on a cluster, so that a try that ran answers as it did (see `sync::call`). A try
+    /// on a cluster or Sentinel, so that a try that ran answers as it did (see `sync::call`). A try
     /// that got an answer ends its request; the next try is a new one.
     retrying: Option<CountChange>,
 }

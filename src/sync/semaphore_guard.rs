@@ -88,8 +88,9 @@ impl SemaphoreGuard {
     /// connection error when Redis could not be reached. A try whose reply was lost is
     /// not sent again (it may have run, and the count has no owner to check): the
     /// permits are then given back or lost, and an error says which cannot be known. A
-    /// Redis Cluster client sends it again with its request latch, and rides out a
-    /// migration or a failover (see [retries](crate::sync#retries)).
+    /// Redis Cluster or Sentinel client sends it again with its request latch, and a
+    /// cluster client rides out a migration or a failover (see
+    /// [retries](crate::sync#retries)).
     ///
     /// # Cancel safety
     /// The release runs to completion in the background if this future is dropped.

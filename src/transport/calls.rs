@@ -71,9 +71,9 @@ pub(crate) enum Retry {
     /// cluster's redirection): a count change (`DECR`, `INCRBY`) that ran twice would count
     /// twice, as in Redisson, which sends these once (`evalWriteNoRetryAsync`).
     IfUnsent,
-    /// A cluster client's count change, with its request latch: any failure until this
-    /// instant, after which the latch may be gone, and the call is sent again as
-    /// [`Retry::IfUnsent`] is.
+    /// A cluster or Sentinel client's count change, with its request latch: any failure
+    /// until this instant, after which the latch may be gone, and the call is sent again
+    /// as [`Retry::IfUnsent`] is.
     Latched(Instant),
 }
 

@@ -77,7 +77,7 @@ fn telling<'s>(script: &'s LuaScript, names: &SyncNames, args: usize) -> EvalSha
     call
 }
 
-/// A count change's request latch, sent by a cluster client (see `sync::call`): the key
+/// A count change's request latch, sent by a cluster or Sentinel client (see `sync::call`): the key
 /// (in the count's slot) where the change's answer is kept for `ttl_ms`, so that a retry
 /// of a request whose first try ran answers as that try did instead of counting again.
 #[derive(Debug, Clone)]
