@@ -269,7 +269,7 @@
 //! call is recorded under its one owner field: a `RedLock`'s on every master, a
 //! `MultiLock`'s beside each of its locks held elsewhere (an owner has one record per
 //! Redis, so a `MultiLock` waiting for two locks of one Redis is recorded under its owner as
-//! waiting for one of them, in turn). Then:
+//! waiting for the one it found held last). Then:
 //!
 //! - `rlock show NAME` lists the lock's registered waiters, longest waiting first;
 //! - `rlock deadlocks` walks the holds and the registered waits on every master and prints

@@ -212,11 +212,9 @@ impl<K: GroupKind> Contender for GroupContender<'_, K> {
         // lock: waiting, it waits for that lock on every master, including those its rounds
         // were decided without (two busy masters of three decide a round).
         let one_lock = self.group.one_lock() && !heard.is_empty();
-        for (index, registration) in &mut self.registrations {
-            if one_lock || heard.contains(index) {
-                registration.waiting();
-            }
-        }
+        Registration::group_waiting(&mut self.registrations, |index| {
+            one_lock || heard.contains(&index)
+        });
         self.busy = heard;
         // Try again now that these nodes' unlocks are heard.
         Ok(if started {

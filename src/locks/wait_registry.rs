@@ -45,6 +45,11 @@ pub(crate) struct Registration {
     warned: bool,
     /// Whether an entry may be in Redis, so that there is something to remove.
     written: bool,
+    /// Whether this entry keeps its owner's record (what the owner waits for) beside its
+    /// place among the lock's waiters. An owner has one record per Redis: of a group's
+    /// entries on one client, the last to start waiting keeps it (the lock the group found
+    /// held most recently), or two locks would replace each other's at every refresh.
+    records: bool,
 }
 
 impl Registration {
@@ -66,6 +71,7 @@ impl Registration {
                 next_refresh: Instant::now(),
                 warned: false,
                 written: false,
+                records: true,
             })
         })
     }
@@ -101,6 +107,30 @@ impl Registration {
             let now = Instant::now();
             self.started = Some(now);
             self.next_refresh = now;
+        }
+    }
+
+    /// For a group: the call waits from now on for the lock of each of `registrations`
+    /// that `waits_for` names (by its node's index), if not yet. Each that starts takes
+    /// the owner's record on its client from those that started before.
+    pub(crate) fn group_waiting(
+        registrations: &mut [(usize, Box<Registration>)],
+        waits_for: impl Fn(usize) -> bool,
+    ) {
+        for i in 0..registrations.len() {
+            let (index, registration) = &registrations[i];
+            if !waits_for(*index) || registration.started.is_some() {
+                continue;
+            }
+            let core = registration.core.clone();
+            for (_, other) in registrations.iter_mut() {
+                if Arc::ptr_eq(&other.core, &core) {
+                    other.records = false;
+                }
+            }
+            let registration = &mut registrations[i].1;
+            registration.records = true;
+            registration.waiting();
         }
     }
 
@@ -140,8 +170,9 @@ impl Registration {
         let ttl = self.core.settings.watchdog_timeout;
         self.written = true;
         let (waiters, record) = self.keys();
+        let record = self.records.then_some(record.as_str());
         let (owner, lock, name) = (&self.owner, &self.lock_key, &self.core.settings.client_name);
-        let join = |conn| waits::join(conn, &waiters, &record, owner, lock, name, ttl);
+        let join = |conn| waits::join(conn, &waiters, record, owner, lock, name, ttl);
         match self.core.connections.once(join).await {
             Ok(()) => {}
             // A setting the operator must fix, said once per process rather than at every
@@ -200,9 +231,11 @@ impl Drop for Registration {
         // Redis before that wait's entry does.
         let core = self.core.clone();
         let (waiters, record) = self.keys();
+        let record = self.records.then_some(record);
         let (owner, lock_key) = (self.owner.clone(), self.lock_key.clone());
         self.core.spawn(async move {
-            let leave = |conn| waits::leave(conn, &waiters, &record, &owner, &lock_key);
+            let record = record.as_deref();
+            let leave = |conn| waits::leave(conn, &waiters, record, &owner, &lock_key);
             if let Err(e) = core.connections.once(leave).await {
                 tracing::debug!(lock = %lock_key, error = %e, "wait registry: entry left to expire");
             }

@@ -18,11 +18,11 @@ static NOTE: LazyLock<LuaScript> = script!("wait_note.lua");
 static LEAVE: LazyLock<LuaScript> = script!("wait_leave.lua");
 
 /// `owner` waits for the lock whose waiters are at `waiters` (its entry lives `ttl`
-/// unrefreshed), and its record at `record` says so: both written, or refreshed.
+/// unrefreshed), and its record at `record`, if given, says so: written, or refreshed.
 pub(crate) async fn join(
     conn: Conn,
     waiters: &str,
-    record: &str,
+    record: Option<&str>,
     owner: &str,
     lock_key: &str,
     client: &str,
@@ -31,6 +31,9 @@ pub(crate) async fn join(
     let ttl = ttl.as_millis().max(1) as u64;
     let mut join = EvalSha::new(&JOIN, 1, 2, waiters.len() + owner.len() + 24);
     join.arg(waiters).arg(owner).arg(ttl);
+    let Some(record) = record else {
+        return join.query::<i64>(&mut conn.clone()).await.map(drop);
+    };
     let mut note = EvalSha::new(
         &NOTE,
         1,
@@ -41,17 +44,20 @@ pub(crate) async fn join(
     both(conn, &join, &note).await
 }
 
-/// `owner`'s wait for the lock of `lock_key` ended: out of its waiters, and its record gone
-/// unless a later wait replaced it.
+/// `owner`'s wait for the lock of `lock_key` ended: out of its waiters, and its record at
+/// `record`, if given, gone unless a later wait replaced it.
 pub(crate) async fn leave(
     conn: Conn,
     waiters: &str,
-    record: &str,
+    record: Option<&str>,
     owner: &str,
     lock_key: &str,
 ) -> RedisResult<()> {
     let mut out = EvalSha::new(&LEAVE, 1, 1, waiters.len() + owner.len());
     out.arg(waiters).arg(owner);
+    let Some(record) = record else {
+        return out.query::<i64>(&mut conn.clone()).await.map(drop);
+    };
     let mut forget = EvalSha::new(&LEAVE, 1, 1, record.len() + lock_key.len());
     forget.arg(record).arg(lock_key);
     both(conn, &out, &forget).await

@@ -1,6 +1,7 @@
 //! The wait registry for groups: a waiting `RedLock` is in every master's registry for its
 //! lock, a waiting `MultiLock` in the registry of the lock held elsewhere, both under the
-//! group's one owner field, and gone when the wait ends, cancelled included; a group of
+//! group's one owner field, and gone when the wait ends, cancelled included; a
+//! `MultiLock` waiting for two locks of one Redis keeps one record there; a group of
 //! clients without the registry writes nothing of its wait.
 
 use std::time::Duration;
@@ -183,6 +184,64 @@ async fn a_waiting_multilock_is_recorded_for_the_lock_held_elsewhere() {
     assert_eq!(guard.owner(), owner);
     registry_empties(std::slice::from_ref(&raw)).await;
     guard.unlock().await.unwrap();
+}
+
+/// The owner's whole record: `client`, `lock` and `since`.
+async fn whole_record(conn: &MultiplexedConnection, owner: &str) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(format!("redis_rlock_waiting:{{{owner}}}"))
+        .query_async(&mut conn.clone())
+        .await
+        .unwrap();
+    pairs.sort();
+    pairs
+}
+
+#[tokio::test]
+async fn a_multilock_waiting_for_two_locks_of_one_redis_keeps_one_record_through_its_refreshes() {
+    let server = RedisServer::start();
+    let raw = server.raw().await;
+    // Entries refreshed every third of a second: two that fought over the owner's one
+    // record would replace it, and restart its `since`, within the samples below.
+    let client = Client::builder(server.url())
+        .wait_registry(true)
+        .client_name("multi")
+        .watchdog_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let holder = registry_client(&server, "holder").await;
+    let a = holder.lock("a").lock().await.unwrap();
+
+    let multi =
+        MultiLock::new(vec![client.lock("a"), client.lock("b")]).with_node_timeout(NODE_TIMEOUT);
+    let waiting = Waiting::listening(&client, 1, async move { multi.lock().await.unwrap() }).await;
+    let owner = waiters_become(&raw, "a", 1).await.swap_remove(0);
+    assert_eq!(record(&raw, &owner).await, names("multi", "a"));
+    // `b` taken and `a` freed: the group's next round finds `b` held and waits for it too.
+    let b = holder.lock("b").lock().await.unwrap();
+    a.unlock().await.unwrap();
+    assert_eq!(waiters_become(&raw, "b", 1).await, vec![owner.clone()]);
+    let moved = settles_to(names("multi", "b"), GENEROUS, || record(&raw, &owner)).await;
+    assert_eq!(
+        moved,
+        names("multi", "b"),
+        "the record names the lock found held last"
+    );
+    // Through several refreshes of both entries, one record, never replaced.
+    let first = whole_record(&raw, &owner).await;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            whole_record(&raw, &owner).await,
+            first,
+            "the record changed"
+        );
+    }
+
+    let woken = waiting.woken_by(async { b.unlock().await.unwrap() }).await;
+    registry_empties(std::slice::from_ref(&raw)).await;
+    woken.value.unlock().await.unwrap();
 }
 
 #[tokio::test]
