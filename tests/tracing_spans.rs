@@ -54,6 +54,29 @@ where
 /// One test at a time: each installs its subscriber for its own thread only.
 static ALONE: Mutex<()> = Mutex::new(());
 
+/// A subscriber of `WARN` and above, and what it wrote.
+fn warnings() -> (Captured, impl tracing::Subscriber + Send + Sync + 'static) {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    (captured, subscriber)
+}
+
+/// Checks that `text` holds one `WARN`, the long-wait warning for `lock`, naming `holder`
+/// and no deadlock.
+fn one_long_wait_warning(text: &str, lock: &str, holder: &str) {
+    let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(warned[0].contains("still waiting for a lock"), "{text}");
+    assert!(warned[0].contains(&format!("lock={lock} ")), "{text}");
+    assert!(warned[0].contains(holder), "names the holder: {text}");
+    assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
+}
+
 #[test]
 fn operations_have_spans_and_only_a_lost_lock_warns() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -173,13 +196,7 @@ fn operations_have_spans_and_only_a_lost_lock_warns() {
 fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let server = RedisServer::start();
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let (captured, subscriber) = warnings();
     logged(subscriber, async {
         let build = |name: &str| {
             Client::builder(server.url())
@@ -194,16 +211,7 @@ fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
         let holder = a.lock("z").lock().await.unwrap();
         let late = b.lock("z").try_lock_for(Duration::from_millis(700)).await;
         assert!(late.unwrap().is_none());
-        let text = captured.text();
-        let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
-        assert_eq!(warned.len(), 1, "{text}");
-        assert!(warned[0].contains("still waiting for a lock"), "{text}");
-        assert!(warned[0].contains("lock=z"), "{text}");
-        assert!(
-            warned[0].contains(holder.owner()),
-            "names the holder: {text}"
-        );
-        assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
+        one_long_wait_warning(&captured.text(), "z", holder.owner());
         holder.unlock().await.unwrap();
         let before = captured.text().len();
 
@@ -246,13 +254,7 @@ fn a_long_registered_wait_warns_once_naming_the_holders_and_the_deadlock() {
 fn a_long_redlock_wait_warns_once_for_all_its_masters() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let group = RedisGroup::start(3);
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
+    let (captured, subscriber) = warnings();
     logged(subscriber, async {
         let clients = |name: &'static str| {
             let servers = &group.servers;
@@ -278,16 +280,7 @@ fn a_long_redlock_wait_warns_once_for_all_its_masters() {
         // Recorded on all three masters, the wait warns once, naming the holder.
         let late = redlock(&b).try_lock_for(Duration::from_millis(900)).await;
         assert!(late.unwrap().is_none());
-        let text = captured.text();
-        let warned: Vec<&str> = text.lines().filter(|l| l.contains(" WARN ")).collect();
-        assert_eq!(warned.len(), 1, "{text}");
-        assert!(warned[0].contains("still waiting for a lock"), "{text}");
-        assert!(warned[0].contains("lock=job"), "{text}");
-        assert!(
-            warned[0].contains(holder.owner()),
-            "names the holder: {text}"
-        );
-        assert!(warned[0].contains("deadlock=\"none found\""), "{text}");
+        one_long_wait_warning(&captured.text(), "job", holder.owner());
         holder.unlock().await.unwrap();
     });
 }

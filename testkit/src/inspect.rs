@@ -32,6 +32,33 @@ pub async fn dbsize(conn: &mut redis::aio::MultiplexedConnection) -> i64 {
         .expect("DBSIZE")
 }
 
+/// The wait registry's keys (`redis_rlock_wait*`), sorted (`KEYS`: a test's own small
+/// server only).
+pub async fn registry_keys(conn: &redis::aio::MultiplexedConnection) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("redis_rlock_wait*")
+        .query_async(&mut conn.clone())
+        .await
+        .expect("KEYS");
+    keys.sort();
+    keys
+}
+
+/// What the wait registry's record of `owner` holds (`client`, `lock`, `since`), sorted by
+/// field.
+pub async fn waiting_record(
+    conn: &redis::aio::MultiplexedConnection,
+    owner: &str,
+) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(format!("redis_rlock_waiting:{{{owner}}}"))
+        .query_async(&mut conn.clone())
+        .await
+        .expect("HGETALL");
+    pairs.sort();
+    pairs
+}
+
 /// How many keys match `pattern` (`KEYS`: a test's own small server only).
 pub async fn keys_matching(conn: &mut redis::aio::MultiplexedConnection, pattern: &str) -> usize {
     let keys: Vec<String> = redis::cmd("KEYS")

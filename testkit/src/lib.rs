@@ -42,7 +42,8 @@ pub use clients::{client, client_with_watchdog, fair_client};
 pub use cluster::RedisCluster;
 pub use inspect::{
     count_becomes, dbsize, fair_deadline, fair_queue, info_field, info_number, key_exists,
-    keys_but_latches, keys_matching, lock_hash, pttl, raw_get, server_millis,
+    keys_but_latches, keys_matching, lock_hash, pttl, raw_get, registry_keys, server_millis,
+    waiting_record,
 };
 pub use redis_rlock::protocol::key_slot;
 pub use sentinel::RedisSentinels;

@@ -9,7 +9,9 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis_rlock::{Client, MultiLock};
 use testkit::group::{clients, held_on, redlock, NODE_TIMEOUT};
-use testkit::{eventually, settles_to, RedisGroup, RedisServer, Waiting};
+use testkit::{
+    eventually, registry_keys, settles_to, waiting_record, RedisGroup, RedisServer, Waiting,
+};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -61,12 +63,7 @@ async fn waiters_become(conn: &MultiplexedConnection, key: &str, n: usize) -> Ve
 
 /// The owner's record, without `since`: `client` and `lock`.
 async fn record(conn: &MultiplexedConnection, owner: &str) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(format!("redis_rlock_waiting:{{{owner}}}"))
-        .query_async(&mut conn.clone())
-        .await
-        .unwrap();
-    pairs.sort();
+    let mut pairs = waiting_record(conn, owner).await;
     assert_eq!(pairs.len(), 3, "{pairs:?}");
     assert_eq!(pairs[2].0, "since");
     pairs.truncate(2);
@@ -78,16 +75,6 @@ fn names(client: &str, lock: &str) -> Vec<(String, String)> {
         ("client".to_string(), client.to_string()),
         ("lock".to_string(), lock.to_string()),
     ]
-}
-
-async fn registry_keys(conn: &MultiplexedConnection) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg("redis_rlock_wait*")
-        .query_async(&mut conn.clone())
-        .await
-        .unwrap();
-    keys.sort();
-    keys
 }
 
 /// Waits until no master has a registry key left.
@@ -186,17 +173,6 @@ async fn a_waiting_multilock_is_recorded_for_the_lock_held_elsewhere() {
     guard.unlock().await.unwrap();
 }
 
-/// The owner's whole record: `client`, `lock` and `since`.
-async fn whole_record(conn: &MultiplexedConnection, owner: &str) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(format!("redis_rlock_waiting:{{{owner}}}"))
-        .query_async(&mut conn.clone())
-        .await
-        .unwrap();
-    pairs.sort();
-    pairs
-}
-
 #[tokio::test]
 async fn a_multilock_waiting_for_two_locks_of_one_redis_keeps_one_record_through_its_refreshes() {
     let server = RedisServer::start();
@@ -229,11 +205,11 @@ async fn a_multilock_waiting_for_two_locks_of_one_redis_keeps_one_record_through
         "the record names the lock found held last"
     );
     // Through several refreshes of both entries, one record, never replaced.
-    let first = whole_record(&raw, &owner).await;
+    let first = waiting_record(&raw, &owner).await;
     for _ in 0..6 {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(
-            whole_record(&raw, &owner).await,
+            waiting_record(&raw, &owner).await,
             first,
             "the record changed"
         );

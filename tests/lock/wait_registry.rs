@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis_rlock::Client;
-use testkit::{client, server_millis, settles_to, RedisServer, Waiting};
+use testkit::{
+    client, registry_keys, server_millis, settles_to, waiting_record, RedisServer, Waiting,
+};
 
 const GENEROUS: Duration = Duration::from_secs(5);
 
@@ -41,25 +43,6 @@ async fn waiters_become(conn: &MultiplexedConnection, key: &str, n: usize) -> Ve
     last
 }
 
-/// What the owner's record holds: `lock`, `since`, `client`.
-async fn record(conn: &MultiplexedConnection, owner: &str) -> Vec<(String, String)> {
-    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(format!("redis_rlock_waiting:{{{owner}}}"))
-        .query_async(&mut conn.clone())
-        .await
-        .unwrap();
-    pairs.sort();
-    pairs
-}
-
-async fn registry_keys(conn: &MultiplexedConnection) -> Vec<String> {
-    redis::cmd("KEYS")
-        .arg("redis_rlock_wait*")
-        .query_async(&mut conn.clone())
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_waiter_is_registered_while_it_waits_and_gone_once_it_has_the_lock() {
     let server = RedisServer::start();
@@ -78,7 +61,7 @@ async fn a_waiter_is_registered_while_it_waits_and_gone_once_it_has_the_lock() {
     assert!((20_000..=30_000).contains(&left), "expires in {left} ms");
     let pttl = testkit::pttl(&mut raw.clone(), "redis_rlock_waiters:{job}").await;
     assert!((20_000..=30_000).contains(&pttl), "pttl {pttl}");
-    let fields = record(&raw, owner).await;
+    let fields = waiting_record(&raw, owner).await;
     assert_eq!(fields[0], ("client".to_string(), "worker-7".to_string()));
     assert_eq!(fields[1], ("lock".to_string(), "job".to_string()));
     let since: i64 = fields[2].1.parse().unwrap();
@@ -180,7 +163,7 @@ async fn a_long_wait_keeps_its_entry_past_the_ttl() {
         later[0].1 > first[0].1,
         "refreshed: {first:?} then {later:?}"
     );
-    assert_eq!(record(&raw, &first[0].0).await.len(), 3);
+    assert_eq!(waiting_record(&raw, &first[0].0).await.len(), 3);
     let woken = waiting
         .woken_by(async { guard.unlock().await.unwrap() })
         .await;
@@ -246,7 +229,7 @@ async fn every_lock_kind_registers_its_waiters() {
     ];
     for key in ["fair", "fenced", "rw"] {
         let entries = waiters_become(&raw, key, 1).await;
-        let fields = record(&raw, &entries[0].0).await;
+        let fields = waiting_record(&raw, &entries[0].0).await;
         assert_eq!(fields[1], ("lock".to_string(), key.to_string()));
     }
 }
