@@ -119,12 +119,13 @@
 //!   sends them once): when a reply is lost, the call fails, and the change may or may not
 //!   have been made.
 //! - A Redis Cluster or Sentinel client, whose failovers break connections by design,
-//!   sends each with a request latch, as Redisson's unlocks carry an unlock latch: the script that makes the change also keeps its answer for the
-//!   request's retries, under `redisson_unlock_latch:{<key>}:<request-id>` (in the count's
-//!   slot, so on the same master and its replicas as the change). A retry whose first try
-//!   ran answers as that try did and counts nothing, so a count change whose reply was
-//!   lost is retried like any other call, for as long as its latch lives (about 45 s with
-//!   the default settings). The key needs the README's `~redisson_unlock_latch:*` rule
+//!   sends each with a request latch, as Redisson's unlocks carry an unlock latch: the
+//!   script that makes the change also keeps its answer for the request's retries, under
+//!   `redisson_unlock_latch:{<key>}:<request-id>` (in the count's slot, so on the same
+//!   master and its replicas as the change). A retry whose first try ran answers as that
+//!   try did and counts nothing, so a count change whose reply was lost is retried like
+//!   any other call, for as long as its latch lives (about 45 s with the default
+//!   settings). The key needs the README's `~redisson_unlock_latch:*` rule
 //!   (which lock releases, writing no latch, do not); Redisson never reads it.
 //!
 //! On a Redis Cluster every call, the background releases of dropped guards included,
