@@ -40,8 +40,8 @@ pub(crate) struct Registration {
     /// Set once the call waits.
     started: Option<Instant>,
     next_refresh: Instant,
-    /// Whether the long-wait warning is out, for this entry or another of the same call
-    /// (a group's, recorded on several nodes, warns once).
+    /// Whether this entry logged the long-wait warning (a group's call, recorded on
+    /// several nodes, warns once: see [`Registration::beside`]).
     warned: bool,
     /// Whether an entry may be in Redis, so that there is something to remove.
     written: bool,
@@ -83,13 +83,9 @@ impl Registration {
         registrations: impl IntoIterator<Item = &'r mut Registration>,
         wait: impl std::future::Future<Output = ()>,
     ) {
-        let mut registrations: Vec<_> = registrations.into_iter().collect();
-        let warned = registrations.iter().any(|registration| registration.warned);
-        for registration in &mut registrations {
-            registration.warned = warned;
-        }
-        // Claimed by the first of them to warn in this wait.
-        let warning = AtomicBool::new(warned);
+        let registrations: Vec<_> = registrations.into_iter().collect();
+        // Set once one of them warned, in an earlier wait or by claiming it in this one.
+        let warning = AtomicBool::new(registrations.iter().any(|r| r.warned));
         let keep = async {
             join_all(registrations.into_iter().map(|r| r.keep(&warning))).await;
             // Reached only with no registration at all: nothing to keep beside the wait.
@@ -142,7 +138,7 @@ impl Registration {
             return std::future::pending().await;
         };
         let warn_at = started + self.core.settings.long_wait_warning;
-        let mut warns = !self.warned;
+        let mut warns = !warning.load(Relaxed);
         loop {
             let next = match warns {
                 false => self.next_refresh,

@@ -31,17 +31,13 @@ pub(crate) async fn join(
     let ttl = ttl.as_millis().max(1) as u64;
     let mut join = EvalSha::new(&JOIN, 1, 2, waiters.len() + owner.len() + 24);
     join.arg(waiters).arg(owner).arg(ttl);
-    let Some(record) = record else {
-        return join.query::<i64>(&mut conn.clone()).await.map(drop);
-    };
-    let mut note = EvalSha::new(
-        &NOTE,
-        1,
-        3,
-        record.len() + lock_key.len() + client.len() + 24,
-    );
-    note.arg(record).arg(lock_key).arg(client).arg(ttl);
-    both(conn, &join, &note).await
+    let note = record.map(|record| {
+        let size = record.len() + lock_key.len() + client.len() + 24;
+        let mut note = EvalSha::new(&NOTE, 1, 3, size);
+        note.arg(record).arg(lock_key).arg(client).arg(ttl);
+        note
+    });
+    both(conn, &join, note.as_ref()).await
 }
 
 /// `owner`'s wait for the lock of `lock_key` ended: out of its waiters, and its record at
@@ -55,18 +51,21 @@ pub(crate) async fn leave(
 ) -> RedisResult<()> {
     let mut out = EvalSha::new(&LEAVE, 1, 1, waiters.len() + owner.len());
     out.arg(waiters).arg(owner);
-    let Some(record) = record else {
-        return out.query::<i64>(&mut conn.clone()).await.map(drop);
-    };
-    let mut forget = EvalSha::new(&LEAVE, 1, 1, record.len() + lock_key.len());
-    forget.arg(record).arg(lock_key);
-    both(conn, &out, &forget).await
+    let forget = record.map(|record| {
+        let mut forget = EvalSha::new(&LEAVE, 1, 1, record.len() + lock_key.len());
+        forget.arg(record).arg(lock_key);
+        forget
+    });
+    both(conn, &out, forget.as_ref()).await
 }
 
-/// Sends `first` and `second` together: calls on a waiter set and on a record, two slots
-/// on a cluster, so two calls.
-async fn both(conn: Conn, first: &EvalSha<'_>, second: &EvalSha<'_>) -> RedisResult<()> {
+/// Sends `first` and `second`, if any, together: calls on a waiter set and on a record,
+/// two slots on a cluster, so two calls.
+async fn both(conn: Conn, first: &EvalSha<'_>, second: Option<&EvalSha<'_>>) -> RedisResult<()> {
     let (mut one, mut other) = (conn.clone(), conn);
+    let Some(second) = second else {
+        return first.query::<i64>(&mut one).await.map(drop);
+    };
     let (first, second) = tokio::join!(
         first.query::<i64>(&mut one),
         second.query::<i64>(&mut other)
